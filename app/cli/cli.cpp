@@ -1,0 +1,98 @@
+// Command dispatch, help, and shared table output.
+#include "cli/cli.hpp"
+
+#include <iostream>
+
+namespace mxlab::cli {
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const std::vector<std::string>&, Io);
+};
+
+constexpr Command kCommands[] = {
+    {"formats", "list every named format with its derived properties", cmd_formats},
+    {"codepoints", "enumerate every code of a format with its exact value", cmd_codepoints},
+    {"cast", "cast values to a format with explicit rounding, overflow and subnormal handling", cmd_cast},
+    {"golden", "regenerate the golden code point tables (data/golden/codepoints)", cmd_golden},
+};
+
+std::string main_help() {
+  std::string s =
+      "mxlab: exact workbench for low-precision number formats\n\n"
+      "usage: mxlab COMMAND [ARGS...]   (mxlab COMMAND --help for details)\n\ncommands:\n";
+  for (const auto& c : kCommands) {
+    std::string name = std::string("  ") + c.name;
+    name += std::string(name.size() < 14 ? 14 - name.size() : 1, ' ');
+    s += name + c.summary + "\n";
+  }
+  s += "\nexit codes: 0 success, 2 bad input (with one message naming it), 1 internal failure\n";
+  return s;
+}
+
+}  // namespace
+
+int bad_input(Io io, const std::string& command, const std::string& message) {
+  io.err << "mxlab " << command << ": " << message << "\n";
+  return kExitBadInput;
+}
+
+std::vector<OptionSpec> table_output_options() {
+  return {{"csv", false, "", "CSV with a header row"},
+          {"json", false, "", "JSON (provenance, columns, rows)"},
+          {"md", false, "", "Markdown table"},
+          {"out", true, "FILE", "write to FILE (atomically) instead of standard output"}};
+}
+
+int emit_table(Io io, const std::string& command, const Args& args, const Table& table, Provenance provenance) {
+  int chosen = 0;
+  TableFormat fmt = TableFormat::Text;
+  if (args.flag("csv")) ++chosen, fmt = TableFormat::Csv;
+  if (args.flag("json")) ++chosen, fmt = TableFormat::Json;
+  if (args.flag("md")) ++chosen, fmt = TableFormat::Markdown;
+  if (chosen > 1) return bad_input(io, command, "choose one of --csv, --json, --md");
+  const auto out_path = args.value("out");
+  const std::vector<std::string> comments =
+      out_path ? std::vector<std::string>{provenance_line(provenance)} : std::vector<std::string>{};
+  std::string text;
+  switch (fmt) {
+    case TableFormat::Text: text = to_text(table); break;
+    case TableFormat::Csv: text = to_csv(table, comments); break;
+    case TableFormat::Json: text = to_json(table, &provenance); break;
+    case TableFormat::Markdown: text = to_markdown(table, comments); break;
+  }
+  if (out_path) {
+    if (out_path->empty()) return bad_input(io, command, "option '--out' needs a file name");
+    if (auto e = write_file_atomic(*out_path, text)) return bad_input(io, command, e->message);
+    return kExitOk;
+  }
+  io.out << text;
+  return io.out ? kExitOk : kExitFailure;
+}
+
+int run(const std::vector<std::string>& argv, Io io) {
+  if (argv.size() < 2 || argv[1] == "--help" || argv[1] == "-h" || argv[1] == "help") {
+    if (argv.size() >= 3 && argv[1] == "help") {
+      std::vector<std::string> sub = {argv[0], argv[2], "--help"};
+      return run(sub, io);
+    }
+    (argv.size() < 2 ? io.err : io.out) << main_help();
+    return argv.size() < 2 ? kExitBadInput : kExitOk;
+  }
+  if (argv[1] == "--version") {
+    const Provenance p = build_provenance();
+    io.out << "mxlab " << p.version << " (commit " << p.commit << ", " << p.compiler << ")\n";
+    return kExitOk;
+  }
+  for (const auto& c : kCommands) {
+    if (argv[1] == c.name) {
+      std::vector<std::string> rest(argv.begin() + 1, argv.end());
+      return c.run(rest, io);
+    }
+  }
+  return bad_input(io, argv[1], "unknown command (commands: formats, codepoints, cast, golden; see mxlab --help)");
+}
+
+}  // namespace mxlab::cli

@@ -1,0 +1,51 @@
+// The mxlab command-line tool as a library: every command runs in-process with its own streams.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "cli/args.hpp"
+#include "mxlab/core/provenance.hpp"
+#include "mxlab/core/table.hpp"
+
+namespace mxlab::cli {
+
+/// Exit codes: 0 success, 2 bad input (format string, option, value, file), 1 internal failure.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitBadInput = 2;
+
+/// Streams of one invocation.
+struct Io {
+  std::istream& in;
+  std::ostream& out;
+  std::ostream& err;
+};
+
+/// Runs `mxlab ARGS...` (argv[0] is the program name).
+int run(const std::vector<std::string>& argv, Io io);
+
+/// Reports a bad-input error as one line "mxlab COMMAND: message" and returns kExitBadInput.
+int bad_input(Io io, const std::string& command, const std::string& message);
+
+/// Options every table-printing command accepts.
+std::vector<OptionSpec> table_output_options();
+
+/// Writes a table in the format chosen by --csv/--json/--md (text otherwise) to stdout or --out FILE
+/// (atomically; CSV and Markdown files get a provenance comment line). Returns an exit code.
+int emit_table(Io io, const std::string& command, const Args& args, const Table& table, Provenance provenance);
+
+// Commands.
+int cmd_formats(const std::vector<std::string>& argv, Io io);
+int cmd_codepoints(const std::vector<std::string>& argv, Io io);
+int cmd_cast(const std::vector<std::string>& argv, Io io);
+int cmd_golden(const std::vector<std::string>& argv, Io io);
+
+/// The code point table of a format (codes first..last), as written by `codepoints` and `golden`.
+Table codepoint_table(const class mxlab::Format& f, std::uint64_t first, std::uint64_t last);
+
+/// First line of every golden file.
+std::string golden_header_line();
+
+}  // namespace mxlab::cli

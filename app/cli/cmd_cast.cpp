@@ -1,0 +1,179 @@
+// `mxlab cast`: values to a format with explicit rounding, overflow and subnormal handling, with the
+// decoded value and the exact error of each.
+#include <charconv>
+#include <cmath>
+#include <iostream>
+#include <limits>
+
+#include "cli/cli.hpp"
+#include "mxlab/core/random.hpp"
+#include "mxlab/exact/exact.hpp"
+#include "mxlab/formats/cast.hpp"
+#include "mxlab/formats/parse.hpp"
+
+namespace mxlab::cli {
+namespace {
+
+std::string hex_code(std::uint32_t code, int bits) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%0*X", (bits + 3) / 4, code);
+  return buf;
+}
+
+std::string flags_text(const CastResult& r) {
+  std::string s;
+  auto add = [&](bool b, const char* name) {
+    if (!b) return;
+    if (!s.empty()) s += '|';
+    s += name;
+  };
+  add(r.inexact, "inexact");
+  add(r.overflow, "overflow");
+  add(r.underflow, "underflow");
+  add(r.invalid, "invalid");
+  return s;
+}
+
+std::string trim(const std::string& s) {
+  std::size_t a = 0, b = s.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+  return s.substr(a, b - a);
+}
+
+}  // namespace
+
+int cmd_cast(const std::vector<std::string>& argv, Io io) {
+  std::vector<OptionSpec> specs = {
+      {"round", true, "MODE", "nearest-even (default), nearest-away, nearest-zero, zero, up, down, odd, stochastic"},
+      {"overflow", true, "POLICY", "saturate, inf, nan (default: inf if the format has infinity, else saturate)"},
+      {"subnormals", true, "MODE", "keep (default), flush (input and output), flush-input, flush-output"},
+      {"from", true, "TYPE", "source type the literals are rounded to first: f64 (default), f32, f16, bf16"},
+      {"seed", true, "N", "seed of the stochastic rounding stream (default 0); input i uses stochastic_bits(N, i)"},
+      {"random-bits", true, "R", "random bits compared with the discarded fraction, 1..32 (default 32)"},
+  };
+  for (auto& o : table_output_options()) specs.push_back(o);
+  auto args = parse_args(argv, 1, specs);
+  if (!args) return bad_input(io, "cast", args.error().message);
+  if (args->help) {
+    io.out << "usage: mxlab cast FORMAT [VALUE...] [--round MODE] [--overflow POLICY] [--subnormals MODE]\n"
+              "                  [--from TYPE] [--seed N] [--random-bits R] [--csv|--json|--md] [--out FILE]\n\n"
+              "Casts each VALUE (decimal or C99 hex literal such as 0x1.8p+3, parsed exactly; nan, inf, -inf)\n"
+              "to FORMAT. Without VALUEs, reads one value per line from standard input (blank lines and\n"
+              "lines starting with # are skipped). Columns: input_text, input (the value after rounding the\n"
+              "literal to --from, %.17g), input_rounded, code, hex, bits, value (%.17g), exact (exact decimal),\n"
+              "error = value - input (%.17g) and error_exact (exact decimal), flags.\n"
+              "The rules are in docs/casting.md.\n\n"
+           << options_help(specs);
+    return kExitOk;
+  }
+  if (args->positional.empty()) return bad_input(io, "cast", "missing FORMAT (e.g. mxlab cast e4m3 1.1 300)");
+  auto f = parse_format(args->positional[0]);
+  if (!f) return bad_input(io, "cast", f.error().message);
+  CastOptions o;
+  if (auto v = args->value("round")) {
+    auto r = parse_rounding(*v);
+    if (!r) return bad_input(io, "cast", "option '--round': " + r.error().message);
+    o.rounding = *r;
+  }
+  if (auto v = args->value("overflow")) {
+    auto r = parse_overflow(*v);
+    if (!r) return bad_input(io, "cast", "option '--overflow': " + r.error().message);
+    o.overflow = *r;
+  }
+  if (auto v = args->value("subnormals")) {
+    auto r = parse_subnormals(*v);
+    if (!r) return bad_input(io, "cast", "option '--subnormals': " + r.error().message);
+    o.subnormals = *r;
+  }
+  if (auto v = args->value("from")) {
+    auto r = parse_source_type(*v);
+    if (!r) return bad_input(io, "cast", "option '--from': " + r.error().message);
+    o.source = *r;
+  }
+  std::uint64_t seed = 0;
+  if (auto v = args->value("seed")) {
+    auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), seed);
+    if (ec != std::errc() || p != v->data() + v->size())
+      return bad_input(io, "cast", "option '--seed " + *v + "': expected a non-negative integer");
+  }
+  if (auto v = args->value("random-bits")) {
+    int bits = 0;
+    auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), bits);
+    if (ec != std::errc() || p != v->data() + v->size() || bits < 1 || bits > 32)
+      return bad_input(io, "cast", "option '--random-bits " + *v + "': expected an integer 1..32");
+    o.random_bits = bits;
+  }
+  auto ro = resolve_options(*f, o);
+  if (!ro) return bad_input(io, "cast", ro.error().message);
+  o = *ro;
+
+  // Inputs: arguments, or standard input one per line. All are parsed before anything is written,
+  // so a bad value produces one message and no partial output.
+  std::vector<std::string> texts(args->positional.begin() + 1, args->positional.end());
+  std::size_t first_line = 0;
+  std::vector<std::size_t> line_numbers;
+  if (texts.empty()) {
+    std::string line;
+    std::size_t n = 0;
+    while (std::getline(io.in, line)) {
+      ++n;
+      const std::string t = trim(line);
+      if (t.empty() || t[0] == '#') continue;
+      texts.push_back(t);
+      line_numbers.push_back(n);
+    }
+    first_line = 1;
+  }
+  Table t;
+  for (const char* c : {"input_text", "input", "input_rounded", "code", "hex", "bits", "value", "exact", "error",
+                        "error_exact", "flags"}) {
+    const std::string col = c;
+    t.add_column(col, col == "input" || col == "code" || col == "value" || col == "error");
+  }
+  t.rows.reserve(texts.size());
+  const bool stochastic = o.rounding == Rounding::Stochastic;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    auto num = exact::parse_number(texts[i]);
+    if (!num) {
+      const std::string where = first_line ? "standard input line " + std::to_string(line_numbers[i]) + ": " : "";
+      return bad_input(io, "cast", where + num.error().message);
+    }
+    double x = 0;
+    bool rounded = false;
+    switch (num->kind) {
+      case exact::Number::Kind::Nan: x = std::numeric_limits<double>::quiet_NaN(); break;
+      case exact::Number::Kind::PosInf: x = std::numeric_limits<double>::infinity(); break;
+      case exact::Number::Kind::NegInf: x = -std::numeric_limits<double>::infinity(); break;
+      case exact::Number::Kind::Finite: x = exact::round_to_source(num->value, o.source, &rounded); break;
+    }
+    const std::uint32_t random = stochastic ? stochastic_bits(seed, i) : 0;
+    const CastResult r = cast(*f, x, o, random);
+    const double value = f->decode(r.code);
+    const CodeClass cls = f->classify(r.code);
+    const bool finite_result = cls != CodeClass::Nan && cls != CodeClass::Inf;
+    std::string exact_value = finite_result ? exact::code_value(*f, r.code).to_decimal() : g17(value);
+    std::string err_g, err_exact;
+    if (finite_result && std::isfinite(x)) {
+      const exact::Rational e = exact::error(*f, r.code, exact::Rational::from_double(x));
+      err_g = g17(e.to_double());
+      err_exact = e.to_decimal();
+    } else {
+      err_g = g17(value - x);  // IEEE arithmetic on the non-finite cases (documented in --help)
+      err_exact = err_g;
+    }
+    t.rows.push_back({texts[i], g17(x), rounded ? "true" : "false", std::to_string(r.code), hex_code(r.code, f->bits()),
+                      bit_string(*f, r.code), g17(value), exact_value, err_g, err_exact, flags_text(r)});
+  }
+  Provenance p = build_provenance();
+  p.inputs = {{"format", f->name()},
+              {"round", std::string(to_string(o.rounding))},
+              {"overflow", std::string(to_string(o.overflow))},
+              {"subnormals", std::string(to_string(o.subnormals))},
+              {"from", std::string(to_string(o.source))},
+              {"seed", std::to_string(seed)},
+              {"random_bits", std::to_string(o.random_bits)}};
+  return emit_table(io, "cast", *args, t, p);
+}
+
+}  // namespace mxlab::cli

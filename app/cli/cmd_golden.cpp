@@ -1,0 +1,61 @@
+// `mxlab golden`: writes data/golden/codepoints/<format>.csv for every named format up to 16 bits.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/cli.hpp"
+#include "mxlab/formats/catalogue.hpp"
+
+namespace mxlab::cli {
+
+int cmd_golden(const std::vector<std::string>& argv, Io io) {
+  const std::vector<OptionSpec> specs = {
+      {"out", true, "DIR", "golden directory (default data/golden); files go to DIR/codepoints/"},
+      {"check", false, "", "compare with the files instead of writing; exit 1 listing any that differ"},
+  };
+  auto args = parse_args(argv, 1, specs);
+  if (!args) return bad_input(io, "golden", args.error().message);
+  if (args->help) {
+    io.out << "usage: mxlab golden [--out DIR] [--check]\n\n"
+              "Regenerates the golden code point tables: DIR/codepoints/<format>.csv for every named format\n"
+              "up to 16 bits (the table of `mxlab codepoints FORMAT --csv` under a header line).\n\n"
+           << options_help(specs);
+    return kExitOk;
+  }
+  if (!args->positional.empty()) return bad_input(io, "golden", "unexpected argument '" + args->positional[0] + "'");
+  const std::string dir = args->value("out").value_or("data/golden");
+  const std::filesystem::path cp_dir = std::filesystem::path(dir) / "codepoints";
+  const bool check = args->flag("check");
+  if (!check) {
+    std::error_code ec;
+    std::filesystem::create_directories(cp_dir, ec);
+    if (ec) return bad_input(io, "golden", "cannot create '" + cp_dir.string() + "': " + ec.message());
+  }
+  int differing = 0, written = 0;
+  for (const Format& f : catalogue_formats()) {
+    if (f.bits() > 16) continue;
+    const std::string content = golden_header_line() + "\n" + to_csv(codepoint_table(f, 0, f.code_count() - 1));
+    const std::filesystem::path file = cp_dir / (f.name() + ".csv");
+    if (check) {
+      std::ifstream in(file, std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      if (!in || ss.str() != content) {
+        io.out << "differs: " << file.string() << "\n";
+        ++differing;
+      }
+    } else {
+      if (auto e = write_file_atomic(file.string(), content)) return bad_input(io, "golden", e->message);
+      ++written;
+    }
+  }
+  if (check) {
+    io.out << (differing ? "golden tables differ from the engine\n" : "golden tables match the engine\n");
+    return differing ? kExitFailure : kExitOk;
+  }
+  io.out << "wrote " << written << " tables to " << cp_dir.string() << "\n";
+  return kExitOk;
+}
+
+}  // namespace mxlab::cli

@@ -1,0 +1,203 @@
+// Table writers and atomic file output.
+#include "mxlab/core/table.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <cctype>
+#include <sstream>
+#include <unistd.h>
+
+namespace mxlab {
+
+std::size_t Table::add_column(std::string name, bool is_numeric) {
+  columns.push_back(std::move(name));
+  numeric.resize(columns.size() - 1, false);
+  numeric.push_back(is_numeric);
+  return columns.size() - 1;
+}
+
+Result<TableFormat> parse_table_format(std::string_view text) {
+  if (text == "text") return TableFormat::Text;
+  if (text == "csv") return TableFormat::Csv;
+  if (text == "json") return TableFormat::Json;
+  if (text == "md" || text == "markdown") return TableFormat::Markdown;
+  return make_error("unknown table format '" + std::string(text) + "' (expected text, csv, json or md)");
+}
+
+namespace {
+
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+/// True when s is a JSON number literal.
+bool is_json_number(const std::string& s) {
+  std::size_t i = 0;
+  const std::size_t n = s.size();
+  if (i < n && s[i] == '-') ++i;
+  if (i >= n) return false;
+  if (s[i] == '0') {
+    ++i;
+  } else if (s[i] >= '1' && s[i] <= '9') {
+    while (i < n && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  } else {
+    return false;
+  }
+  if (i < n && s[i] == '.') {
+    ++i;
+    if (i >= n || !std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+    while (i < n && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  }
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < n && (s[i] == '+' || s[i] == '-')) ++i;
+    if (i >= n || !std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+    while (i < n && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  }
+  return i == n && n <= 40;  // long exact decimals stay strings so no reader rounds them silently
+}
+
+}  // namespace
+
+std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string to_csv(const Table& t, const std::vector<std::string>& comments) {
+  std::string out;
+  for (const auto& c : comments) out += "# " + c + "\n";
+  for (std::size_t i = 0; i < t.columns.size(); ++i) out += (i ? "," : "") + csv_cell(t.columns[i]);
+  out += "\n";
+  for (const auto& row : t.rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + csv_cell(row[i]);
+    out += "\n";
+  }
+  return out;
+}
+
+std::string to_json(const Table& t, const Provenance* p) {
+  std::string out = "{";
+  if (p) {
+    out += "\n  \"provenance\": {\"version\": " + json_quote(p->version) + ", \"commit\": " + json_quote(p->commit) +
+           ", \"compiler\": " + json_quote(p->compiler) + ", \"build_type\": " + json_quote(p->build_type) +
+           ", \"simd_target\": " + json_quote(p->simd_target) + ", \"inputs\": {";
+    for (std::size_t i = 0; i < p->inputs.size(); ++i)
+      out += (i ? ", " : "") + json_quote(p->inputs[i].first) + ": " + json_quote(p->inputs[i].second);
+    out += "}},";
+  }
+  out += "\n  \"columns\": [";
+  for (std::size_t i = 0; i < t.columns.size(); ++i) out += (i ? ", " : "") + json_quote(t.columns[i]);
+  out += "],\n  \"rows\": [";
+  for (std::size_t r = 0; r < t.rows.size(); ++r) {
+    out += r ? ",\n    {" : "\n    {";
+    const auto& row = t.rows[r];
+    for (std::size_t i = 0; i < row.size() && i < t.columns.size(); ++i) {
+      out += (i ? ", " : "") + json_quote(t.columns[i]) + ": ";
+      const bool num = i < t.numeric.size() && t.numeric[i] && is_json_number(row[i]);
+      out += num ? row[i] : json_quote(row[i]);
+    }
+    out += "}";
+  }
+  out += t.rows.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+std::string to_markdown(const Table& t, const std::vector<std::string>& comments) {
+  std::string out;
+  for (const auto& c : comments) out += c + "\n\n";
+  auto cell = [](const std::string& s) {
+    std::string o;
+    for (char c : s) {
+      if (c == '|') o += '\\';
+      o += c;
+    }
+    return o;
+  };
+  out += "|";
+  for (const auto& c : t.columns) out += " " + cell(c) + " |";
+  out += "\n|";
+  for (std::size_t i = 0; i < t.columns.size(); ++i)
+    out += (i < t.numeric.size() && t.numeric[i]) ? "---:|" : "---|";
+  out += "\n";
+  for (const auto& row : t.rows) {
+    out += "|";
+    for (const auto& c : row) out += " " + cell(c) + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string to_text(const Table& t) {
+  std::vector<std::size_t> width(t.columns.size(), 0);
+  for (std::size_t i = 0; i < t.columns.size(); ++i) width[i] = t.columns[i].size();
+  for (const auto& row : t.rows)
+    for (std::size_t i = 0; i < row.size() && i < width.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (std::size_t i = 0; i < cells.size() && i < width.size(); ++i) {
+      const bool right = i < t.numeric.size() && t.numeric[i];
+      const std::size_t pad = width[i] - cells[i].size();
+      if (i) out += "  ";
+      if (right) out += std::string(pad, ' ');
+      out += cells[i];
+      if (!right && i + 1 < cells.size()) out += std::string(pad, ' ');
+    }
+    return out + "\n";
+  };
+  std::string out = line(t.columns);
+  for (const auto& row : t.rows) out += line(row);
+  return out;
+}
+
+std::optional<Error> write_file_atomic(const std::string& path, std::string_view content) {
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return make_error("cannot write '" + path + "': " + std::strerror(errno) + " (directory '" + dir + "')");
+    f.write(content.data(), static_cast<std::streamsize>(content.size()));
+    f.flush();
+    if (!f) {
+      const std::string why = std::strerror(errno);
+      f.close();
+      std::remove(tmp.c_str());
+      return make_error("cannot write '" + path + "': " + why);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return make_error("cannot write '" + path + "': " + why);
+  }
+  return std::nullopt;
+}
+
+}  // namespace mxlab

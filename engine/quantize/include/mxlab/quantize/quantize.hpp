@@ -1,0 +1,63 @@
+// The scalar reference block quantizer: tensor in, element codes + scale codes + dequantized values
+// out, exactly as docs/quantization.md defines. SIMD kernels must match it bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "mxlab/core/error.hpp"
+#include "mxlab/formats/cast.hpp"
+#include "mxlab/quantize/block_format.hpp"
+
+namespace mxlab {
+
+/// Maps element positions of a tensor to blocks (tiles, channels, whole tensor; partial edge tiles
+/// are padding-free: they simply hold fewer elements).
+class BlockIndexer {
+ public:
+  BlockIndexer(const std::vector<std::int64_t>& shape, const ScaleLayout& layout);
+  /// Per-axis tile extent (the whole axis where the layout does not tile it... see .cpp).
+  const std::vector<std::int64_t>& tile() const { return tile_; }
+  /// Number of blocks along each axis.
+  const std::vector<std::int64_t>& grid() const { return grid_; }
+  std::int64_t block_count() const { return blocks_; }
+  /// Block of every element, in row-major element order.
+  std::vector<std::int64_t> block_of_all() const;
+
+ private:
+  std::vector<std::int64_t> shape_, tile_, grid_;
+  std::int64_t blocks_ = 1;
+};
+
+/// A quantized tensor: fake-quant values and the packed form's parts, unpacked.
+struct QuantizedTensor {
+  std::vector<std::int64_t> shape;
+  std::vector<double> values;             ///< dequantized values (exact doubles), row-major
+  std::vector<std::uint32_t> codes;       ///< element codes, row-major
+  std::vector<std::int64_t> block_grid;   ///< blocks per axis
+  std::vector<std::uint32_t> scale_codes; ///< one per block, row-major over block_grid
+  std::vector<double> scale_values;       ///< decoded block scales (NaN for a NaN scale)
+  std::vector<int> shared_exponents;      ///< X of power-of-two block scales (kNoExponent otherwise)
+  bool has_tensor_scale = false;
+  std::uint32_t tensor_scale_code = 0;
+  double tensor_scale = 1.0;
+  static constexpr int kNoExponent = -100000;
+};
+
+/// Quantizes x (row-major, `shape`) with the block format. Errors name the problem (shape mismatch,
+/// an option the formats cannot honour).
+Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> x, const std::vector<std::int64_t>& shape);
+
+/// Dequantizes element codes with their block scales (the inverse of the packed form), exactly.
+std::vector<double> dequantize(const BlockFormat& f, const QuantizedTensor& q);
+
+/// Correctly rounded cast of the exact quotient n / d (d > 0) to a format, for every rounding mode;
+/// stochastic rounding uses the fraction of the double quotient when d is not a power of two.
+CastResult cast_quotient(const Format& f, double n, double d, const CastOptions& o, std::uint32_t random = 0);
+
+/// The power-of-two scale exponent X of a block under the options (amax finite and > 0), before
+/// clamping to the scale format.
+int scale_exponent(const Format& element, double amax, const QuantOptions& o);
+
+}  // namespace mxlab

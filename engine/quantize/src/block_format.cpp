@@ -1,0 +1,262 @@
+// Block format strings: short names with block overrides, and ELEMENT:SCALESPEC with TensorCast scale
+// specs (seed 002). Grammar and defaults in docs/quantization.md.
+#include "mxlab/quantize/block_format.hpp"
+
+#include <cctype>
+#include <charconv>
+
+#include "mxlab/formats/catalogue.hpp"
+#include "mxlab/formats/parse.hpp"
+
+namespace mxlab {
+namespace {
+
+template <typename E>
+struct Named {
+  std::string_view name;
+  E value;
+};
+
+constexpr Named<ScaleRule> kRules[] = {{"floor", ScaleRule::Floor}, {"ceil", ScaleRule::Ceil},
+                                       {"rceil", ScaleRule::RCeil}, {"even", ScaleRule::Even},
+                                       {"midmax", ScaleRule::MidMax}, {"amax", ScaleRule::Amax},
+                                       {"4over6", ScaleRule::FourOverSix}};
+constexpr Named<ZeroBlock> kZero[] = {{"smallest", ZeroBlock::Smallest}, {"one", ZeroBlock::One}};
+constexpr Named<SpecialsPolicy> kSpecials[] = {{"block-nan", SpecialsPolicy::BlockNan},
+                                               {"element", SpecialsPolicy::Element}};
+constexpr Named<ClampSite> kClamp[] = {{"exponent", ClampSite::Exponent}, {"amax", ClampSite::Amax}};
+constexpr Named<NibbleOrder> kNibble[] = {{"low-first", NibbleOrder::LowFirst}, {"high-first", NibbleOrder::HighFirst}};
+constexpr Named<IntEncoding> kIntEnc[] = {{"twos-complement", IntEncoding::TwosComplement},
+                                          {"sign-magnitude", IntEncoding::SignMagnitude}};
+
+template <typename E, std::size_t N>
+Result<E> parse_named(std::string_view text, const Named<E> (&names)[N], std::string_view what) {
+  for (const auto& n : names)
+    if (n.name == text) return n.value;
+  std::string msg = "unknown " + std::string(what) + " '" + std::string(text) + "' (expected one of:";
+  for (std::size_t i = 0; i < N; ++i) msg += std::string(i ? ", " : " ") + std::string(names[i].name);
+  return make_error(msg + ")");
+}
+template <typename E, std::size_t N>
+std::string_view name_of(E v, const Named<E> (&names)[N]) {
+  for (const auto& n : names)
+    if (n.value == v) return n.name;
+  return "?";
+}
+
+bool read_int64(std::string_view& s, std::int64_t& out) {
+  std::size_t n = 0;
+  while (n < s.size() && std::isdigit(static_cast<unsigned char>(s[n]))) ++n;
+  if (n == 0 || n > 9) return false;
+  std::from_chars(s.data(), s.data() + n, out);
+  s.remove_prefix(n);
+  return true;
+}
+
+Error spec_error(std::string_view text, const std::string& what) {
+  return make_error("block format '" + std::string(text) + "': " + what);
+}
+
+struct ShortName {
+  std::string_view name;
+  std::string_view element;
+  std::string_view scale;
+  std::string_view tensor_scale;  // empty: none
+  std::int64_t block;
+  ScaleRule rule;
+};
+constexpr ShortName kShort[] = {
+    {"mxfp8_e4m3", "float8_e4m3fn", "float8_e8m0fnu", "", 32, ScaleRule::Floor},
+    {"mxfp8_e5m2", "float8_e5m2", "float8_e8m0fnu", "", 32, ScaleRule::Floor},
+    {"mxfp6_e3m2", "float6_e3m2fn", "float8_e8m0fnu", "", 32, ScaleRule::Floor},
+    {"mxfp6_e2m3", "float6_e2m3fn", "float8_e8m0fnu", "", 32, ScaleRule::Floor},
+    {"mxfp4", "float4_e2m1fn", "float8_e8m0fnu", "", 32, ScaleRule::Floor},
+    {"mxint8", "mxint8", "float8_e8m0fnu", "", 32, ScaleRule::Floor},
+    {"mxint4", "mxint4", "float8_e8m0fnu", "", 32, ScaleRule::Floor},
+    {"mxint2", "mxint2", "float8_e8m0fnu", "", 32, ScaleRule::Floor},
+    {"nvfp4", "float4_e2m1fn", "ue4m3", "float32", 16, ScaleRule::Amax},
+    {"mxsf", "float8_mxsf", "float8_e8m0fnu", "", 32, ScaleRule::Floor},
+    {"boost_e2m5", "float8_e2m5b3", "float8_e8m0fnu", "", 32, ScaleRule::Floor},
+};
+
+/// Element casts in block formats clamp to +-max by default (OCP MX v1.0 6.3); scales round to
+/// nearest even and saturate.
+QuantOptions default_options() {
+  QuantOptions o;
+  o.element.overflow = Overflow::Saturate;
+  o.scale.overflow = Overflow::Saturate;
+  return o;
+}
+
+/// Parses "@K" or "@RxC" into tiles.
+Result<std::vector<TileDim>> parse_override(std::string_view text, std::string_view ov) {
+  std::vector<TileDim> tiles;
+  std::int64_t a = 0, b = 0;
+  std::string_view s = ov;
+  if (!read_int64(s, a) || a < 1) return spec_error(text, "expected a block size after '@' (e.g. @16 or @8x8)");
+  tiles.push_back({a, 0});
+  if (!s.empty()) {
+    if (s.front() != 'x') return spec_error(text, "expected 'x' between the tile sizes (e.g. @8x8)");
+    s.remove_prefix(1);
+    if (!read_int64(s, b) || b < 1 || !s.empty()) return spec_error(text, "expected a second tile size after 'x'");
+    tiles.push_back({b, 0});
+  }
+  return tiles;
+}
+
+Result<BlockFormat> parse_tensorcast(std::string_view text, std::string_view element_text, std::string_view spec) {
+  auto elem = parse_format(element_text);
+  if (!elem) return spec_error(text, elem.error().message);
+  BlockFormat bf{std::string(text), *elem, ScaleLayout{}, default_options()};
+  std::vector<std::string_view> segments;
+  while (!spec.empty()) {
+    const auto u = spec.find('_');
+    segments.push_back(spec.substr(0, u));
+    if (u == std::string_view::npos) break;
+    spec.remove_prefix(u + 1);
+  }
+  std::vector<Format> numbers;
+  for (std::string_view seg : segments) {
+    if (!seg.empty() && seg.front() == 't' && seg.size() > 1 && std::isdigit(static_cast<unsigned char>(seg[1]))) {
+      std::string_view s = seg.substr(1);
+      TileDim t;
+      if (!read_int64(s, t.size)) return spec_error(text, "bad tile segment '" + std::string(seg) + "'");
+      if (!s.empty() && s.front() == 's') {
+        s.remove_prefix(1);
+        if (!read_int64(s, t.subtile)) return spec_error(text, "bad subtile in '" + std::string(seg) + "'");
+        return spec_error(text, "subtile scales ('" + std::string(seg) +
+                                    "') select implicit codebooks in TensorCast; they are not supported");
+      }
+      if (!s.empty() && s.front() == 'n') {
+        s.remove_prefix(1);
+        std::int64_t n = 0, m = 0;
+        if (!read_int64(s, n) || s.empty() || s.front() != 'm')
+          return spec_error(text, "bad sparsity in '" + std::string(seg) + "' (expected nNmM, e.g. n2m4)");
+        s.remove_prefix(1);
+        if (!read_int64(s, m) || n < 1 || m < 2 || n >= m)
+          return spec_error(text, "bad sparsity in '" + std::string(seg) + "' (need 1 <= N < M)");
+        bf.layout.sparse_n = static_cast<int>(n);
+        bf.layout.sparse_m = static_cast<int>(m);
+      }
+      if (!s.empty()) return spec_error(text, "unexpected '" + std::string(s) + "' in tile segment '" + std::string(seg) + "'");
+      bf.layout.tiles.push_back(t);
+      continue;
+    }
+    if (!bf.layout.tiles.empty())
+      return spec_error(text, "number spec '" + std::string(seg) + "' after a tile segment (numbers come first)");
+    std::string name(seg);
+    if (name == "e8m0") name = "float8_e8m0fnu";
+    auto f = parse_format(name);
+    if (!f) return spec_error(text, f.error().message);
+    numbers.push_back(*f);
+  }
+  if (numbers.empty()) return spec_error(text, "missing the scale number spec (e.g. e8m0_t32)");
+  if (numbers.size() > 2) return spec_error(text, "at most two number specs (scale and tensor scale)");
+  if (bf.layout.tiles.size() > 2) return spec_error(text, "at most two tile segments (1-D or 2-D tiles)");
+  if (numbers.size() == 2 && elem->kind() == FormatKind::Integer && !elem->is_signed())
+    return spec_error(text, "a zero point for unsigned data (asymmetric scaling) is not supported");
+  bf.layout.scale = numbers[0];
+  if (numbers.size() == 2) bf.layout.tensor_scale = numbers[1];
+  const FormatSpec& ss = numbers[0].spec();
+  const bool pow2_scale = ss.kind == FormatKind::Float && ss.mantissa_bits == 0;
+  bf.options.rule = pow2_scale ? ScaleRule::Floor : ScaleRule::Amax;
+  return bf;
+}
+
+}  // namespace
+
+Result<ScaleRule> parse_scale_rule(std::string_view t) { return parse_named(t, kRules, "scale rule"); }
+std::string_view to_string(ScaleRule r) { return name_of(r, kRules); }
+Result<ZeroBlock> parse_zero_block(std::string_view t) { return parse_named(t, kZero, "zero-block scale"); }
+std::string_view to_string(ZeroBlock z) { return name_of(z, kZero); }
+Result<SpecialsPolicy> parse_specials_policy(std::string_view t) { return parse_named(t, kSpecials, "NaN/Inf policy"); }
+std::string_view to_string(SpecialsPolicy s) { return name_of(s, kSpecials); }
+Result<ClampSite> parse_clamp_site(std::string_view t) { return parse_named(t, kClamp, "clamp site"); }
+std::string_view to_string(ClampSite c) { return name_of(c, kClamp); }
+Result<NibbleOrder> parse_nibble_order(std::string_view t) { return parse_named(t, kNibble, "nibble order"); }
+std::string_view to_string(NibbleOrder n) { return name_of(n, kNibble); }
+Result<IntEncoding> parse_int_encoding(std::string_view t) { return parse_named(t, kIntEnc, "integer encoding"); }
+std::string_view to_string(IntEncoding e) { return name_of(e, kIntEnc); }
+
+std::vector<std::string> block_format_names() {
+  std::vector<std::string> v;
+  for (const auto& s : kShort) v.emplace_back(s.name);
+  return v;
+}
+
+std::int64_t BlockFormat::block_elements() const {
+  if (!layout.scale || layout.tiles.empty() || layout.channel_axis != ScaleLayout::kNoAxis) return 0;
+  std::int64_t n = 1;
+  for (const auto& t : layout.tiles) {
+    if (t.size == 0) return 0;
+    n *= t.size;
+  }
+  return n;
+}
+
+double BlockFormat::bits_per_element(std::int64_t tensor_elements) const {
+  double bits = element.bits();
+  if (layout.scale) {
+    const std::int64_t k = block_elements();
+    if (k > 0) {
+      // Scales are stored in whole bytes (a 7-bit UE4M3 scale occupies a byte, as NVFP4 stores it).
+      bits += static_cast<double>((layout.scale->bits() + 7) / 8 * 8) / static_cast<double>(k);
+    } else if (tensor_elements > 0) {
+      bits += static_cast<double>(layout.scale->bits()) / static_cast<double>(tensor_elements);
+    }
+  }
+  if (layout.tensor_scale && tensor_elements > 0)
+    bits += static_cast<double>(layout.tensor_scale->bits()) / static_cast<double>(tensor_elements);
+  return bits;
+}
+
+Result<BlockFormat> parse_block_format(std::string_view text_in) {
+  std::string lowered(text_in);
+  for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string_view text = lowered;
+  if (text.empty()) return make_error("block format '': empty");
+  if (const auto colon = text.find(':'); colon != std::string_view::npos)
+    return parse_tensorcast(text_in, text.substr(0, colon), text.substr(colon + 1));
+  const auto at = text.find('@');
+  const std::string_view base = text.substr(0, at);
+  for (const auto& s : kShort) {
+    if (s.name != base) continue;
+    BlockFormat bf{std::string(text_in), *find_catalogue_format(s.element), ScaleLayout{}, default_options()};
+    bf.layout.scale = *find_catalogue_format(s.scale);
+    if (!s.tensor_scale.empty()) bf.layout.tensor_scale = *find_catalogue_format(s.tensor_scale);
+    bf.layout.tiles = {TileDim{s.block, 0}};
+    bf.options.rule = s.rule;
+    if (at != std::string_view::npos) {
+      auto tiles = parse_override(text_in, text.substr(at + 1));
+      if (!tiles) return tiles.error();
+      bf.layout.tiles = *tiles;
+    }
+    return bf;
+  }
+  std::string msg = "not a block format name (known: ";
+  const auto names = block_format_names();
+  for (std::size_t i = 0; i < names.size(); ++i) msg += (i ? ", " : "") + names[i];
+  msg += "; or ELEMENT:SCALESPEC such as e2m1:e8m0_t32)";
+  std::string best;
+  std::size_t best_d = 3;
+  for (const auto& n : names) {
+    const std::size_t d = edit_distance(base, n);
+    if (d < best_d) best_d = d, best = n;
+  }
+  if (!best.empty()) msg += " (did you mean '" + best + "'?)";
+  return spec_error(text_in, msg);
+}
+
+std::vector<std::string> profile_names() { return {"ocp"}; }
+
+Result<BlockFormat> apply_profile(BlockFormat f, std::string_view profile) {
+  if (profile == "ocp") {
+    f.options.profile = "ocp";
+    return f;
+  }
+  std::string msg = "unknown profile '" + std::string(profile) + "' (known:";
+  for (const auto& n : profile_names()) msg += " " + n;
+  return make_error(msg + ")");
+}
+
+}  // namespace mxlab

@@ -1,0 +1,242 @@
+// Checks the mxlab CLI's outputs, exit codes and messages against the issue's contract and the spec tables.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/cli.hpp"
+#include "mxlab/formats/catalogue.hpp"
+
+using namespace mxlab;
+
+namespace {
+struct Run {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Run run(std::vector<std::string> args, const std::string& input = "") {
+  args.insert(args.begin(), "mxlab");
+  std::istringstream in(input);
+  std::ostringstream out, err;
+  const int code = cli::run(args, {in, out, err});
+  return {code, out.str(), err.str()};
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream in(s);
+  std::string l;
+  while (std::getline(in, l)) v.push_back(l);
+  return v;
+}
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cur;
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      cells.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  cells.push_back(cur);
+  return cells;
+}
+
+std::size_t column(const std::string& header, const std::string& name) {
+  const auto cells = split_csv(header);
+  for (std::size_t i = 0; i < cells.size(); ++i)
+    if (cells[i] == name) return i;
+  FAIL("no column " << name << " in " << header);
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("every command has --help and exits 0", "[cli]") {
+  for (const char* cmd : {"formats", "codepoints", "cast", "golden"}) {
+    INFO(cmd);
+    const Run r = run({cmd, "--help"});
+    CHECK(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains("usage: mxlab"));
+  }
+  CHECK(run({"--help"}).code == 0);
+  CHECK(run({}).code == 2);
+}
+
+TEST_CASE("formats lists every catalogue row with derived columns", "[cli]") {
+  const Run r = run({"formats", "--csv"});
+  REQUIRE(r.code == 0);
+  const auto ls = lines(r.out);
+  REQUIRE(ls.size() == catalogue_rows().size() + 1);
+  for (const char* c : {"name", "aliases", "bits", "exponent_bits", "mantissa_bits", "bias", "emax", "max_finite",
+                        "min_normal", "min_subnormal", "finite_codes", "has_inf", "has_nan"})
+    CHECK_THAT(ls[0], Catch::Contains(c));
+  const std::size_t name = column(ls[0], "name"), max = column(ls[0], "max_finite"), finite = column(ls[0], "finite_codes");
+  bool seen = false;
+  for (const auto& l : ls) {
+    const auto cells = split_csv(l);
+    if (cells[name] == "float8_e4m3fn") {
+      CHECK(cells[max] == "448");
+      CHECK(cells[finite] == "254");
+      seen = true;
+    }
+  }
+  CHECK(seen);
+  const Run j = run({"formats", "--json"});
+  CHECK(j.code == 0);
+  CHECK_THAT(j.out, Catch::Contains("\"max_finite\": 57344"));
+  CHECK(run({"formats", "--md"}).code == 0);
+  CHECK(run({"formats", "--csv", "--json"}).code == 2);
+}
+
+TEST_CASE("codepoints: header, one row per code, exact values", "[cli]") {
+  const Run r = run({"codepoints", "float8_e4m3fn", "--csv"});
+  REQUIRE(r.code == 0);
+  const auto ls = lines(r.out);
+  REQUIRE(ls.size() == 257);
+  const std::size_t code = column(ls[0], "code"), value = column(ls[0], "value"), exact = column(ls[0], "exact"),
+                    cls = column(ls[0], "class"), gap = column(ls[0], "gap_up");
+  const auto row7e = split_csv(ls[1 + 0x7E]);
+  CHECK(row7e[code] == "126");
+  CHECK(row7e[value] == "448");
+  CHECK(row7e[exact] == "448");
+  CHECK(row7e[gap] == "");  // the largest value has no next larger value
+  const auto row1 = split_csv(ls[2]);
+  CHECK(row1[exact] == "0.001953125");  // 2^-9
+  CHECK(row1[cls] == "subnormal");
+  CHECK(split_csv(ls[1 + 0x7F])[value] == "nan");
+  CHECK(split_csv(ls[1 + 0x7F])[cls] == "nan");
+}
+
+TEST_CASE("codepoints of float32 need a range", "[cli]") {
+  const Run bad = run({"codepoints", "fp32"});
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--range"));
+  const Run r = run({"codepoints", "fp32", "--range", "0x3F800000:0x3F800001", "--csv"});
+  REQUIRE(r.code == 0);
+  const auto ls = lines(r.out);
+  REQUIRE(ls.size() == 3);
+  CHECK(split_csv(ls[1])[column(ls[0], "value")] == "1");
+  CHECK(split_csv(ls[2])[column(ls[0], "exact")] == "1.00000011920928955078125");
+  CHECK(run({"codepoints", "fp32", "--range", "5:2"}).code == 2);
+  CHECK(run({"codepoints", "fp32", "--range", "x"}).code == 2);
+}
+
+TEST_CASE("cast: codes, values and exact errors", "[cli]") {
+  const Run r = run({"cast", "e4m3", "460", "0x1.8p+3", "-inf", "nan", "0.1", "--csv"});
+  REQUIRE(r.code == 0);
+  const auto ls = lines(r.out);
+  REQUIRE(ls.size() == 6);
+  const std::size_t in = column(ls[0], "input"), code = column(ls[0], "code"), value = column(ls[0], "value"),
+                    err = column(ls[0], "error_exact"), flags = column(ls[0], "flags");
+  CHECK(split_csv(ls[1])[value] == "448");
+  CHECK(split_csv(ls[1])[err] == "-12");
+  CHECK(split_csv(ls[2])[in] == "12");
+  CHECK(split_csv(ls[2])[value] == "12");
+  CHECK(split_csv(ls[3])[value] == "-448");  // saturate: the default for a format without inf
+  CHECK_THAT(split_csv(ls[3])[flags], Catch::Contains("overflow"));
+  CHECK(split_csv(ls[4])[code] == "127");
+  CHECK(split_csv(ls[5])[value] == "0.1015625");
+  // 0.1 as a double is 0.1000000000000000055511151231257827021181583404541015625.
+  CHECK(split_csv(ls[5])[err] == "0.0015624999999999944488848768742172978818416595458984375");
+}
+
+TEST_CASE("cast reads standard input, one value per line", "[cli]") {
+  const Run r = run({"cast", "e2m1", "--csv", "--round", "nearest-away"}, "# comment\n2.5\n\n-0.25\n");
+  REQUIRE(r.code == 0);
+  const auto ls = lines(r.out);
+  REQUIRE(ls.size() == 3);
+  CHECK(split_csv(ls[1])[column(ls[0], "value")] == "3");
+  CHECK(split_csv(ls[2])[column(ls[0], "value")] == "-0.5");
+}
+
+TEST_CASE("cast --from rounds the literal to the source type first", "[cli]") {
+  const Run r = run({"cast", "fp32", "0.1", "--from", "f16", "--csv"});
+  REQUIRE(r.code == 0);
+  const auto ls = lines(r.out);
+  CHECK(split_csv(ls[1])[column(ls[0], "input")] == "0.0999755859375");
+  CHECK(split_csv(ls[1])[column(ls[0], "input_rounded")] == "true");
+}
+
+TEST_CASE("stochastic casts are reproducible from the seed", "[cli]") {
+  const Run a = run({"cast", "e2m1", "2.5", "2.5", "2.5", "2.5", "--round", "stochastic", "--seed", "7", "--csv"});
+  const Run b = run({"cast", "e2m1", "2.5", "2.5", "2.5", "2.5", "--round", "stochastic", "--seed", "7", "--csv"});
+  REQUIRE(a.code == 0);
+  CHECK(a.out == b.out);
+}
+
+TEST_CASE("bad input: exit code 2 and one message naming the input", "[cli]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {{"cast", "e4m33", "1"}, "format 'e4m33'"},
+      {{"cast", "flaot8_e4m3fn", "1"}, "did you mean"},
+      {{"cast", "e4m3", "1.2.3"}, "'1.2.3'"},
+      {{"cast", "e4m3", "1", "--round", "sideways"}, "unknown rounding mode 'sideways'"},
+      {{"cast", "e4m3", "1", "--overflow", "inf"}, "has no infinity"},
+      {{"cast", "e4m3", "1", "--subnormals", "maybe"}, "'maybe'"},
+      {{"cast", "e4m3", "1", "--seed", "-3"}, "--seed"},
+      {{"cast", "e4m3", "1", "--random-bits", "40"}, "--random-bits"},
+      {{"cast", "e4m3", "1", "--bogus"}, "unknown option '--bogus'"},
+      {{"cast", "e4m3", "1", "--round"}, "needs a value"},
+      {{"codepoints"}, "missing FORMAT"},
+      {{"codepoints", "nope"}, "format 'nope'"},
+      {{"frobnicate"}, "unknown command"},
+      {{"formats", "extra"}, "unexpected argument"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : ""));
+    const Run r = run(c.args);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK_THAT(r.err, Catch::Contains(c.needle));
+    CHECK(lines(r.err).size() == 1);
+  }
+  const Run stdin_bad = run({"cast", "e4m3"}, "1\n2\nbanana\n");
+  CHECK(stdin_bad.code == 2);
+  CHECK(stdin_bad.out.empty());
+  CHECK_THAT(stdin_bad.err, Catch::Contains("line 3"));
+}
+
+TEST_CASE("--out writes atomically and leaves nothing behind on failure", "[cli]") {
+  const auto dir = std::filesystem::temp_directory_path() / "mxlab_test_cli_out";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto file = (dir / "e2m1.csv").string();
+  const Run ok = run({"codepoints", "e2m1", "--csv", "--out", file});
+  CHECK(ok.code == 0);
+  std::ifstream in(file);
+  std::string first;
+  std::getline(in, first);
+  CHECK_THAT(first, Catch::StartsWith("# mxlab "));  // provenance line
+  const Run bad = run({"codepoints", "e2m1", "--csv", "--out", (dir / "missing" / "x.csv").string()});
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("missing/x.csv"));
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++files;
+  CHECK(files == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("golden code point tables equal the live enumeration", "[cli][golden]") {
+  const Run r = run({"golden", "--check", "--out", std::string(MXLAB_SOURCE_DIR) + "/data/golden"});
+  INFO(r.out);
+  CHECK(r.code == 0);
+  std::size_t count = 0;
+  for (const Format& f : catalogue_formats())
+    if (f.bits() <= 16) {
+      ++count;
+      CHECK(std::filesystem::exists(std::string(MXLAB_SOURCE_DIR) + "/data/golden/codepoints/" + f.name() + ".csv"));
+    }
+  CHECK(count >= 20);
+}
