@@ -16,6 +16,8 @@ constexpr Command kCommands[] = {
     {"formats", "list every named format with its derived properties", cmd_formats},
     {"codepoints", "enumerate every code of a format with its exact value", cmd_codepoints},
     {"cast", "cast values to a format with explicit rounding, overflow and subnormal handling", cmd_cast},
+    {"quantize", "quantize a tensor to a block format (fake-quant or packed .npy)", cmd_quantize},
+    {"analyze", "exact error metrics of block formats on a tensor", cmd_analyze},
     {"golden", "regenerate the golden code point tables (data/golden/codepoints)", cmd_golden},
 };
 
@@ -92,7 +94,7 @@ int run(const std::vector<std::string>& argv, Io io) {
       return c.run(rest, io);
     }
   }
-  return bad_input(io, argv[1], "unknown command (commands: formats, codepoints, cast, golden; see mxlab --help)");
+  return bad_input(io, argv[1], "unknown command (see mxlab --help for the commands)");
 }
 
 }  // namespace mxlab::cli

@@ -41,6 +41,8 @@ int cmd_formats(const std::vector<std::string>& argv, Io io);
 int cmd_codepoints(const std::vector<std::string>& argv, Io io);
 int cmd_cast(const std::vector<std::string>& argv, Io io);
 int cmd_golden(const std::vector<std::string>& argv, Io io);
+int cmd_quantize(const std::vector<std::string>& argv, Io io);
+int cmd_analyze(const std::vector<std::string>& argv, Io io);
 
 /// The code point table of a format (codes first..last), as written by `codepoints` and `golden`.
 Table codepoint_table(const class mxlab::Format& f, std::uint64_t first, std::uint64_t last);

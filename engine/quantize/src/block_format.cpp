@@ -123,9 +123,11 @@ Result<BlockFormat> parse_tensorcast(std::string_view text, std::string_view ele
       if (!read_int64(s, t.size)) return spec_error(text, "bad tile segment '" + std::string(seg) + "'");
       if (!s.empty() && s.front() == 's') {
         s.remove_prefix(1);
-        if (!read_int64(s, t.subtile)) return spec_error(text, "bad subtile in '" + std::string(seg) + "'");
-        return spec_error(text, "subtile scales ('" + std::string(seg) +
-                                    "') select implicit codebooks in TensorCast; they are not supported");
+        if (!read_int64(s, t.subtile) || t.subtile < 1)
+          return spec_error(text, "bad subtile in '" + std::string(seg) + "' (expected tKsS with S >= 1)");
+        if (t.size == 0 || t.size % t.subtile != 0)
+          return spec_error(text, "subtile " + std::to_string(t.subtile) + " must divide the tile size in '" +
+                                      std::string(seg) + "'");
       }
       if (!s.empty() && s.front() == 'n') {
         s.remove_prefix(1);
@@ -155,6 +157,11 @@ Result<BlockFormat> parse_tensorcast(std::string_view text, std::string_view ele
   if (bf.layout.tiles.size() > 2) return spec_error(text, "at most two tile segments (1-D or 2-D tiles)");
   if (numbers.size() == 2 && elem->kind() == FormatKind::Integer && !elem->is_signed())
     return spec_error(text, "a zero point for unsigned data (asymmetric scaling) is not supported");
+  bool subtiles = false;
+  for (const auto& t : bf.layout.tiles) subtiles = subtiles || t.subtile > 0;
+  const FormatSpec& first = numbers[0].spec();
+  if (subtiles && !(first.kind == FormatKind::Float && first.mantissa_bits == 0))
+    return spec_error(text, "subtiles carry exponent offsets and need a power-of-two scale such as e8m0");
   bf.layout.scale = numbers[0];
   if (numbers.size() == 2) bf.layout.tensor_scale = numbers[1];
   const FormatSpec& ss = numbers[0].spec();
@@ -205,6 +212,13 @@ double BlockFormat::bits_per_element(std::int64_t tensor_elements) const {
       bits += static_cast<double>(layout.scale->bits()) / static_cast<double>(tensor_elements);
     }
   }
+  std::int64_t sub = 1;
+  bool has_sub = false;
+  for (const auto& t : layout.tiles) {
+    if (t.subtile > 0) has_sub = true;
+    sub *= t.subtile > 0 ? t.subtile : (t.size > 0 ? t.size : 1);
+  }
+  if (has_sub && sub > 0) bits += static_cast<double>(layout.subtile_bits) / static_cast<double>(sub);
   if (layout.tensor_scale && tensor_elements > 0)
     bits += static_cast<double>(layout.tensor_scale->bits()) / static_cast<double>(tensor_elements);
   return bits;

@@ -82,6 +82,8 @@ PackedTensor pack(const BlockFormat& f, const QuantizedTensor& q) {
     for (std::uint32_t c : q.scale_codes) put_le(p.scales, c, sb);
   }
   if (q.has_tensor_scale) put_le(p.tensor_scale, q.tensor_scale_code, storage_bytes(*f.layout.tensor_scale));
+  p.subtile_grid = q.subtile_grid;
+  for (std::uint32_t d : q.subtile_offsets) p.subtile_offsets.push_back(static_cast<std::uint8_t>(d));
   return p;
 }
 
@@ -121,6 +123,8 @@ Result<QuantizedTensor> unpack(const BlockFormat& f, const PackedTensor& p) {
     q.tensor_scale_code = get_le(p.tensor_scale, 0, storage_bytes(*f.layout.tensor_scale));
     q.tensor_scale = f.layout.tensor_scale->decode(q.tensor_scale_code);
   }
+  q.subtile_grid = p.subtile_grid;
+  for (std::uint8_t d : p.subtile_offsets) q.subtile_offsets.push_back(d);
   q.values = dequantize(f, q);
   return q;
 }

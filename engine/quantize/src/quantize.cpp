@@ -180,6 +180,21 @@ BlockIndexer::BlockIndexer(const std::vector<std::int64_t>& shape, const ScaleLa
   }
 }
 
+BlockIndexer BlockIndexer::subtiles(const std::vector<std::int64_t>& shape, const ScaleLayout& layout) {
+  ScaleLayout sub = layout;
+  for (auto& t : sub.tiles)
+    if (t.subtile > 0) t.size = t.subtile;
+  return BlockIndexer(shape, sub);
+}
+
+namespace {
+bool has_subtiles(const ScaleLayout& l) {
+  for (const auto& t : l.tiles)
+    if (t.subtile > 0) return true;
+  return false;
+}
+}  // namespace
+
 std::vector<std::int64_t> BlockIndexer::block_of_all() const {
   std::int64_t total = 1;
   for (auto d : shape_) total *= d;
@@ -232,13 +247,17 @@ std::vector<double> dequantize(const BlockFormat& f, const QuantizedTensor& q) {
   std::vector<double> out(q.codes.size());
   const BlockIndexer ix(q.shape, f.layout);
   const auto block_of = ix.block_of_all();
+  std::vector<std::int64_t> sub_of;
+  if (has_subtiles(f.layout) && !q.subtile_offsets.empty())
+    sub_of = BlockIndexer::subtiles(q.shape, f.layout).block_of_all();
   for (std::size_t i = 0; i < q.codes.size(); ++i) {
     const double e = f.element.decode(q.codes[i]);
     if (!f.layout.scale) {
       out[i] = e;
       continue;
     }
-    const double s = q.scale_values[static_cast<std::size_t>(block_of[i])];
+    double s = q.scale_values[static_cast<std::size_t>(block_of[i])];
+    if (!sub_of.empty()) s = std::ldexp(s, -static_cast<int>(q.subtile_offsets[static_cast<std::size_t>(sub_of[i])]));
     out[i] = (s == 0 && std::isfinite(e)) ? 0.0 : e * s * q.tensor_scale;
   }
   return out;
@@ -265,12 +284,21 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
   q.shape = shape;
   q.codes.resize(x.size());
   q.values.resize(x.size());
+  q.flags.assign(x.size(), 0);
+  auto flags_of = [](const CastResult& r) {
+    return static_cast<std::uint8_t>((r.inexact ? QuantizedTensor::kInexact : 0) |
+                                     (r.overflow ? QuantizedTensor::kOverflow : 0) |
+                                     (r.underflow ? QuantizedTensor::kUnderflow : 0) |
+                                     (r.invalid ? QuantizedTensor::kInvalid : 0));
+  };
   const bool stochastic = elem_opts.rounding == Rounding::Stochastic;
   auto random_of = [&](std::size_t i) { return stochastic ? stochastic_bits(o.seed, i) : 0U; };
 
   if (!f.layout.scale) {  // plain elementwise cast
     for (std::size_t i = 0; i < x.size(); ++i) {
-      q.codes[i] = cast(f.element, x[i], elem_opts, random_of(i)).code;
+      const CastResult r = cast(f.element, x[i], elem_opts, random_of(i));
+      q.codes[i] = r.code;
+      q.flags[i] = flags_of(r);
       q.values[i] = f.element.decode(q.codes[i]);
     }
     return q;
@@ -289,6 +317,7 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
   const auto nblocks = static_cast<std::size_t>(ix.block_count());
   q.block_grid = ix.grid();
   std::vector<BlockStats> stats(nblocks);
+  q.block_amax.assign(nblocks, 0.0);
   double tensor_amax = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     BlockStats& b = stats[static_cast<std::size_t>(block_of[i])];
@@ -352,6 +381,7 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
     return sse;
   };
 
+  for (std::size_t b = 0; b < nblocks; ++b) q.block_amax[b] = stats[b].amax;
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockStats& st = stats[b];
     const bool block_nan = o.specials == SpecialsPolicy::BlockNan &&
@@ -393,12 +423,46 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
     q.scale_values[b] = sf.decode(code);
   }
 
+  // Shared microexponents: each subtile of a block with scale 2^X takes 2^(X - d), d in
+  // 0..2^bits-1 as large as its own amax allows (the subtile's exponent under the same rule).
+  std::vector<std::int64_t> sub_of;
+  if (has_subtiles(f.layout)) {
+    if (!pow2_rule) return make_error("subtiles need a power-of-two scale rule");
+    const BlockIndexer sx = BlockIndexer::subtiles(shape, f.layout);
+    sub_of = sx.block_of_all();
+    q.subtile_grid = sx.grid();
+    const auto nsub = static_cast<std::size_t>(sx.block_count());
+    std::vector<double> sub_amax(nsub, 0.0);
+    std::vector<std::int64_t> sub_block(nsub, 0);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const auto k = static_cast<std::size_t>(sub_of[i]);
+      sub_block[k] = block_of[i];
+      if (std::isfinite(x[i])) sub_amax[k] = std::max(sub_amax[k], std::fabs(x[i]));
+    }
+    const int dmax = (1 << f.layout.subtile_bits) - 1;
+    q.subtile_offsets.assign(nsub, 0);
+    for (std::size_t k = 0; k < nsub; ++k) {
+      const auto b = static_cast<std::size_t>(sub_block[k]);
+      if (q.shared_exponents[b] == QuantizedTensor::kNoExponent || sub_amax[k] == 0) continue;
+      const int xb = q.shared_exponents[b];
+      const int xs = std::clamp(scale_exponent(f.element, sub_amax[k], o), std::max(xb - dmax, x_min), xb);
+      q.subtile_offsets[k] = static_cast<std::uint32_t>(xb - xs);
+    }
+  }
+
   for (std::size_t i = 0; i < x.size(); ++i) {
     const auto b = static_cast<std::size_t>(block_of[i]);
-    const double s = q.scale_values[b];
+    double s = q.scale_values[b];
+    if (!sub_of.empty() && std::isfinite(s))
+      s = std::ldexp(s, -static_cast<int>(q.subtile_offsets[static_cast<std::size_t>(sub_of[i])]));
     if (std::isnan(s)) {
       q.codes[i] = f.element.has_nan() ? f.element.nan_code(false) : f.element.zero_code(false);
       q.values[i] = nan;
+      continue;
+    }
+    if (std::isinf(x[i]) && o.specials == SpecialsPolicy::BlockNan && f.element.has_inf()) {
+      q.codes[i] = f.element.inf_code(x[i] < 0);  // kept as Inf (docs/quantization.md)
+      q.values[i] = x[i];
       continue;
     }
     if (s == 0) {  // a zero float scale: every element of the block is zero
@@ -406,12 +470,14 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
       if (std::isfinite(v)) {
         q.codes[i] = f.element.zero_code(std::signbit(v));
         q.values[i] = std::signbit(v) ? -0.0 : 0.0;
+        if (v != 0) q.flags[i] = QuantizedTensor::kInexact | QuantizedTensor::kUnderflow;
         continue;
       }
     }
     const CastResult r = s == 0 ? cast(f.element, x[i], elem_opts, random_of(i))
                                 : cast_quotient(f.element, x[i], s * g, elem_opts, random_of(i));
     q.codes[i] = r.code;
+    q.flags[i] = flags_of(r);
     const double e = f.element.decode(r.code);
     q.values[i] = (s == 0) ? e : e * s * g;
   }

@@ -56,7 +56,9 @@ enum class NibbleOrder : std::uint8_t {
 /// One dimension of a tile: size 0 means the whole extent of the axis (a channel scale).
 struct TileDim {
   std::int64_t size = 0;
-  std::int64_t subtile = 0;  ///< reserved: subtile size (0: none)
+  /// Subtile size along this axis (0: no subtiles). Subtiles carry shared microexponents: each subtile
+  /// of a block scaled by 2^X uses 2^(X - d) with a d of subtile_bits bits (docs/quantization.md).
+  std::int64_t subtile = 0;
 };
 
 /// How scales cover a tensor.
@@ -69,6 +71,8 @@ struct ScaleLayout {
   /// Per-channel scaling: one scale per index of this axis, spanning every other axis (kNoAxis: unused).
   static constexpr int kNoAxis = -1000;
   int channel_axis = kNoAxis;
+  /// Bits of each subtile's microexponent offset d (when a tile has subtiles).
+  int subtile_bits = 1;
   /// N:M structured sparsity along the last axis before quantization (0 = none).
   int sparse_n = 0;
   int sparse_m = 0;

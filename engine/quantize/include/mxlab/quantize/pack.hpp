@@ -32,6 +32,8 @@ struct PackedTensor {
   std::vector<std::int64_t> scale_grid;    ///< blocks per axis
   std::vector<std::uint8_t> scales;        ///< each scale code little-endian in ceil(bits/8) bytes
   std::vector<std::uint8_t> tensor_scale;  ///< the tensor scale code, little-endian (empty if none)
+  std::vector<std::int64_t> subtile_grid;  ///< subtiles per axis (empty without subtiles)
+  std::vector<std::uint8_t> subtile_offsets;  ///< one microexponent offset per subtile, one byte each
 };
 
 PackedTensor pack(const BlockFormat& f, const QuantizedTensor& q);

@@ -24,6 +24,8 @@ class BlockIndexer {
   std::int64_t block_count() const { return blocks_; }
   /// Block of every element, in row-major element order.
   std::vector<std::int64_t> block_of_all() const;
+  /// Indexer of the subtiles (tiles replaced by their subtiles), or the same blocks without subtiles.
+  static BlockIndexer subtiles(const std::vector<std::int64_t>& shape, const ScaleLayout& layout);
 
  private:
   std::vector<std::int64_t> shape_, tile_, grid_;
@@ -39,6 +41,13 @@ struct QuantizedTensor {
   std::vector<std::uint32_t> scale_codes; ///< one per block, row-major over block_grid
   std::vector<double> scale_values;       ///< decoded block scales (NaN for a NaN scale)
   std::vector<int> shared_exponents;      ///< X of power-of-two block scales (kNoExponent otherwise)
+  std::vector<double> block_amax;         ///< largest finite magnitude of each block (0 if none)
+  /// Subtiles (shared microexponents): the grid of subtiles and each one's offset d (scale 2^(X-d)).
+  std::vector<std::int64_t> subtile_grid;
+  std::vector<std::uint32_t> subtile_offsets;
+  /// Per element: kInexact | kOverflow | kUnderflow | kInvalid from the element cast.
+  std::vector<std::uint8_t> flags;
+  static constexpr std::uint8_t kInexact = 1, kOverflow = 2, kUnderflow = 4, kInvalid = 8;
   bool has_tensor_scale = false;
   std::uint32_t tensor_scale_code = 0;
   double tensor_scale = 1.0;

@@ -1,0 +1,97 @@
+// Error analysis with exact per-element errors and exact sums.
+#include "mxlab/quantize/analysis.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace mxlab {
+
+void ErrorStats::add(double x, double deq, std::uint8_t flags) {
+  if (std::isnan(deq)) {
+    ++nan_outputs;
+    return;
+  }
+  if (!std::isfinite(x) || !std::isfinite(deq)) return;
+  ++count;
+  if (x != 0) {
+    ++nonzero_inputs;
+    if (deq == 0) ++underflows;
+  }
+  if (flags & QuantizedTensor::kOverflow) ++saturations;
+  // The error deq - x exactly, as s + t (two-sum), then its square exactly.
+  const double s = deq - x;
+  const double bb = s - deq;
+  const double t = (deq - (s - bb)) + (-x - bb);
+  sse.add_product(s, s);
+  if (t != 0) {
+    sse.add_product(s, t);
+    sse.add_product(s, t);
+    sse.add_product(t, t);
+    error_sum.add(t);
+  }
+  error_sum.add(s);
+  signal.add_square(x);
+  const double ae = std::fabs(s);
+  if (ae > max_abs_error) max_abs_error = ae;
+  if (x != 0) {
+    const double re = ae / std::fabs(x);
+    if (re > max_rel_error) max_rel_error = re;
+  }
+}
+
+void ErrorStats::merge(const ErrorStats& o) {
+  count += o.count;
+  nonzero_inputs += o.nonzero_inputs;
+  underflows += o.underflows;
+  saturations += o.saturations;
+  nan_outputs += o.nan_outputs;
+  sse.add(o.sse);
+  signal.add(o.signal);
+  error_sum.add(o.error_sum);
+  max_abs_error = std::max(max_abs_error, o.max_abs_error);
+  max_rel_error = std::max(max_rel_error, o.max_rel_error);
+}
+
+double ErrorStats::mse() const { return count ? sse.to_double() / static_cast<double>(count) : 0.0; }
+double ErrorStats::rmse() const { return std::sqrt(mse()); }
+double ErrorStats::sqnr_db() const {
+  const double e = sse.to_double();
+  if (e == 0) return std::numeric_limits<double>::infinity();
+  return 10.0 * std::log10(signal.to_double() / e);
+}
+double ErrorStats::underflow_ratio() const {
+  return nonzero_inputs ? static_cast<double>(underflows) / static_cast<double>(nonzero_inputs) : 0.0;
+}
+double ErrorStats::saturation_ratio() const {
+  return count ? static_cast<double>(saturations) / static_cast<double>(count) : 0.0;
+}
+
+Analysis analyze(const BlockFormat& f, std::span<const double> x, const QuantizedTensor& q) {
+  Analysis a;
+  std::int64_t n = 1;
+  for (auto d : q.shape) n *= d;
+  a.bits_per_element = f.bits_per_element(n);
+  std::vector<std::int64_t> block_of;
+  if (f.layout.scale) {
+    block_of = BlockIndexer(q.shape, f.layout).block_of_all();
+    a.blocks.resize(q.scale_codes.size());
+  }
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double d = q.values[i];
+    const std::uint8_t fl = q.flags.empty() ? 0 : q.flags[i];
+    a.total.add(v, d, fl);
+    if (f.layout.scale) {
+      const auto b = static_cast<std::size_t>(block_of[i]);
+      a.blocks[b].add(v, d, fl);
+      if (std::isfinite(v) && v != 0 && q.block_amax[b] > 0) {
+        const int g = floor_log2(q.block_amax[b]) - floor_log2(v);
+        ++a.gap_histogram[g];
+        a.by_gap[g].add(v, d, fl);
+      }
+    }
+  }
+  return a;
+}
+
+}  // namespace mxlab
