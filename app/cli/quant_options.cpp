@@ -24,6 +24,8 @@ std::vector<OptionSpec> quant_options() {
       {"min-block-scale", true, "V", "smallest float block scale (NVFP4), e.g. 0x1p-6; default none"},
       {"int-encoding", true, "ENC", "MX integer elements when packed: twos-complement (default) or sign-magnitude"},
       {"nibble-order", true, "ORDER", "two FP4 codes per byte: low-first (default) or high-first"},
+      {"block-axis", true, "A", "axis of 1-D tiles (default -1, the last; negative counts from the end)"},
+      {"subtile-bits", true, "B", "bits of each subtile's microexponent offset (default 1)"},
   };
 }
 
@@ -107,6 +109,21 @@ Result<BlockFormat> block_format_from_args(const std::string& spec, const Args& 
     auto r = parse_nibble_order(*v);
     if (!r) return make_error("option '--nibble-order': " + r.error().message);
     o.nibble_order = *r;
+  }
+  if (auto v = opt("block-axis")) {
+    int a = 0;
+    auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), a);
+    if (ec != std::errc() || p != v->data() + v->size() || a < -32 || a > 31)
+      return make_error("option '--block-axis " + *v + "': expected an axis such as 0, 1 or -1");
+    if (f.layout.tiles.size() != 1) return make_error("option '--block-axis': the format has no 1-D tiles");
+    f.layout.axis = a;
+  }
+  if (auto v = opt("subtile-bits")) {
+    int b = 0;
+    auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), b);
+    if (ec != std::errc() || p != v->data() + v->size() || b < 1 || b > 8)
+      return make_error("option '--subtile-bits " + *v + "': expected 1..8");
+    f.layout.subtile_bits = b;
   }
   // Check the element options against the element format now, so the message names the option.
   auto ro = resolve_options(f.element, o.element);

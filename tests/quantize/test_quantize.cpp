@@ -342,3 +342,22 @@ TEST_CASE("subtiles carry one-bit shared microexponents (MX9-style)", "[quantize
   CHECK(u->values == q.values);
   CHECK_FALSE(parse_block_format("e2m1:ue4m3_t16s2").ok());  // offsets need a power-of-two scale
 }
+
+TEST_CASE("per-channel scales on any axis and 1-D tiles on another axis", "[quantize]") {
+  auto f = parse_block_format("int8:float32_c0");
+  REQUIRE(f.ok());
+  // 2 x 3: channel 0 amax 3, channel 1 amax 254.
+  const auto q = qz(*f, {1.0, -3.0, 2.0, 254.0, 127.0, 0.5}, {2, 3});
+  REQUIRE(q.block_grid == std::vector<std::int64_t>{2, 1});
+  CHECK(q.scale_values[0] == static_cast<double>(3.0f / 127.0f));  // amax / 127 rounded to float32
+  CHECK(q.scale_values[1] == 2.0);
+  CHECK(q.values[3] == 254.0);
+  CHECK(q.values[5] == 0.0);  // 0.25 steps -> 0 (tie to even)
+  auto col = parse_block_format("mxfp8_e4m3@2");
+  REQUIRE(col.ok());
+  col->layout.axis = 0;
+  const auto c = qz(*col, {1.0, 100.0, 2.0, 200.0}, {2, 2});
+  REQUIRE(c.block_grid == std::vector<std::int64_t>{1, 2});
+  CHECK(c.block_amax[0] == 2.0);
+  CHECK(c.block_amax[1] == 200.0);
+}

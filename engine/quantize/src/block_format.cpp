@@ -144,7 +144,15 @@ Result<BlockFormat> parse_tensorcast(std::string_view text, std::string_view ele
       bf.layout.tiles.push_back(t);
       continue;
     }
-    if (!bf.layout.tiles.empty())
+    if (seg.size() > 1 && seg.front() == 'c' && std::isdigit(static_cast<unsigned char>(seg[1]))) {
+      std::string_view s = seg.substr(1);
+      std::int64_t axis = 0;
+      if (!read_int64(s, axis) || !s.empty() || axis > 31)
+        return spec_error(text, "bad channel segment '" + std::string(seg) + "' (expected cA, A the axis)");
+      bf.layout.channel_axis = static_cast<int>(axis);
+      continue;
+    }
+    if (!bf.layout.tiles.empty() || bf.layout.channel_axis != ScaleLayout::kNoAxis)
       return spec_error(text, "number spec '" + std::string(seg) + "' after a tile segment (numbers come first)");
     std::string name(seg);
     if (name == "e8m0") name = "float8_e8m0fnu";
@@ -155,6 +163,8 @@ Result<BlockFormat> parse_tensorcast(std::string_view text, std::string_view ele
   if (numbers.empty()) return spec_error(text, "missing the scale number spec (e.g. e8m0_t32)");
   if (numbers.size() > 2) return spec_error(text, "at most two number specs (scale and tensor scale)");
   if (bf.layout.tiles.size() > 2) return spec_error(text, "at most two tile segments (1-D or 2-D tiles)");
+  if (!bf.layout.tiles.empty() && bf.layout.channel_axis != ScaleLayout::kNoAxis)
+    return spec_error(text, "a channel segment (cA) cannot be combined with tile segments");
   if (numbers.size() == 2 && elem->kind() == FormatKind::Integer && !elem->is_signed())
     return spec_error(text, "a zero point for unsigned data (asymmetric scaling) is not supported");
   bool subtiles = false;
