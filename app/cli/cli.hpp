@@ -8,6 +8,7 @@
 #include "cli/args.hpp"
 #include "mxlab/core/provenance.hpp"
 #include "mxlab/core/table.hpp"
+#include "mxlab/formats/format.hpp"
 
 namespace mxlab::cli {
 
@@ -45,7 +46,7 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io);
 int cmd_analyze(const std::vector<std::string>& argv, Io io);
 
 /// The code point table of a format (codes first..last), as written by `codepoints` and `golden`.
-Table codepoint_table(const class mxlab::Format& f, std::uint64_t first, std::uint64_t last);
+Table codepoint_table(const Format& f, std::uint64_t first, std::uint64_t last);
 
 /// First line of every golden file.
 std::string golden_header_line();

@@ -48,7 +48,7 @@ class OutputSet {
 
 template <typename T>
 std::string npy_bytes(std::string_view descr, const std::vector<std::int64_t>& shape, const std::vector<T>& v) {
-  std::string out = io::npy_header(descr, shape);
+  std::string out = npy_header(descr, shape);
   const std::size_t start = out.size();
   out.resize(start + v.size() * sizeof(T));
   std::memcpy(out.data() + start, v.data(), v.size() * sizeof(T));  // little-endian host (x86-64)
@@ -63,11 +63,11 @@ std::string strip_npy(const std::string& path) {
 
 /// Fake-quant values in the input's dtype: f64 stays f64; f32 values are exact where representable
 /// and rounded to nearest-even otherwise (the count is reported); f16 / bf16 likewise in their format.
-std::string fake_quant_npy(const io::Tensor& t, const std::vector<double>& values, std::size_t* rounded) {
+std::string fake_quant_npy(const Tensor& t, const std::vector<double>& values, std::size_t* rounded) {
   *rounded = 0;
   switch (t.dtype()) {
-    case io::DType::F64: return npy_bytes("<f8", t.shape(), values);
-    case io::DType::F32: {
+    case DType::F64: return npy_bytes("<f8", t.shape(), values);
+    case DType::F32: {
       std::vector<float> f(values.size());
       for (std::size_t i = 0; i < values.size(); ++i) {
         f[i] = static_cast<float>(values[i]);
@@ -75,9 +75,9 @@ std::string fake_quant_npy(const io::Tensor& t, const std::vector<double>& value
       }
       return npy_bytes("<f4", t.shape(), f);
     }
-    case io::DType::F16:
-    case io::DType::BF16: {
-      const Format* fmt = find_catalogue_format(t.dtype() == io::DType::F16 ? "float16" : "bfloat16");
+    case DType::F16:
+    case DType::BF16: {
+      const Format* fmt = find_catalogue_format(t.dtype() == DType::F16 ? "float16" : "bfloat16");
       std::vector<std::uint16_t> bits(values.size());
       for (std::size_t i = 0; i < values.size(); ++i) {
         const CastResult r = cast(*fmt, values[i], CastOptions{Rounding::NearestEven, Overflow::Inf});
@@ -85,7 +85,7 @@ std::string fake_quant_npy(const io::Tensor& t, const std::vector<double>& value
         if (r.inexact) ++*rounded;
       }
       // FP16 as '<f2'; BF16 as '<u2' bit patterns (NumPy has no bfloat16; read back with --bf16).
-      return npy_bytes(t.dtype() == io::DType::F16 ? "<f2" : "<u2", t.shape(), bits);
+      return npy_bytes(t.dtype() == DType::F16 ? "<f2" : "<u2", t.shape(), bits);
     }
   }
   return {};
@@ -139,7 +139,7 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
     if (auto e = outputs.commit()) return bad_input(io, "quantize", e->message);
     if (rounded)
       io.err << "mxlab quantize: note: " << rounded << " dequantized values are not representable in "
-             << io::dtype_name(t->dtype()) << " and were rounded to nearest-even (use a float64 input to keep them exact)\n";
+             << dtype_name(t->dtype()) << " and were rounded to nearest-even (use a float64 input to keep them exact)\n";
     return kExitOk;
   }
   const std::string base = strip_npy(*out);

@@ -31,39 +31,39 @@ std::vector<OptionSpec> input_options() {
           {"csv-table", false, "", "read a CSV as a 2-D table (one row per line) instead of a flat list"}};
 }
 
-Result<io::Tensor> load_input(const std::string& input, const Args& args) {
+Result<Tensor> load_input(const std::string& input, const Args& args) {
   if (input.rfind("gen:", 0) == 0) {
     auto seed = data_seed(args);
     if (!seed) return seed.error();
     const std::string shape = args.value("shape").value_or("65536");
-    return io::generate(input.substr(4), shape, *seed, io::DType::F32);
+    return generate(input.substr(4), shape, *seed, DType::F32);
   }
   if (ends_with(input, ".npy") || ends_with(input, ".npy.gz")) {
-    io::NpyReadOptions o;
+    NpyReadOptions o;
     o.u2_as_bf16 = args.flag("bf16");
-    return io::read_npy(input, o);
+    return read_npy(input, o);
   }
   if (ends_with(input, ".csv") || ends_with(input, ".csv.gz")) {
-    io::CsvOptions o;
-    if (args.flag("csv-table")) o.layout = io::CsvLayout::Table;
-    return io::read_csv(input, o);
+    CsvOptions o;
+    if (args.flag("csv-table")) o.layout = CsvLayout::Table;
+    return read_csv(input, o);
   }
   if (ends_with(input, ".f32") || ends_with(input, ".bin") || ends_with(input, ".raw") || ends_with(input, ".f32.gz")) {
     std::optional<std::vector<std::int64_t>> shape;
     if (auto s = args.value("shape")) {
-      auto parsed = io::parse_shape(*s);
+      auto parsed = parse_shape(*s);
       if (!parsed) return parsed.error();
       shape = *parsed;
     }
-    return io::read_raw_f32(input, shape);
+    return read_raw_f32(input, shape);
   }
   return make_error("input '" + input +
                     "': unknown kind (expected FILE.npy, FILE.csv, FILE.f32 / .bin / .raw, or gen:DIST such as "
                     "gen:normal:0,1)");
 }
 
-std::string describe_input(const std::string& input, const Args& args, const io::Tensor& t) {
-  std::string s = input + " (" + std::string(io::dtype_name(t.dtype())) + " " + io::format_shape(t.shape()) + ")";
+std::string describe_input(const std::string& input, const Args& args, const Tensor& t) {
+  std::string s = input + " (" + std::string(dtype_name(t.dtype())) + " " + format_shape(t.shape()) + ")";
   if (input.rfind("gen:", 0) == 0) s += " data-seed " + args.value("data-seed").value_or("0");
   return s;
 }

@@ -14,9 +14,9 @@ std::vector<OptionSpec> input_options();
 
 /// Loads INPUT: "FILE.npy" (and .npy.gz), "FILE.csv", "FILE.f32"/".bin"/".raw" (little-endian float32,
 /// --shape optional), or "gen:DIST" with --shape and --data-seed (e.g. gen:normal:0,1). Errors name INPUT.
-Result<io::Tensor> load_input(const std::string& input, const Args& args);
+Result<Tensor> load_input(const std::string& input, const Args& args);
 
 /// One line describing the input for provenance ("file x.npy f32 1024x1024", "gen:normal:0,1 seed 3 ...").
-std::string describe_input(const std::string& input, const Args& args, const io::Tensor& t);
+std::string describe_input(const std::string& input, const Args& args, const Tensor& t);
 
 }  // namespace mxlab::cli

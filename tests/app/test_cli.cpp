@@ -7,6 +7,9 @@
 
 #include "cli/cli.hpp"
 #include "mxlab/formats/catalogue.hpp"
+#include "mxlab/io/distributions.hpp"
+#include "mxlab/io/npy.hpp"
+#include "mxlab/quantize/quantize.hpp"
 
 using namespace mxlab;
 
@@ -239,4 +242,68 @@ TEST_CASE("golden code point tables equal the live enumeration", "[cli][golden]"
       CHECK(std::filesystem::exists(std::string(MXLAB_SOURCE_DIR) + "/data/golden/codepoints/" + f.name() + ".csv"));
     }
   CHECK(count >= 20);
+}
+
+TEST_CASE("quantize writes fake-quant .npy equal to the engine's result", "[cli][quantize]") {
+  const auto dir = std::filesystem::temp_directory_path() / "mxlab_test_cli_quantize";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "q.npy").string();
+  const Run r = run({"quantize", "mxfp4", "gen:normal:0,1", "--shape", "8x64", "--data-seed", "5", "--out", out});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto t = read_npy(out);
+  REQUIRE(t.ok());
+  CHECK(t->shape() == std::vector<std::int64_t>{8, 64});
+  auto input = generate("normal:0,1", "8x64", 5, DType::F32);
+  REQUIRE(input.ok());
+  auto f = parse_block_format("mxfp4");
+  const auto x = input->exact_values();
+  auto q = quantize(*f, x, input->shape());
+  REQUIRE(q.ok());
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK(static_cast<double>(t->data()[i]) == q->values[i]);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("quantize --packed writes every part, and they unpack to the same values", "[cli][quantize]") {
+  const auto dir = std::filesystem::temp_directory_path() / "mxlab_test_cli_packed";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string base = (dir / "w").string();
+  const Run r = run({"quantize", "nvfp4", "gen:laplace:0,1", "--shape", "4x32", "--out", base, "--packed"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  for (const char* suffix : {".elements.npy", ".scales.npy", ".tensor_scale.npy", ".json"})
+    CHECK(std::filesystem::exists(base + suffix));
+  auto elements = read_npy_header(base + ".elements.npy");
+  REQUIRE(elements.ok());
+  const Run bad = run({"quantize", "nvfp5", "gen:laplace:0,1", "--out", (dir / "x").string(), "--packed"});
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("did you mean 'nvfp4'"));
+  const Run bad_input_file = run({"quantize", "mxfp4", (dir / "missing.npy").string(), "--out", (dir / "y.npy").string()});
+  CHECK(bad_input_file.code == 2);
+  CHECK_THAT(bad_input_file.err, Catch::Contains("missing.npy"));
+  CHECK_FALSE(std::filesystem::exists(dir / "y.npy"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("analyze: one row per format, exact SSE beside the float64 metrics", "[cli][quantize]") {
+  const Run r = run({"analyze", "mxfp4", "nvfp4", "mxfp8_e4m3", "--input", "gen:normal:0,1", "--shape", "4096", "--csv"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto ls = lines(r.out);
+  REQUIRE(ls.size() == 4);
+  for (const char* c : {"format", "mse", "rmse", "sqnr_db", "max_abs_error", "max_rel_error", "underflow_ratio",
+                        "saturation_ratio", "nan_count", "bits_per_element", "sse_exact"})
+    CHECK_THAT(ls[0], Catch::Contains(c));
+  const std::size_t fmt = column(ls[0], "format"), bpe = column(ls[0], "bits_per_element"), sqnr = column(ls[0], "sqnr_db");
+  CHECK(split_csv(ls[1])[fmt] == "mxfp4");
+  CHECK(split_csv(ls[1])[bpe] == "4.25");
+  CHECK(std::stod(split_csv(ls[3])[sqnr]) > std::stod(split_csv(ls[1])[sqnr]));  // MXFP8 beats MXFP4
+  const Run g = run({"analyze", "mxsf", "--input", "gen:normal:0,1", "--gaps", "--csv"});
+  REQUIRE(g.code == 0);
+  CHECK_THAT(lines(g.out)[0], Catch::Contains("gap"));
+  const Run bad = run({"analyze", "mxfp4", "--input", "gen:normal:0", "--round", "sideways"});
+  CHECK(bad.code == 2);
+  CHECK(run({"analyze", "mxfp4"}).code == 2);
 }

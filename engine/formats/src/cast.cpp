@@ -121,7 +121,9 @@ CastResult cast_grid(const Format& f, double x, const CastOptions& o, std::uint3
   }
   const double n = std::ldexp(a, -qe);  // exact: scaling by a power of two
   const double nf = std::floor(n);
-  const double frac = n - nf;  // exact: n and nf share their exponent range
+  // exact: n and nf share their exponent range. An integer format's n is infinite only far past its
+  // range (|x| * 2^frac_bits >= 2^1024): nothing to round, and inf - inf would be a NaN fraction.
+  const double frac = std::isinf(n) ? 0.0 : n - nf;
   double chosen = nf;
   if (frac != 0) {
     // Parity of the code of the lower neighbour. With mantissa bits it is the significand's last bit;
@@ -183,7 +185,14 @@ CastResult cast_table(const Format& f, double x, const CastOptions& o, std::uint
   // Index of the first entry with value > x; -0 and +0 compare equal, so zeros count as <= 0.
   const auto hi_it = std::upper_bound(table.begin(), table.end(), x,
                                       [](double v, const Format::Entry& e) { return v < e.value; });
+  const bool flush_output = o.subnormals == SubnormalMode::FlushOutput || o.subnormals == SubnormalMode::Flush;
   if (hi_it != table.begin() && (hi_it - 1)->value == x) {  // exact
+    if (flush_output && f.classify((hi_it - 1)->code) == CodeClass::Subnormal) {  // step 9 applies to exact values too
+      r.underflow = true;
+      r.inexact = true;
+      r.code = f.zero_code(neg);
+      return r;
+    }
     finish_zero_or(*(hi_it - 1));
     return r;
   }
@@ -210,7 +219,7 @@ CastResult cast_table(const Format& f, double x, const CastOptions& o, std::uint
   // Parity of a virtual point is the opposite of its real neighbour's (the code sequence continues).
   const bool lo_odd = below ? (hi_code & 1U) == 0 : (lo_code & 1U) != 0;
   const bool hi_odd = above ? (lo_code & 1U) == 0 : (hi_code & 1U) != 0;
-  const bool x_pos = x > 0;
+  const bool x_pos = !neg;  // by sign bit: +-0 in a codebook without zero lies on the side of its sign
   const double tz = x_pos ? lo : hi;
   const double az = x_pos ? hi : lo;
   const bool tz_odd = x_pos ? lo_odd : hi_odd;
@@ -235,8 +244,7 @@ CastResult cast_table(const Format& f, double x, const CastOptions& o, std::uint
     return r;
   }
   const Format::Entry chosen = pick_hi ? *hi_it : *(hi_it - 1);
-  if ((o.subnormals == SubnormalMode::FlushOutput || o.subnormals == SubnormalMode::Flush) &&
-      f.classify(chosen.code) == CodeClass::Subnormal) {
+  if (flush_output && f.classify(chosen.code) == CodeClass::Subnormal) {
     r.underflow = true;
     r.code = f.zero_code(neg);
     return r;

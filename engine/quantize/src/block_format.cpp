@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <initializer_list>
 
 #include "mxlab/formats/catalogue.hpp"
 #include "mxlab/formats/parse.hpp"
@@ -21,9 +22,30 @@ constexpr Named<ScaleRule> kRules[] = {{"floor", ScaleRule::Floor}, {"ceil", Sca
                                        {"rceil", ScaleRule::RCeil}, {"even", ScaleRule::Even},
                                        {"midmax", ScaleRule::MidMax}, {"amax", ScaleRule::Amax},
                                        {"4over6", ScaleRule::FourOverSix}};
-constexpr Named<ZeroBlock> kZero[] = {{"smallest", ZeroBlock::Smallest}, {"one", ZeroBlock::One}};
-constexpr Named<SpecialsPolicy> kSpecials[] = {{"block-nan", SpecialsPolicy::BlockNan},
-                                               {"element", SpecialsPolicy::Element}};
+constexpr Named<ZeroBlock> kZero[] = {
+    {"smallest", ZeroBlock::Smallest}, {"one", ZeroBlock::One}, {"min-normal", ZeroBlock::MinNormal}};
+constexpr Named<SpecialsPolicy> kSpecials[] = {
+    {"block-nan", SpecialsPolicy::BlockNan},         {"element", SpecialsPolicy::Element},
+    {"block-nan-any", SpecialsPolicy::BlockNanAny},  {"ignore-nan", SpecialsPolicy::IgnoreNan},
+    {"torchao-floor", SpecialsPolicy::TorchaoFloor}, {"torchao-rceil", SpecialsPolicy::TorchaoRceil},
+    {"tensor-nan", SpecialsPolicy::TensorNan},       {"nan-smallest", SpecialsPolicy::NanSmallest}};
+constexpr Named<AmaxLog2> kAmaxLog2[] = {
+    {"exact", AmaxLog2::Exact}, {"field", AmaxLog2::Field}, {"float32", AmaxLog2::Float32}};
+constexpr Named<RceilQuotient> kRceilQuotient[] = {
+    {"exact", RceilQuotient::Exact}, {"f32-div", RceilQuotient::F32Div}, {"f32-mul-rcp", RceilQuotient::F32MulRcp}};
+constexpr Named<Code0Multiplier> kCode0[] = {
+    {"exact", Code0Multiplier::Exact}, {"one", Code0Multiplier::One}, {"min-normal", Code0Multiplier::MinNormal}};
+constexpr Named<AmaxSubnormal> kAmaxSubnormal[] = {
+    {"keep", AmaxSubnormal::Keep}, {"flush", AmaxSubnormal::Flush}, {"flush-positive", AmaxSubnormal::FlushPositive}};
+constexpr Named<ZeroSign> kZeroSign[] = {
+    {"keep", ZeroSign::Keep}, {"minus-zero-plus", ZeroSign::MinusZeroPlus}, {"zero-minus", ZeroSign::ZeroMinus}};
+constexpr Named<NearestArith> kNearestArith[] = {
+    {"exact", NearestArith::Exact}, {"float32-add-half", NearestArith::Float32AddHalf}};
+constexpr Named<InputPrecision> kInput[] = {{"exact", InputPrecision::Exact}, {"float32", InputPrecision::Float32}};
+constexpr Named<Nvfp4Arith> kNvfp4Arith[] = {
+    {"exact", Nvfp4Arith::Exact}, {"te", Nvfp4Arith::Te}, {"modelopt", Nvfp4Arith::ModelOpt}};
+constexpr Named<FourOverSixMetric> kFourOverSix[] = {
+    {"exact-sse", FourOverSixMetric::ExactSse}, {"mae", FourOverSixMetric::Mae}, {"mse", FourOverSixMetric::Mse}};
 constexpr Named<ClampSite> kClamp[] = {{"exponent", ClampSite::Exponent}, {"amax", ClampSite::Amax}};
 constexpr Named<NibbleOrder> kNibble[] = {{"low-first", NibbleOrder::LowFirst}, {"high-first", NibbleOrder::HighFirst}};
 constexpr Named<IntEncoding> kIntEnc[] = {{"twos-complement", IntEncoding::TwosComplement},
@@ -194,6 +216,36 @@ Result<NibbleOrder> parse_nibble_order(std::string_view t) { return parse_named(
 std::string_view to_string(NibbleOrder n) { return name_of(n, kNibble); }
 Result<IntEncoding> parse_int_encoding(std::string_view t) { return parse_named(t, kIntEnc, "integer encoding"); }
 std::string_view to_string(IntEncoding e) { return name_of(e, kIntEnc); }
+Result<AmaxLog2> parse_amax_log2(std::string_view t) { return parse_named(t, kAmaxLog2, "amax log2 reading"); }
+std::string_view to_string(AmaxLog2 a) { return name_of(a, kAmaxLog2); }
+Result<RceilQuotient> parse_rceil_quotient(std::string_view t) {
+  return parse_named(t, kRceilQuotient, "rceil quotient");
+}
+std::string_view to_string(RceilQuotient r) { return name_of(r, kRceilQuotient); }
+Result<Code0Multiplier> parse_code0_multiplier(std::string_view t) {
+  return parse_named(t, kCode0, "code-0 multiplier");
+}
+std::string_view to_string(Code0Multiplier c) { return name_of(c, kCode0); }
+Result<AmaxSubnormal> parse_amax_subnormal(std::string_view t) {
+  return parse_named(t, kAmaxSubnormal, "subnormal-amax block handling");
+}
+std::string_view to_string(AmaxSubnormal a) { return name_of(a, kAmaxSubnormal); }
+Result<ZeroSign> parse_zero_sign(std::string_view t) { return parse_named(t, kZeroSign, "zero sign"); }
+std::string_view to_string(ZeroSign z) { return name_of(z, kZeroSign); }
+Result<NearestArith> parse_nearest_arith(std::string_view t) {
+  return parse_named(t, kNearestArith, "nearest-rounding arithmetic");
+}
+std::string_view to_string(NearestArith n) { return name_of(n, kNearestArith); }
+Result<InputPrecision> parse_input_precision(std::string_view t) {
+  return parse_named(t, kInput, "input precision");
+}
+std::string_view to_string(InputPrecision p) { return name_of(p, kInput); }
+Result<Nvfp4Arith> parse_nvfp4_arith(std::string_view t) { return parse_named(t, kNvfp4Arith, "NVFP4 arithmetic"); }
+std::string_view to_string(Nvfp4Arith a) { return name_of(a, kNvfp4Arith); }
+Result<FourOverSixMetric> parse_four_over_six_metric(std::string_view t) {
+  return parse_named(t, kFourOverSix, "4over6 metric");
+}
+std::string_view to_string(FourOverSixMetric m) { return name_of(m, kFourOverSix); }
 
 std::vector<std::string> block_format_names() {
   std::vector<std::string> v;
@@ -271,11 +323,263 @@ Result<BlockFormat> parse_block_format(std::string_view text_in) {
   return spec_error(text_in, msg);
 }
 
-std::vector<std::string> profile_names() { return {"ocp"}; }
+namespace {
+
+// ---- Peer profiles (docs/profiles.md). Each profile checks that the block format is one its peer
+// ---- produces, then sets every option the peer's source determines.
+
+bool is_catalogue(const Format& f, std::string_view name) {
+  const Format* c = find_catalogue_format(name);
+  return c != nullptr && f.name() == c->name();
+}
+bool element_is_one_of(const BlockFormat& f, std::initializer_list<std::string_view> names) {
+  for (std::string_view n : names)
+    if (is_catalogue(f.element, n)) return true;
+  return false;
+}
+bool mx_scaled(const BlockFormat& f) {
+  return f.layout.scale && is_catalogue(*f.layout.scale, "float8_e8m0fnu") && !f.layout.tensor_scale &&
+         f.layout.channel_axis == ScaleLayout::kNoAxis && !f.layout.tiles.empty();
+}
+bool nvfp4_scaled(const BlockFormat& f) {
+  return is_catalogue(f.element, "float4_e2m1fn") && f.layout.scale && is_catalogue(*f.layout.scale, "ue4m3") &&
+         f.layout.tensor_scale && is_catalogue(*f.layout.tensor_scale, "float32") &&
+         f.layout.channel_axis == ScaleLayout::kNoAxis && !f.layout.tiles.empty();
+}
+bool has_subtiles_or_sparsity(const BlockFormat& f) {
+  for (const auto& t : f.layout.tiles)
+    if (t.subtile > 0) return true;
+  return f.layout.sparse_m > 0;
+}
+/// 1-D tiles of any size along any axis (size > 0: a tile of a whole axis is a channel scale).
+bool one_d(const BlockFormat& f) { return f.layout.tiles.size() == 1 && f.layout.tiles[0].size > 0; }
+bool one_d_of(const BlockFormat& f, std::int64_t k) { return one_d(f) && f.layout.tiles[0].size == k; }
+bool square_of(const BlockFormat& f, std::int64_t k) {
+  return f.layout.tiles.size() == 2 && f.layout.tiles[0].size == k && f.layout.tiles[1].size == k;
+}
+
+QuantOptions reset_options(const QuantOptions& old, ScaleRule rule) {
+  QuantOptions o;
+  o.element.overflow = Overflow::Saturate;
+  o.scale.overflow = Overflow::Saturate;
+  o.rule = rule;
+  o.seed = old.seed;
+  return o;
+}
+
+using Covers = bool (*)(const BlockFormat&);
+using Sets = void (*)(QuantOptions&);
+
+struct Profile {
+  std::string_view name;
+  std::string_view covers_text;  // what the peer produces, for the error message
+  Covers covers;
+  Sets sets;
+};
+
+void set_microxcaling_common(QuantOptions& o) {
+  o.rule = ScaleRule::Floor;
+  o.input = InputPrecision::Float32;  // _quantize_mx works on the FP32 tensor
+  o.code0_multiplier = Code0Multiplier::Exact;  // A / 2**shared_exp with 2^-127 a float32 subnormal
+  o.specials = SpecialsPolicy::BlockNanAny;      // log2(NaN or Inf) -> NaN shared exponent
+  o.element.rounding = Rounding::NearestAway;    // round="nearest": sign(A) * floor(|A| + 0.5)
+  o.element.overflow = Overflow::Saturate;       // saturate_normals=True, clamp to +-max_norm
+}
+
+bool covers_microxcaling(const BlockFormat& f) {
+  return mx_scaled(f) && one_d(f) && !has_subtiles_or_sparsity(f) &&
+         element_is_one_of(f, {"float8_e4m3fn", "float8_e5m2", "float6_e3m2fn", "float6_e2m3fn", "float4_e2m1fn",
+                               "mxint8", "mxint4", "mxint2"});
+}
+bool covers_torchao(const BlockFormat& f) {
+  // to_mx: blocks along the last dimension only.
+  return mx_scaled(f) && one_d(f) && f.layout.axis == -1 && !has_subtiles_or_sparsity(f) &&
+         element_is_one_of(f, {"float8_e4m3fn", "float8_e5m2", "float6_e3m2fn", "float6_e2m3fn", "float4_e2m1fn"});
+}
+bool covers_te_mxfp8(const BlockFormat& f) {
+  return mx_scaled(f) && (one_d_of(f, 32) || square_of(f, 32)) && !has_subtiles_or_sparsity(f) &&
+         element_is_one_of(f, {"float8_e4m3fn", "float8_e5m2"});
+}
+bool covers_te_nvfp4(const BlockFormat& f) {
+  return nvfp4_scaled(f) && (one_d_of(f, 16) || square_of(f, 16)) && !has_subtiles_or_sparsity(f);
+}
+bool covers_te_nvfp4_4over6(const BlockFormat& f) {
+  // 1-D only: the 16x16 variant sums the candidates' errors with warp shuffles in an order not modelled.
+  return nvfp4_scaled(f) && one_d_of(f, 16) && !has_subtiles_or_sparsity(f);
+}
+bool covers_modelopt_nvfp4(const BlockFormat& f) {
+  return nvfp4_scaled(f) && one_d(f) && f.layout.axis == -1 && !has_subtiles_or_sparsity(f);
+}
+bool covers_modelopt_mxfp8(const BlockFormat& f) {
+  return mx_scaled(f) && one_d_of(f, 32) && f.layout.axis == -1 && !has_subtiles_or_sparsity(f) &&
+         element_is_one_of(f, {"float8_e4m3fn"});
+}
+bool covers_modelopt_mxfp4(const BlockFormat& f) {
+  return mx_scaled(f) && one_d(f) && f.layout.axis == -1 && !has_subtiles_or_sparsity(f) &&
+         element_is_one_of(f, {"float4_e2m1fn"});
+}
+bool covers_any(const BlockFormat&) { return true; }
+
+void set_torchao_common(QuantOptions& o) {
+  o.input = InputPrecision::Float32;       // data_hp.to(torch.float32)
+  o.amax_log2 = AmaxLog2::Field;           // extracted_pow2 from the exponent bits
+  o.code0_multiplier = Code0Multiplier::MinNormal;  // torch.clamp(scale_fp32, min=F32_MIN_NORMAL)
+  o.specials = SpecialsPolicy::TorchaoFloor;
+  o.element.rounding = Rounding::NearestEven;
+  o.nibble_order = NibbleOrder::LowFirst;  // pack_uint4 after PR #3123 (high-first before it)
+}
+
+void set_te_nvfp4_common(QuantOptions& o) {
+  o.input = InputPrecision::Float32;
+  o.nvfp4_arith = Nvfp4Arith::Te;
+  o.specials = SpecialsPolicy::IgnoreNan;  // fmaxf / __hmax amax reductions
+  o.zero_block = ZeroBlock::Smallest;      // E4M3 scale 0 for a zero block
+  o.scale.overflow = Overflow::Saturate;   // __nv_fp8_e4m3 conversion is satfinite
+  o.element.rounding = Rounding::NearestEven;  // cvt.rn.satfinite.e2m1x2.f32
+  o.nibble_order = NibbleOrder::LowFirst;
+}
+
+constexpr Profile kProfiles[] = {
+    {"ocp", "every block format", covers_any, [](QuantOptions&) {}},
+    {"microxcaling",
+     "MX formats with E8M0 scales and 1-D blocks: fp8_e4m3, fp8_e5m2, fp6_e3m2, fp6_e2m3, fp4, int8, int4, int2",
+     covers_microxcaling,
+     [](QuantOptions& o) {
+       set_microxcaling_common(o);
+       o.amax_log2 = AmaxLog2::Float32;      // torch.floor(torch.log2(...))
+       o.zero_block = ZeroBlock::MinNormal;  // shared_exp + FP32_MIN_NORMAL * (shared_exp == 0)
+       o.nearest_arith = NearestArith::Float32AddHalf;  // torch.floor(torch.abs(A) + 0.5) in float32
+     }},
+    {"microxcaling-cuda",
+     "MX formats with E8M0 scales and 1-D blocks: fp8_e4m3, fp8_e5m2, fp6_e3m2, fp6_e2m3, fp4, int8, int4, int2",
+     covers_microxcaling,
+     [](QuantOptions& o) {
+       set_microxcaling_common(o);
+       o.amax_log2 = AmaxLog2::Field;       // get_biased_exponent(max_values[m_i])
+       o.zero_block = ZeroBlock::Smallest;  // field 0 -> clamp to -127
+     }},
+    {"torchao-floor", "MX formats with E8M0 scales, 1-D blocks on the last axis: e4m3, e5m2, e3m2, e2m3, e2m1",
+     covers_torchao,
+     [](QuantOptions& o) {
+       set_torchao_common(o);
+       o.rule = ScaleRule::Floor;
+     }},
+    {"torchao-ceil", "MX formats with E8M0 scales, 1-D blocks on the last axis: e4m3, e5m2, e3m2, e2m3, e2m1",
+     covers_torchao,
+     [](QuantOptions& o) {
+       set_torchao_common(o);
+       o.rule = ScaleRule::Ceil;
+     }},
+    {"torchao-even", "MX formats with E8M0 scales, 1-D blocks on the last axis: e4m3, e5m2, e3m2, e2m3, e2m1",
+     covers_torchao,
+     [](QuantOptions& o) {
+       set_torchao_common(o);
+       o.rule = ScaleRule::Even;
+     }},
+    {"torchao-rceil", "MX formats with E8M0 scales, 1-D blocks on the last axis: e4m3, e5m2, e3m2, e2m3, e2m1",
+     covers_torchao,
+     [](QuantOptions& o) {
+       o.rule = ScaleRule::RCeil;
+       o.input = InputPrecision::Float32;
+       o.rceil_quotient = RceilQuotient::F32Div;  // descale = max_abs / max_pos
+       o.amax_log2 = AmaxLog2::Float32;           // torch.ceil(torch.log2(descale))
+       o.code0_multiplier = Code0Multiplier::One; // torch.where(exponent == 0, 1.0, ...)
+       o.specials = SpecialsPolicy::TorchaoRceil;
+       o.element.rounding = Rounding::NearestEven;
+       o.nibble_order = NibbleOrder::LowFirst;
+     }},
+    {"transformer-engine", "MXFP8 (e4m3 or e5m2 elements, E8M0 scales) with 1x32 / 32x1 or 32x32 blocks",
+     covers_te_mxfp8,
+     [](QuantOptions& o) {
+       o.rule = ScaleRule::RCeil;
+       o.input = InputPrecision::Float32;
+       o.rceil_quotient = RceilQuotient::F32MulRcp;  // thread_amax * max_norm_rcp
+       o.amax_log2 = AmaxLog2::Exact;                // cvt.rp.satfinite.ue8m0x2.f32 rounds the float up exactly
+       o.code0_multiplier = Code0Multiplier::One;    // exp2f_rcp(0) = 1
+       o.specials = SpecialsPolicy::IgnoreNan;
+       o.element.rounding = Rounding::NearestEven;   // cvt.rn.satfinite.e4m3x2.f32
+     }},
+    {"transformer-engine-nvfp4", "NVFP4 (e2m1 elements, ue4m3 block scales, float32 tensor scale) with 1x16 or 16x16 blocks",
+     covers_te_nvfp4,
+     [](QuantOptions& o) {
+       o.rule = ScaleRule::Amax;
+       set_te_nvfp4_common(o);
+     }},
+    {"transformer-engine-nvfp4-4over6-mae",
+     "NVFP4 (e2m1 elements, ue4m3 block scales, float32 tensor scale) with 1x16 blocks", covers_te_nvfp4_4over6,
+     [](QuantOptions& o) {
+       o.rule = ScaleRule::FourOverSix;
+       set_te_nvfp4_common(o);
+       o.four_over_six = FourOverSixMetric::Mae;
+       o.tensor_scale_max = 256;  // nvfp4_4over6_e4m3_use_256 = 'all'
+     }},
+    {"transformer-engine-nvfp4-4over6-mse",
+     "NVFP4 (e2m1 elements, ue4m3 block scales, float32 tensor scale) with 1x16 blocks", covers_te_nvfp4_4over6,
+     [](QuantOptions& o) {
+       o.rule = ScaleRule::FourOverSix;
+       set_te_nvfp4_common(o);
+       o.four_over_six = FourOverSixMetric::Mse;
+       o.tensor_scale_max = 256;
+     }},
+    {"modelopt", "NVFP4 (e2m1 elements, ue4m3 block scales, float32 tensor scale) with 1-D blocks on the last axis",
+     covers_modelopt_nvfp4,
+     [](QuantOptions& o) {
+       o.rule = ScaleRule::Amax;
+       o.input = InputPrecision::Float32;
+       o.nvfp4_arith = Nvfp4Arith::ModelOpt;
+       o.specials = SpecialsPolicy::TensorNan;   // reduce_amax propagates NaN into weights_scaling_factor_2
+       o.zero_block = ZeroBlock::One;            // per_block_scale[per_block_scale == 0] = 1.0
+       o.scale.overflow = Overflow::Nan;         // .to(torch.float8_e4m3fn) does not saturate
+       o.zero_sign = ZeroSign::MinusZeroPlus;    // sign_bit = (weight < 0)
+       o.element.rounding = Rounding::NearestEven;  // searchsorted + odd-bound correction
+       o.nibble_order = NibbleOrder::LowFirst;   // (q[..., 1::2] << 4) | q[..., 0::2]
+     }},
+    {"modelopt-mxfp8", "MXFP8 e4m3 with E8M0 scales and 1x32 blocks on the last axis", covers_modelopt_mxfp8,
+     [](QuantOptions& o) {
+       o.rule = ScaleRule::RCeil;
+       o.input = InputPrecision::Float32;
+       o.rceil_quotient = RceilQuotient::F32Div;    // amax.float() / cls.E4M3_MAX
+       o.amax_log2 = AmaxLog2::Float32;             // torch.ceil(torch.log2(descale))
+       o.code0_multiplier = Code0Multiplier::Exact; // torch.exp2(127 - scale): 2^127 for code 0
+       o.specials = SpecialsPolicy::NanSmallest;
+       o.element.rounding = Rounding::NearestEven;
+     }},
+    {"modelopt-mxfp4", "MXFP4 (e2m1 elements, E8M0 scales) with 1-D blocks on the last axis", covers_modelopt_mxfp4,
+     [](QuantOptions& o) {
+       o.rule = ScaleRule::RCeil;
+       o.input = InputPrecision::Float32;
+       o.rceil_quotient = RceilQuotient::F32Div;  // input_amax / cls.E2M1_max
+       o.amax_log2 = AmaxLog2::Float32;           // torch.ceil(torch.maximum(torch.log2(descale), -127))
+       o.code0_multiplier = Code0Multiplier::Exact;
+       o.specials = SpecialsPolicy::BlockNanAny;  // the peer's NaN/Inf result is undefined (float -> uint8)
+       o.element.rounding = Rounding::NearestZero;  // counts bounds strictly below |x|
+       o.zero_sign = ZeroSign::ZeroMinus;         // (2 - sign(x)) // 2 is 1 for x = 0
+       o.nibble_order = NibbleOrder::LowFirst;    // even indices in the low bits
+     }},
+};
+
+}  // namespace
+
+std::vector<std::string> profile_names() {
+  std::vector<std::string> v;
+  for (const auto& p : kProfiles) v.emplace_back(p.name);
+  return v;
+}
 
 Result<BlockFormat> apply_profile(BlockFormat f, std::string_view profile) {
-  if (profile == "ocp") {
-    f.options.profile = "ocp";
+  // ModelOpt's NVFP4 real quantizer is the profile "modelopt"; "modelopt-nvfp4" names it too.
+  const std::string_view lookup = profile == "modelopt-nvfp4" ? std::string_view("modelopt") : profile;
+  for (const auto& p : kProfiles) {
+    if (p.name != lookup) continue;
+    if (!p.covers(f))
+      return make_error("profile '" + std::string(p.name) + "' covers " + std::string(p.covers_text) +
+                        "; the block format '" + f.name + "' is not one of them");
+    const bool pow2 = f.layout.scale && f.layout.scale->spec().kind == FormatKind::Float &&
+                      f.layout.scale->spec().mantissa_bits == 0;
+    QuantOptions o = reset_options(f.options, pow2 ? ScaleRule::Floor : ScaleRule::Amax);
+    p.sets(o);
+    o.profile = std::string(p.name);
+    f.options = o;
     return f;
   }
   std::string msg = "unknown profile '" + std::string(profile) + "' (known:";

@@ -4,9 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 
+#include "mxlab/core/bits.hpp"
 #include "mxlab/core/exact_sum.hpp"
 #include "mxlab/core/random.hpp"
+#include "mxlab/formats/catalogue.hpp"
 #include "mxlab/formats/codepoints.hpp"
 
 namespace mxlab {
@@ -113,7 +117,107 @@ CastResult cast_quotient(const Format& f, double n, double d, const CastOptions&
   return cast(f, q, o, random);
 }
 
+namespace {
+
+// ---- Float32 readings of an amax or quotient (docs/profiles.md). All float arithmetic in this file is
+// ---- IEEE binary32 (SSE on x86-64); the module is compiled with -ffp-contract=off so that no product
+// ---- is fused into an addition.
+
+constexpr int kMinusInfExponent = std::numeric_limits<int>::min() / 4;  // log2(0): clamps to the smallest scale
+constexpr int kPlusInfExponent = std::numeric_limits<int>::max() / 4;   // log2(inf): clamps to the largest
+
+/// fl32(log2 a) taken as the float32 rounding of the double log2 (AmaxLog2::Float32). Near a power of two,
+/// where only the floor/ceil can change, this equals the correctly rounded float32 log2 (test_profiles
+/// checks it against long double for 600 floats around every power of two).
+float fl32_log2(float a) { return static_cast<float>(std::log2(static_cast<double>(a))); }
+
+int floor_to_int(float v) {
+  if (std::isinf(v)) return v < 0 ? kMinusInfExponent : kPlusInfExponent;
+  return static_cast<int>(std::floor(v));
+}
+int ceil_to_int(float v) {
+  if (std::isinf(v)) return v < 0 ? kMinusInfExponent : kPlusInfExponent;
+  return static_cast<int>(std::ceil(v));
+}
+
+/// Exponent field of a float32 minus its bias: -127 for zero and subnormals, 128 for Inf.
+int field_exponent(float a) { return static_cast<int>((float_bits(a) >> 23) & 0xFFU) - 127; }
+bool field_mantissa_set(float a) { return (float_bits(a) & 0x7FFFFFU) != 0; }
+
+/// floor(log2 a) for a > 0 under the reading m.
+int floor_of(double a, AmaxLog2 m) {
+  switch (m) {
+    case AmaxLog2::Exact: return floor_log2(a);
+    case AmaxLog2::Field: return field_exponent(static_cast<float>(a));
+    case AmaxLog2::Float32: return floor_to_int(fl32_log2(static_cast<float>(a)));
+  }
+  return floor_log2(a);
+}
+
+/// ceil(log2 a) for a > 0 under the reading m (Field: torchao CEIL adds 1 for any mantissa bit).
+int ceil_of(double a, AmaxLog2 m) {
+  switch (m) {
+    case AmaxLog2::Exact: return is_pow2(a) ? floor_log2(a) : floor_log2(a) + 1;
+    case AmaxLog2::Field: {
+      const auto f = static_cast<float>(a);
+      return field_exponent(f) + (field_mantissa_set(f) ? 1 : 0);
+    }
+    case AmaxLog2::Float32: return ceil_to_int(fl32_log2(static_cast<float>(a)));
+  }
+  return floor_log2(a);
+}
+
+/// Mantissa width the Even rule rounds amax to.
+int even_precision(const Format& element) {
+  const FormatSpec& s = element.spec();
+  return s.kind == FormatKind::Float ? s.mantissa_bits : std::max(0, s.int_bits - 2);
+}
+
+/// The scale exponent under a non-exact reading (amax_log2 or rceil_quotient not Exact).
+int peer_scale_exponent(const Format& element, double amax, const QuantOptions& o) {
+  const int emax = element.emax();
+  switch (o.rule) {
+    case ScaleRule::Floor: return floor_of(amax, o.amax_log2) - emax;
+    case ScaleRule::Ceil: return ceil_of(amax, o.amax_log2) - emax;
+    case ScaleRule::Even: {
+      const int p = even_precision(element);
+      if (o.amax_log2 == AmaxLog2::Field && p < 23) {
+        // torchao EVEN: (bits + (1 << (23 - mbits - 1))) & sign_and_exponent_mask, then the field.
+        const std::uint32_t b = (float_bits(static_cast<float>(amax)) + (std::uint32_t{1} << (22 - p))) & 0xFF800000U;
+        return static_cast<int>((b >> 23) & 0xFFU) - 127 - emax;
+      }
+      const int e = floor_of(amax, o.amax_log2);
+      const double unit = std::ldexp(1.0, e - p);
+      return floor_log2(std::nearbyint(amax / unit) * unit) - emax;
+    }
+    case ScaleRule::RCeil: {
+      const double m = element.max_finite();
+      if (o.rceil_quotient == RceilQuotient::Exact) {
+        // Only reachable through direct calls (quantize rejects float32 log2 of an exact quotient): the
+        // double quotient stands in for the exact one.
+        return ceil_to_int(static_cast<float>(std::log2(amax / m)));
+      }
+      const auto a = static_cast<float>(amax);
+      const float q = o.rceil_quotient == RceilQuotient::F32Div ? a / static_cast<float>(m)
+                                                                : a * static_cast<float>(1.0 / m);
+      if (o.amax_log2 == AmaxLog2::Float32) return ceil_to_int(fl32_log2(q));
+      // Exact round-up of the float32 quotient (cvt.rp.ue8m0x2.f32), FP32 subnormals included.
+      if (q == 0) return kMinusInfExponent;
+      if (std::isinf(q)) return kPlusInfExponent;
+      return ceil_of(static_cast<double>(q), AmaxLog2::Exact);
+    }
+    case ScaleRule::MidMax:
+    case ScaleRule::Amax:
+    case ScaleRule::FourOverSix: break;
+  }
+  return floor_of(amax, o.amax_log2) - emax;
+}
+
+}  // namespace
+
 int scale_exponent(const Format& element, double amax, const QuantOptions& o) {
+  if (o.amax_log2 != AmaxLog2::Exact || (o.rule == ScaleRule::RCeil && o.rceil_quotient != RceilQuotient::Exact))
+    return peer_scale_exponent(element, amax, o);
   const int emax = element.emax();
   int e = floor_log2(amax);
   if (o.clamp == ClampSite::Amax) e = std::clamp(e, -126, 127);
@@ -130,8 +234,7 @@ int scale_exponent(const Format& element, double amax, const QuantOptions& o) {
     }
     case ScaleRule::Even: {
       // Round amax to the element's significand width (ties to even), then take its exponent.
-      const FormatSpec& s = element.spec();
-      const int p = s.kind == FormatKind::Float ? s.mantissa_bits : std::max(0, s.int_bits - 2);
+      const int p = even_precision(element);
       const double unit = std::ldexp(1.0, e - p);
       const double r = std::nearbyint(amax / unit) * unit;  // amax/unit exact: power-of-two scaling
       return floor_log2(r) - emax;
@@ -241,6 +344,363 @@ struct BlockStats {
   bool inf = false;
 };
 
+/// How the elements of one block are brought to the element format (power-of-two scales).
+struct BlockPlan {
+  enum class Kind : std::uint8_t {
+    Divide,    ///< x / divisor (the decoded scale, or the code-0 multiplier's divisor)
+    NanCodes,  ///< a NaN scale: every element gets the NaN code (or +0)
+    Multiply,  ///< x * factor: a peer's multiplier for a special code (0, 2^-128), or a flushed block
+    Zero,      ///< every element +0 (microxcaling C++ flush)
+  };
+  Kind kind = Kind::Divide;
+  double divisor = 1;
+  double factor = 0;
+};
+
+/// The code PyTorch gives a NaN element: c10's FP8 casts return 0x7F | sign for E4M3 and E5M2 alike;
+/// torchao's _f32_to_fpx_unpacked sends a NaN down its normal-number branch, so the FP4/FP6 code is
+/// computed from the NaN's bits (the quiet NaN 0x7FC00000 gives the code of +1.5).
+std::uint32_t torch_nan_code(const Format& e, float v) {
+  const std::uint32_t bits = float_bits(v);
+  const std::uint32_t sign = bits & 0x80000000U;
+  const FormatSpec& s = e.spec();
+  const int width = e.bits();
+  if (e.has_nan()) return (sign ? std::uint32_t{1} << (width - 1) : 0U) | ((std::uint32_t{1} << (width - 1)) - 1);
+  const int ebits = s.exponent_bits;
+  const int mbits = s.mantissa_bits;
+  const std::uint32_t x = bits ^ sign;
+  const std::uint32_t mant_odd = (x >> (23 - mbits)) & 1U;
+  const auto exp_bias = static_cast<std::int32_t>((1U << (ebits - 1)) - 1);
+  // val_to_add = ((exp_bias - F32_EXP_BIAS) << MBITS_F32) + magic_adder, in int32 (two's complement).
+  const auto val_to_add =
+      static_cast<std::uint32_t>((exp_bias - 127) * (1 << 23)) + ((std::uint32_t{1} << (23 - mbits - 1)) - 1);
+  const std::uint32_t normal = ((x + val_to_add + mant_odd) >> (23 - mbits)) & 0xFFU;  // .to(torch.uint8)
+  const std::uint32_t sign_lp = (sign >> (23 + 8 - mbits - ebits)) & (std::uint32_t{1} << (ebits + mbits));
+  return (normal | sign_lp) & ((std::uint32_t{1} << width) - 1);
+}
+
+/// microxcaling Python's _quantize_elemwise_core for nearest rounding, in float32 (NearestArith):
+/// private_exp = max(floor(log2(|v| + (v == 0))), min_exp); A = |v| / 2^private_exp * 2^mbits;
+/// nearest: floor(A + 0.5); even: floor(A + 0.5) - ((A - 0.5) % 2 == 0); back to v's scale. The result
+/// lies on the element's (continued) grid, so the cast afterwards is exact or saturates.
+float float32_add_half_round(const Format& e, float v, Rounding rounding) {
+  const FormatSpec& s = e.spec();
+  const float av = std::fabs(v);
+  const int mbits = s.kind == FormatKind::Float ? s.mantissa_bits : s.frac_bits;
+  int pe = 0;
+  if (s.kind == FormatKind::Float) {
+    pe = floor_to_int(fl32_log2(av + (av == 0 ? 1.0F : 0.0F)));
+    pe = std::max(pe, min_normal_exponent(s));
+  }
+  const float a = std::ldexp(std::ldexp(av, -pe), mbits);  // x / 2**exp * 2**bits: exact scalings
+  float r = std::floor(a + 0.5F);
+  if (rounding == Rounding::NearestEven && std::fmod(a - 0.5F, 2.0F) == 0.0F) r = r - 1.0F;
+  return std::copysign(std::ldexp(std::ldexp(r, -mbits), pe), v);
+}
+
+/// Element code of a peer's float32 scaled value v (InputPrecision::Float32 and the NVFP4 peer
+/// arithmetic): NaN codes per policy, the cast otherwise, then the zero-sign rule. x is the input.
+CastResult peer_cast(const Format& e, float v, double x, const CastOptions& co, std::uint32_t random,
+                     const QuantOptions& o) {
+  CastResult r;
+  if (std::isnan(v)) {
+    switch (o.specials) {
+      case SpecialsPolicy::TorchaoFloor:
+      case SpecialsPolicy::TorchaoRceil:
+        r.code = torch_nan_code(e, v);
+        r.invalid = !e.has_nan();
+        return r;
+      case SpecialsPolicy::TensorNan:
+        // torch.searchsorted puts NaN after every bound, and NaN < 0 is false: the largest positive code.
+        r.code = e.max_code(false);
+        r.invalid = true;
+        return r;
+      default: return cast(e, static_cast<double>(v), co, random);
+    }
+  }
+  const bool add_half = o.nearest_arith == NearestArith::Float32AddHalf && std::isfinite(v) &&
+                        (co.rounding == Rounding::NearestAway || co.rounding == Rounding::NearestEven);
+  if (add_half) {
+    const float w = float32_add_half_round(e, v, co.rounding);
+    r = cast(e, static_cast<double>(w), co, random);  // on the grid: exact, or saturating beyond max
+    if (w != v) r.inexact = true;
+    if (w == 0 && v != 0) r.underflow = true;
+  } else {
+    r = cast(e, static_cast<double>(v), co, random);
+  }
+  if (v == 0 && x != 0 && std::isfinite(x)) r.inexact = r.underflow = true;  // lost in the float32 step
+  if (v == 0 && e.has_negative_zero()) {
+    if (o.zero_sign == ZeroSign::MinusZeroPlus && std::signbit(v)) r.code = e.zero_code(false);
+    if (o.zero_sign == ZeroSign::ZeroMinus) r.code = e.zero_code(true);
+  }
+  return r;
+}
+
+/// The zero-sign rule on an exactly computed element (InputPrecision::Exact): the scaled value is zero
+/// exactly when the input is.
+void exact_zero_sign(const Format& e, double x, CastResult& r, const QuantOptions& o) {
+  if (x != 0 || !e.has_negative_zero()) return;
+  if (o.zero_sign == ZeroSign::MinusZeroPlus && std::signbit(x)) r.code = e.zero_code(false);
+  if (o.zero_sign == ZeroSign::ZeroMinus) r.code = e.zero_code(true);
+}
+
+/// Scale exponent of a block whose amax is infinite (policies that let Inf into the amax): the
+/// exponent field of Inf reads 128; every other reading gives +inf, which clamps to the largest scale.
+int infinite_amax_exponent(const Format& element, const QuantOptions& o) {
+  const bool field_rule = o.rule == ScaleRule::Floor || o.rule == ScaleRule::Ceil || o.rule == ScaleRule::Even;
+  if (o.amax_log2 == AmaxLog2::Field && field_rule) return 128 - element.emax();
+  return kPlusInfExponent;
+}
+
+/// Whether a block's amax counts as below the FP32 normal range under the reading that picks the scale
+/// (AmaxSubnormal): floor(log2 amax) <= -127. A zero amax counts, unless the zero-block rule replaces it
+/// by 2^-126 before the log2 (microxcaling Python).
+bool amax_below_normal(double amax, const QuantOptions& o) {
+  if (amax == 0) return o.zero_block != ZeroBlock::MinNormal;
+  return floor_of(amax, o.amax_log2) <= -127;
+}
+
+bool policy_takes_inf(SpecialsPolicy p) {
+  return p == SpecialsPolicy::IgnoreNan || p == SpecialsPolicy::TorchaoFloor || p == SpecialsPolicy::TorchaoRceil ||
+         p == SpecialsPolicy::TensorNan || p == SpecialsPolicy::NanSmallest;
+}
+
+bool float_exact(double v) { return std::isfinite(v) && static_cast<double>(static_cast<float>(v)) == v; }
+
+/// Combinations of options that no rule defines.
+std::optional<Error> check_options(const BlockFormat& f, bool pow2_rule) {
+  const QuantOptions& o = f.options;
+  if (o.amax_log2 != AmaxLog2::Exact && o.rule == ScaleRule::MidMax)
+    return make_error("amax log2 reading '" + std::string(to_string(o.amax_log2)) +
+                      "' applies to the floor, ceil, even and rceil rules, not midmax");
+  if (o.amax_log2 == AmaxLog2::Float32 && o.rule == ScaleRule::Even)
+    return make_error("amax log2 reading 'float32' is not defined for the even rule (use 'field' or 'exact')");
+  if (o.amax_log2 == AmaxLog2::Float32 && o.rule == ScaleRule::RCeil && o.rceil_quotient == RceilQuotient::Exact)
+    return make_error("amax log2 reading 'float32' under the rceil rule needs a float32 quotient "
+                      "(rceil quotient 'f32-div' or 'f32-mul-rcp')");
+  const bool pow2_only = o.specials == SpecialsPolicy::TorchaoFloor || o.specials == SpecialsPolicy::TorchaoRceil ||
+                         o.specials == SpecialsPolicy::NanSmallest;
+  if (pow2_only && !pow2_rule)
+    return make_error("NaN/Inf policy '" + std::string(to_string(o.specials)) + "' needs a power-of-two scale rule");
+  if (o.zero_block == ZeroBlock::MinNormal && !pow2_rule)
+    return make_error("zero-block scale 'min-normal' needs a power-of-two scale rule");
+  if (o.amax_subnormal != AmaxSubnormal::Keep && !pow2_rule)
+    return make_error("flushing blocks with a subnormal amax needs a power-of-two scale rule");
+  if (o.four_over_six != FourOverSixMetric::ExactSse &&
+      (o.rule != ScaleRule::FourOverSix || o.nvfp4_arith != Nvfp4Arith::Te))
+    return make_error("4over6 metric '" + std::string(to_string(o.four_over_six)) +
+                      "' is Transformer Engine's: it needs the 4over6 rule with NVFP4 arithmetic 'te'");
+  if (o.nearest_arith != NearestArith::Exact && o.input != InputPrecision::Float32 && o.nvfp4_arith == Nvfp4Arith::Exact)
+    return make_error("nearest-rounding arithmetic '" + std::string(to_string(o.nearest_arith)) +
+                      "' works on float32 scaled values: it needs input precision 'float32'");
+  if (o.tensor_scale_max < 0 || !std::isfinite(o.tensor_scale_max))
+    return make_error("the tensor-scale maximum must be a finite non-negative number");
+  if (o.nvfp4_arith != Nvfp4Arith::Exact) {
+    const std::string what = "NVFP4 arithmetic '" + std::string(to_string(o.nvfp4_arith)) + "'";
+    if (pow2_rule) return make_error(what + " needs the amax or 4over6 rule (a float block scale)");
+    const Format* f32 = find_catalogue_format("float32");
+    if (!f.layout.tensor_scale || f32 == nullptr || f.layout.tensor_scale->name() != f32->name())
+      return make_error(what + " needs a float32 tensor scale over the block scales (as in nvfp4)");
+    const double smax = o.tensor_scale_max > 0 ? o.tensor_scale_max : f.layout.scale->max_finite();
+    if (!float_exact(f.element.max_finite()) || !float_exact(f.layout.scale->max_finite()) || !float_exact(smax) ||
+        !float_exact(smax * f.element.max_finite()))
+      return make_error(what + " needs element and scale maxima that are float32 numbers");
+    if (o.rule == ScaleRule::FourOverSix && o.nvfp4_arith != Nvfp4Arith::Te)
+      return make_error("the 4over6 rule is defined for NVFP4 arithmetic 'exact' and 'te' only");
+  }
+  for (const auto& t : f.layout.tiles)
+    if (t.subtile > 0 && (o.code0_multiplier != Code0Multiplier::Exact || o.specials != SpecialsPolicy::BlockNan ||
+                          o.amax_subnormal != AmaxSubnormal::Keep))
+      return make_error("subtiles are defined for the exact code-0 multiplier, block-nan and no block flush only");
+  return std::nullopt;
+}
+
+/// The state the element loops share.
+struct ElementContext {
+  const BlockFormat& f;
+  const std::vector<double>& x;
+  const std::vector<std::int64_t>& block_of;
+  const std::vector<BlockStats>& stats;
+  const CastOptions& elem_opts;
+  const CastOptions& scale_opts;
+  bool stochastic;
+  std::uint32_t random(std::size_t i) const { return stochastic ? stochastic_bits(f.options.seed, i) : 0U; }
+};
+
+std::uint8_t flags_of(const CastResult& r) {
+  return static_cast<std::uint8_t>((r.inexact ? QuantizedTensor::kInexact : 0) |
+                                   (r.overflow ? QuantizedTensor::kOverflow : 0) |
+                                   (r.underflow ? QuantizedTensor::kUnderflow : 0) |
+                                   (r.invalid ? QuantizedTensor::kInvalid : 0));
+}
+
+/// NVFP4 under a peer's float32 arithmetic (Nvfp4Arith::Te or ModelOpt): tensor scale, block scales and
+/// elements exactly as the float32 expressions in docs/profiles.md, in this order of roundings.
+Result<QuantizedTensor> quantize_nvfp4_peer(const ElementContext& c, QuantizedTensor q) {
+  const BlockFormat& f = c.f;
+  const QuantOptions& o = f.options;
+  const Format& e = f.element;
+  const Format& sf = *f.layout.scale;
+  const Format& tf = *f.layout.tensor_scale;
+  const auto nblocks = c.stats.size();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nanf = std::numeric_limits<float>::quiet_NaN();
+  const float flt_max = std::numeric_limits<float>::max();
+  const auto emax_f = static_cast<float>(e.max_finite());                // 6
+  const auto scale_max = static_cast<float>(sf.max_finite());            // 448
+  const auto smax_f = static_cast<float>(o.tensor_scale_max > 0 ? o.tensor_scale_max : sf.max_finite());
+  const float global_max = smax_f * emax_f;                              // 448 * 6 = 2688, exact
+
+  // Amax reductions per policy: TensorNan propagates NaN (torch.max), IgnoreNan skips it (fmaxf); both
+  // take Inf. The other policies reduce over finite values and mark the blocks they make NaN.
+  bool any_nan = false, any_inf = false;
+  double finite_amax = 0;
+  for (const auto& st : c.stats) {
+    any_nan = any_nan || st.nan;
+    any_inf = any_inf || st.inf;
+    finite_amax = std::max(finite_amax, st.amax);
+  }
+  auto peer_amax = [&](bool nan, bool has_inf, double amax) -> float {
+    if (o.specials == SpecialsPolicy::TensorNan && nan) return nanf;
+    if ((o.specials == SpecialsPolicy::TensorNan || o.specials == SpecialsPolicy::IgnoreNan) && has_inf) return inf;
+    return static_cast<float>(amax);
+  };
+  auto block_is_nan = [&](const BlockStats& st) {
+    switch (o.specials) {
+      case SpecialsPolicy::BlockNan: return st.nan || (st.inf && !e.has_inf());
+      case SpecialsPolicy::BlockNanAny: return st.nan || st.inf;
+      default: return false;
+    }
+  };
+  const float A = o.tensor_scale_from_amax ? peer_amax(any_nan, any_inf, finite_amax) : global_max;
+
+  float S_enc = 1, S_dec = 1;
+  if (o.nvfp4_arith == Nvfp4Arith::Te) {
+    // compute_global_encode_scaling_factor_FP4: fp8_max * fp4_max / global_amax, FLT_MAX cap, 1 for 0.
+    S_enc = std::fmin(global_max / A, flt_max);
+    if (A == 0.0F || S_enc == 0.0F) S_enc = 1.0F;
+    S_dec = 1.0F / S_enc;
+  } else {
+    // get_weights_scaling_factor_2: reduce_amax(input).float() / (6.0 * 448.0).
+    S_dec = A / global_max;
+  }
+  q.has_tensor_scale = true;
+  auto to = resolve_options(tf, CastOptions{});
+  if (!to) return make_error("tensor scale format: " + to.error().message);
+  q.tensor_scale_code = cast(tf, static_cast<double>(S_dec), *to).code;
+  q.tensor_scale = static_cast<double>(S_dec);
+
+  auto scale_code = [&](float pre) {
+    if (pre == 0.0F && o.zero_block == ZeroBlock::One) pre = 1.0F;  // per_block_scale[per_block_scale == 0] = 1.0
+    CastResult r = cast(sf, static_cast<double>(pre), c.scale_opts);
+    if (o.min_block_scale > 0 && sf.decode(r.code) < o.min_block_scale) r = cast(sf, o.min_block_scale, c.scale_opts);
+    return r.code;
+  };
+  auto decoded = [&](std::uint32_t code) {
+    const double v = sf.decode(code);
+    return std::isnan(v) ? nanf : static_cast<float>(v);
+  };
+  // Te: r = min(1 / (s * S_dec), FLT_MAX) and x * r; ModelOpt: x / (s * S_dec).
+  auto element_input = [&](float xf, float s) {
+    if (o.nvfp4_arith == Nvfp4Arith::Te) return xf * std::fmin(1.0F / (s * S_dec), flt_max);
+    return xf / (s * S_dec);
+  };
+
+  std::vector<std::vector<std::size_t>> members(nblocks);
+  for (std::size_t i = 0; i < c.x.size(); ++i) members[static_cast<std::size_t>(c.block_of[i])].push_back(i);
+
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const BlockStats& st = c.stats[b];
+    if (block_is_nan(st) && sf.has_nan()) {
+      q.scale_codes[b] = sf.nan_code(false);
+      q.scale_values[b] = std::numeric_limits<double>::quiet_NaN();
+      for (std::size_t i : members[b]) {
+        q.codes[i] = e.has_nan() ? e.nan_code(false) : e.zero_code(false);
+        q.values[i] = std::numeric_limits<double>::quiet_NaN();
+      }
+      continue;
+    }
+    const float ab = peer_amax(st.nan, st.inf, st.amax);
+    std::uint32_t code = 0;
+    if (o.rule == ScaleRule::FourOverSix) {
+      // Transformer Engine 4over6 (quantize_4over6_kernel.cuh, compute_scale_pair and make_candidates):
+      // base = block_amax / 6 * S_enc; map-to-6 E4M3(min(base, 448)), map-to-4 E4M3(min(1.5 base, 448)).
+      const float base = ab / emax_f * S_enc;
+      const std::uint32_t map6 = scale_code(std::fmin(base, scale_max));
+      const std::uint32_t map4 = scale_code(std::fmin(base * 1.5F, scale_max));
+      // Candidate codes of the block's elements under block scale code sc.
+      auto codes_of = [&](std::uint32_t sc) {
+        const float s = decoded(sc);
+        std::vector<std::uint32_t> codes;
+        for (std::size_t i : members[b])
+          codes.push_back(
+              cast(e, static_cast<double>(element_input(static_cast<float>(c.x[i]), s)), c.elem_opts, c.random(i))
+                  .code);
+        return codes;
+      };
+      // accumulate_dequant_error: val = dequant * sf * global_amax / (6 * E4M3_MAX), diff = val - x, and
+      // err += |diff| (MAE) or diff * diff (MSE), in float32 and element order, starting from 0.
+      auto float_error = [&](std::uint32_t sc) {
+        const float s = decoded(sc);
+        const auto codes = codes_of(sc);
+        float err = 0.0F;
+        for (std::size_t k = 0; k < codes.size(); ++k) {
+          const auto xf = static_cast<float>(c.x[members[b][k]]);
+          const auto dq = static_cast<float>(e.decode(codes[k]));
+          const float val = dq * s * A / global_max;
+          const float diff = val - xf;
+          err = err + (o.four_over_six == FourOverSixMetric::Mse ? diff * diff : std::fabs(diff));
+        }
+        return err;
+      };
+      // The exact metric: the exact sum of (deq - x)^2 over finite inputs, deq = e * s * S_dec.
+      auto exact_error = [&](std::uint32_t sc) {
+        const double s = sf.decode(sc);
+        const auto codes = codes_of(sc);
+        ExactSum sse;
+        for (std::size_t k = 0; k < codes.size(); ++k) {
+          const double v = c.x[members[b][k]];
+          if (!std::isfinite(v)) continue;
+          const double deq = e.decode(codes[k]) * s * static_cast<double>(S_dec);  // <= 31 significant bits
+          sse.add_product(deq, deq);
+          sse.add_product(deq, -2 * v);
+          sse.add_product(v, v);
+        }
+        return sse;
+      };
+      code = map6;
+      if (map4 != map6) {
+        bool pick_map4 = false;  // err_map4 < err_map6; ties (and NaN) select map-to-6
+        if (o.four_over_six == FourOverSixMetric::ExactSse) {
+          ExactSum diff = exact_error(map4);
+          diff.subtract(exact_error(map6));
+          pick_map4 = diff.sign() < 0;
+        } else {
+          pick_map4 = float_error(map4) < float_error(map6);
+        }
+        if (pick_map4) code = map4;
+      }
+    } else if (o.nvfp4_arith == Nvfp4Arith::Te) {
+      // compute_decoding_scaling_factor: block_amax * (S_enc * fp4_max_inv), cast to E4M3 (satfinite).
+      code = scale_code(ab * (S_enc * (1.0F / emax_f)));
+    } else {
+      // get_weights_scaling_factor: per_block_amax / (6.0 * weights_scaling_factor_2).
+      code = scale_code(ab / (emax_f * S_dec));
+    }
+    q.scale_codes[b] = code;
+    q.scale_values[b] = sf.decode(code);
+    const float s = decoded(code);
+    for (std::size_t i : members[b]) {
+      const auto xf = static_cast<float>(c.x[i]);
+      const CastResult r = peer_cast(e, element_input(xf, s), c.x[i], c.elem_opts, c.random(i), o);
+      q.codes[i] = r.code;
+      q.flags[i] = flags_of(r);
+      q.values[i] = e.decode(r.code) * q.scale_values[b] * q.tensor_scale;
+    }
+  }
+  return q;
+}
+
 }  // namespace
 
 std::vector<double> dequantize(const BlockFormat& f, const QuantizedTensor& q) {
@@ -278,6 +738,10 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
   if (!eo) return make_error("element format: " + eo.error().message);
   const CastOptions elem_opts = *eo;
   std::vector<double> x(input.begin(), input.end());
+  // The peers see FP32 tensors: every input is rounded to float32 first (RNE; overflow gives +-inf).
+  const bool peer = o.input == InputPrecision::Float32;
+  if (peer)
+    for (double& v : x) v = static_cast<double>(static_cast<float>(v));
   if (f.layout.sparse_m > 0 && !shape.empty()) apply_sparsity(x, shape.back(), f.layout.sparse_n, f.layout.sparse_m);
 
   QuantizedTensor q;
@@ -285,12 +749,6 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
   q.codes.resize(x.size());
   q.values.resize(x.size());
   q.flags.assign(x.size(), 0);
-  auto flags_of = [](const CastResult& r) {
-    return static_cast<std::uint8_t>((r.inexact ? QuantizedTensor::kInexact : 0) |
-                                     (r.overflow ? QuantizedTensor::kOverflow : 0) |
-                                     (r.underflow ? QuantizedTensor::kUnderflow : 0) |
-                                     (r.invalid ? QuantizedTensor::kInvalid : 0));
-  };
   const bool stochastic = elem_opts.rounding == Rounding::Stochastic;
   auto random_of = [&](std::size_t i) { return stochastic ? stochastic_bits(o.seed, i) : 0U; };
 
@@ -311,6 +769,7 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
   if (pow2_rule && f.layout.tensor_scale)
     return make_error("scale rule '" + std::string(to_string(o.rule)) +
                       "' gives power-of-two block scales and cannot sit under a tensor scale; use 'amax'");
+  if (auto err = check_options(f, pow2_rule)) return *err;
 
   const BlockIndexer ix(shape, f.layout);
   const auto block_of = ix.block_of_all();
@@ -319,17 +778,28 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
   std::vector<BlockStats> stats(nblocks);
   q.block_amax.assign(nblocks, 0.0);
   double tensor_amax = 0;
+  bool tensor_nan = false;
   for (std::size_t i = 0; i < x.size(); ++i) {
     BlockStats& b = stats[static_cast<std::size_t>(block_of[i])];
     const double v = x[i];
     if (std::isnan(v)) {
       b.nan = true;
+      tensor_nan = true;
     } else if (std::isinf(v)) {
       b.inf = true;
     } else {
       b.amax = std::max(b.amax, std::fabs(v));
       tensor_amax = std::max(tensor_amax, std::fabs(v));
     }
+  }
+  for (std::size_t b = 0; b < nblocks; ++b) q.block_amax[b] = stats[b].amax;
+  q.scale_codes.resize(nblocks);
+  q.scale_values.resize(nblocks);
+  q.shared_exponents.assign(nblocks, QuantizedTensor::kNoExponent);
+
+  if (o.nvfp4_arith != Nvfp4Arith::Exact) {
+    const ElementContext c{f, x, block_of, stats, elem_opts, scale_opts, stochastic};
+    return quantize_nvfp4_peer(c, std::move(q));
   }
 
   // Second level: the tensor scale g = amax / (max_scale * max_elem), rounded in its format.
@@ -340,10 +810,11 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
     if (!to) return make_error("tensor scale format: " + to.error().message);
     q.has_tensor_scale = true;
     CastResult r;
+    const double smax = o.tensor_scale_max > 0 ? o.tensor_scale_max : sf.max_finite();
     if (tensor_amax == 0 || !o.tensor_scale_from_amax) {
       r = cast(tf, 1.0, *to);  // an all-zero tensor keeps scale 1 (its codes are all zero)
     } else {
-      r = cast_quotient(tf, tensor_amax, sf.max_finite() * f.element.max_finite(), *to);
+      r = cast_quotient(tf, tensor_amax, smax * f.element.max_finite(), *to);
     }
     q.tensor_scale_code = r.code;
     g = tf.decode(r.code);
@@ -357,10 +828,8 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
 
   const int x_min = floor_log2(sf.min_positive());
   const int x_max = floor_log2(sf.max_finite());
-  q.scale_codes.resize(nblocks);
-  q.scale_values.resize(nblocks);
-  q.shared_exponents.assign(nblocks, QuantizedTensor::kNoExponent);
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<BlockPlan> plans(nblocks);
 
   // Members of each block, for the rules that quantize a block several ways (4over6).
   std::vector<std::vector<std::size_t>> members;
@@ -381,20 +850,46 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
     return sse;
   };
 
-  for (std::size_t b = 0; b < nblocks; ++b) q.block_amax[b] = stats[b].amax;
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockStats& st = stats[b];
-    const bool block_nan = o.specials == SpecialsPolicy::BlockNan &&
-                           (st.nan || (st.inf && !f.element.has_inf())) && sf.has_nan();
-    if (block_nan) {
+    BlockPlan& plan = plans[b];
+    bool block_nan = false;
+    switch (o.specials) {
+      case SpecialsPolicy::BlockNan: block_nan = st.nan || (st.inf && !f.element.has_inf()); break;
+      case SpecialsPolicy::BlockNanAny: block_nan = st.nan || st.inf; break;
+      case SpecialsPolicy::TensorNan: block_nan = tensor_nan; break;
+      default: break;
+    }
+    if (block_nan && sf.has_nan()) {
       q.scale_codes[b] = sf.nan_code(false);
       q.scale_values[b] = nan;
+      plan.kind = BlockPlan::Kind::NanCodes;
       continue;
     }
     if (pow2_rule) {
+      const bool torchao = o.specials == SpecialsPolicy::TorchaoFloor || o.specials == SpecialsPolicy::TorchaoRceil;
+      if (torchao && st.nan && sf.has_nan()) {
+        // Code 0xFF; FLOOR divides by the float32 with that exponent field (+inf), RCEIL multiplies by
+        // exp2(127 - 255) = 2^-128. x / inf equals x * 0 for every float (and NaN stays NaN).
+        q.scale_codes[b] = sf.nan_code(false);
+        q.scale_values[b] = nan;
+        plan.kind = BlockPlan::Kind::Multiply;
+        plan.factor = o.specials == SpecialsPolicy::TorchaoFloor ? 0.0 : std::ldexp(1.0, -128);
+        continue;
+      }
       int xe = 0;
-      if (st.amax == 0) {
-        xe = o.zero_block == ZeroBlock::Smallest ? x_min : 0;
+      const bool amax_nan = st.nan && o.specials == SpecialsPolicy::NanSmallest;
+      const bool amax_inf = st.inf && policy_takes_inf(o.specials);
+      if (amax_nan) {
+        xe = x_min;  // torch.where(descale > 0, log2(descale), -127) is -127 for NaN
+      } else if (amax_inf) {
+        xe = infinite_amax_exponent(f.element, o);
+      } else if (st.amax == 0) {
+        switch (o.zero_block) {
+          case ZeroBlock::Smallest: xe = x_min; break;
+          case ZeroBlock::One: xe = 0; break;
+          case ZeroBlock::MinNormal: xe = scale_exponent(f.element, std::ldexp(1.0, -126), o); break;
+        }
       } else {
         xe = scale_exponent(f.element, st.amax, o);
       }
@@ -402,10 +897,25 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
       q.shared_exponents[b] = xe;
       q.scale_codes[b] = cast(sf, std::ldexp(1.0, xe), scale_opts).code;
       q.scale_values[b] = sf.decode(q.scale_codes[b]);
+      plan.divisor = q.scale_values[b];
+      if (xe == x_min && o.code0_multiplier == Code0Multiplier::One) plan.divisor = 1.0;
+      if (o.code0_multiplier == Code0Multiplier::MinNormal) plan.divisor = std::max(plan.divisor, std::ldexp(1.0, -126));
+      if (o.specials == SpecialsPolicy::IgnoreNan && xe == x_max) {
+        // Transformer Engine's exp2f_rcp builds 2^(127 - code) from bits; for code 0xFE that is the
+        // pattern 0, so the block is multiplied by 0.0 (Inf becomes NaN, finite values +-0).
+        plan.kind = BlockPlan::Kind::Multiply;
+        plan.factor = 0.0;
+      }
+      if (o.amax_subnormal != AmaxSubnormal::Keep && !amax_nan && !amax_inf && amax_below_normal(st.amax, o)) {
+        // flush_fp32_subnorms: Python multiplies the block by 0 (signed zeros), C++ stores +0.
+        plan.kind = o.amax_subnormal == AmaxSubnormal::Flush ? BlockPlan::Kind::Multiply : BlockPlan::Kind::Zero;
+        plan.factor = 0.0;
+      }
       continue;
     }
     auto scale_for = [&](double target) {
       CastResult r = cast_quotient(sf, st.amax, target * g, scale_opts);
+      if (st.amax == 0 && o.zero_block == ZeroBlock::One) r = cast(sf, 1.0, scale_opts);
       if (o.min_block_scale > 0 && sf.decode(r.code) < o.min_block_scale) r = cast(sf, o.min_block_scale, scale_opts);
       return r.code;
     };
@@ -421,6 +931,7 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
     }
     q.scale_codes[b] = code;
     q.scale_values[b] = sf.decode(code);
+    plan.divisor = q.scale_values[b];
   }
 
   // Shared microexponents: each subtile of a block with scale 2^X takes 2^(X - d), d in
@@ -452,10 +963,21 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
 
   for (std::size_t i = 0; i < x.size(); ++i) {
     const auto b = static_cast<std::size_t>(block_of[i]);
+    const BlockPlan& plan = plans[b];
     double s = q.scale_values[b];
-    if (!sub_of.empty() && std::isfinite(s))
-      s = std::ldexp(s, -static_cast<int>(q.subtile_offsets[static_cast<std::size_t>(sub_of[i])]));
-    if (std::isnan(s)) {
+    double divisor = plan.divisor;
+    if (!sub_of.empty() && std::isfinite(s)) {
+      const int off = static_cast<int>(q.subtile_offsets[static_cast<std::size_t>(sub_of[i])]);
+      s = std::ldexp(s, -off);
+      divisor = std::ldexp(divisor, -off);
+    }
+    if (plan.kind == BlockPlan::Kind::Zero) {
+      q.codes[i] = f.element.zero_code(false);
+      q.values[i] = f.element.decode(q.codes[i]) * s;
+      if (x[i] != 0) q.flags[i] = QuantizedTensor::kInexact | QuantizedTensor::kUnderflow;
+      continue;
+    }
+    if (plan.kind != BlockPlan::Kind::Multiply && std::isnan(s)) {
       q.codes[i] = f.element.has_nan() ? f.element.nan_code(false) : f.element.zero_code(false);
       q.values[i] = nan;
       continue;
@@ -474,8 +996,32 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
         continue;
       }
     }
-    const CastResult r = s == 0 ? cast(f.element, x[i], elem_opts, random_of(i))
-                                : cast_quotient(f.element, x[i], s * g, elem_opts, random_of(i));
+    CastResult r;
+    if (peer) {
+      // The peer's float32 multiply or divide: the exact quotient rounded once to float32.
+      float v = 0;
+      if (plan.kind == BlockPlan::Kind::Multiply) {
+        v = static_cast<float>(x[i] * plan.factor);  // factor 0 or a power of two: exact in double
+      } else if (pow2_rule) {
+        v = static_cast<float>(x[i] / divisor);  // a power of two: exact in double for float32 inputs
+      } else {
+        static const Format* f32 = find_catalogue_format("float32");
+        CastOptions rne;
+        rne.overflow = Overflow::Inf;
+        v = std::isfinite(x[i]) ? static_cast<float>(f32->decode(cast_quotient(*f32, x[i], s * g, rne).code))
+                                : static_cast<float>(x[i] / (s * g));
+      }
+      r = peer_cast(f.element, v, x[i], elem_opts, random_of(i), o);
+    } else {
+      if (plan.kind == BlockPlan::Kind::Multiply) {
+        r = cast(f.element, x[i] * plan.factor, elem_opts, random_of(i));
+      } else {
+        const double d = pow2_rule ? divisor : s * g;
+        r = s == 0 ? cast(f.element, x[i], elem_opts, random_of(i))
+                   : cast_quotient(f.element, x[i], d, elem_opts, random_of(i));
+      }
+      exact_zero_sign(f.element, x[i], r, o);
+    }
     q.codes[i] = r.code;
     q.flags[i] = flags_of(r);
     const double e = f.element.decode(r.code);

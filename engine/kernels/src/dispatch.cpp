@@ -1,0 +1,60 @@
+// Highway dynamic dispatch: the one translation unit that compiles cast_kernels-inl.h once per target
+// and picks the best target the CPU supports at run time. Nothing here passes -march: the targets are
+// Highway's defaults for this compiler (on x86-64 with g++ 12: AVX3, AVX2, SSE4, SSSE3 and SCALAR).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cast_kernels-inl.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+#include <hwy/targets.h>
+
+#include "cast_kernels-inl.h"
+
+#if HWY_ONCE
+#include "mxlab/kernels/simd_target.hpp"
+
+namespace mxlab {
+namespace kernel_detail {
+
+HWY_EXPORT(CastKernelImpl);
+HWY_EXPORT(DecodeKernelImpl);
+HWY_EXPORT(TargetImpl);
+
+void cast_dispatch(const CastParams& p, const CastCall& call) { HWY_DYNAMIC_DISPATCH(CastKernelImpl)(p, call); }
+
+void decode_dispatch(const DecodeParams& p, const DecodeCall& call) {
+  HWY_DYNAMIC_DISPATCH(DecodeKernelImpl)(p, call);
+}
+
+}  // namespace kernel_detail
+
+std::vector<SimdTarget> simd_targets() {
+  // Evaluated once, before any ScopedSimdTarget (whose constructor calls this) can narrow the list.
+  static const std::vector<SimdTarget> targets = [] {
+    std::vector<SimdTarget> out;
+    for (const std::int64_t id : hwy::SupportedAndGeneratedTargets()) out.push_back({id, hwy::TargetName(id)});
+    return out;
+  }();
+  return targets;
+}
+
+std::string active_simd_target() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(kernel_detail::TargetImpl)()); }
+
+ScopedSimdTarget::ScopedSimdTarget(const SimdTarget& target) {
+  // A target this CPU lacks would fault on its first instruction: such a request leaves dispatch alone.
+  for (const SimdTarget& t : simd_targets()) {
+    if (t.id != target.id) continue;
+    hwy::SetSupportedTargetsForTest(target.id);
+    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    forced_ = true;
+  }
+}
+
+ScopedSimdTarget::~ScopedSimdTarget() {
+  if (!forced_) return;
+  hwy::SetSupportedTargetsForTest(0);
+  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+}
+
+}  // namespace mxlab
+#endif  // HWY_ONCE
