@@ -24,6 +24,17 @@ std::vector<OptionSpec> quant_options() {
       {"min-block-scale", true, "V", "smallest float block scale (NVFP4), e.g. 0x1p-6; default none"},
       {"int-encoding", true, "ENC", "MX integer elements when packed: twos-complement (default) or sign-magnitude"},
       {"nibble-order", true, "ORDER", "two FP4 codes per byte: low-first (default) or high-first"},
+      {"scale-overflow", true, "POLICY", "overflow of float scales: saturate (default) or nan (non-saturating E4M3 cast)"},
+      {"input-precision", true, "P", "exact (default) or float32: inputs rounded to float32 first"},
+      {"amax-log2", true, "M", "exponent of amax: exact (default), field (float32 exponent bits), float32 (float32 log2)"},
+      {"rceil-quotient", true, "Q", "amax/max for rceil: exact (default), f32-div, f32-mul-rcp"},
+      {"code0-multiplier", true, "M", "elements of an E8M0 0x00 block scaled by: exact (default), one, min-normal"},
+      {"amax-subnormal", true, "M", "block with an FP32-subnormal amax: keep (default), flush, flush-positive"},
+      {"zero-sign", true, "M", "zero codes: keep (default), minus-zero-plus, zero-minus"},
+      {"nearest-arith", true, "M", "nearest-away arithmetic: exact (default) or float32-add-half"},
+      {"nvfp4-arith", true, "M", "NVFP4 scale arithmetic: exact (default), te, modelopt"},
+      {"four-over-six", true, "M", "4over6 candidate metric: exact-sse (default), mae, mse"},
+      {"tensor-scale-max", true, "V", "block-scale maximum the tensor scale divides by (default: the scale format's max)"},
       {"block-axis", true, "A", "axis of 1-D tiles (default -1, the last; negative counts from the end)"},
       {"subtile-bits", true, "B", "bits of each subtile's microexponent offset (default 1)"},
   };
@@ -40,21 +51,37 @@ Result<BlockFormat> block_format_from_args(const std::string& spec, const Args& 
   }
   QuantOptions& o = f.options;
   auto opt = [&](const char* name) { return args.value(name); };
-  if (auto v = opt("round")) {
-    auto r = parse_rounding(*v);
-    if (!r) return make_error("option '--round': " + r.error().message);
-    o.element.rounding = *r;
-  }
-  if (auto v = opt("overflow")) {
-    auto r = parse_overflow(*v);
-    if (!r) return make_error("option '--overflow': " + r.error().message);
-    o.element.overflow = *r;
-  }
-  if (auto v = opt("subnormals")) {
-    auto r = parse_subnormals(*v);
-    if (!r) return make_error("option '--subnormals': " + r.error().message);
-    o.element.subnormals = *r;
-  }
+  // Every enumerated option: parse its text, or name the option in the error.
+  std::optional<Error> err;
+  auto set = [&](const char* name, auto parse, auto& field) {
+    if (err) return;
+    if (auto v = opt(name)) {
+      auto r = parse(*v);
+      if (!r) err = make_error("option '--" + std::string(name) + "': " + r.error().message);
+      else field = *r;
+    }
+  };
+  set("round", parse_rounding, o.element.rounding);
+  set("overflow", parse_overflow, o.element.overflow);
+  set("subnormals", parse_subnormals, o.element.subnormals);
+  set("scale-rule", parse_scale_rule, o.rule);
+  set("scale-round", parse_rounding, o.scale.rounding);
+  set("scale-overflow", parse_overflow, o.scale.overflow);
+  set("clamp", parse_clamp_site, o.clamp);
+  set("zero-block", parse_zero_block, o.zero_block);
+  set("specials", parse_specials_policy, o.specials);
+  set("int-encoding", parse_int_encoding, o.int_encoding);
+  set("nibble-order", parse_nibble_order, o.nibble_order);
+  set("input-precision", parse_input_precision, o.input);
+  set("amax-log2", parse_amax_log2, o.amax_log2);
+  set("rceil-quotient", parse_rceil_quotient, o.rceil_quotient);
+  set("code0-multiplier", parse_code0_multiplier, o.code0_multiplier);
+  set("amax-subnormal", parse_amax_subnormal, o.amax_subnormal);
+  set("zero-sign", parse_zero_sign, o.zero_sign);
+  set("nearest-arith", parse_nearest_arith, o.nearest_arith);
+  set("nvfp4-arith", parse_nvfp4_arith, o.nvfp4_arith);
+  set("four-over-six", parse_four_over_six_metric, o.four_over_six);
+  if (err) return *err;
   if (auto v = opt("seed")) {
     auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), o.seed);
     if (ec != std::errc() || p != v->data() + v->size())
@@ -67,49 +94,19 @@ Result<BlockFormat> block_format_from_args(const std::string& spec, const Args& 
       return make_error("option '--random-bits " + *v + "': expected an integer 1..32");
     o.element.random_bits = bits;
   }
-  if (auto v = opt("scale-rule")) {
-    auto r = parse_scale_rule(*v);
-    if (!r) return make_error("option '--scale-rule': " + r.error().message);
-    o.rule = *r;
-  }
-  if (auto v = opt("scale-round")) {
-    auto r = parse_rounding(*v);
-    if (!r) return make_error("option '--scale-round': " + r.error().message);
-    o.scale.rounding = *r;
-  }
-  if (auto v = opt("clamp")) {
-    auto r = parse_clamp_site(*v);
-    if (!r) return make_error("option '--clamp': " + r.error().message);
-    o.clamp = *r;
-  }
-  if (auto v = opt("zero-block")) {
-    auto r = parse_zero_block(*v);
-    if (!r) return make_error("option '--zero-block': " + r.error().message);
-    o.zero_block = *r;
-  }
-  if (auto v = opt("specials")) {
-    auto r = parse_specials_policy(*v);
-    if (!r) return make_error("option '--specials': " + r.error().message);
-    o.specials = *r;
-  }
-  if (auto v = opt("min-block-scale")) {
-    auto r = exact::parse_rational(*v);
-    if (!r) return make_error("option '--min-block-scale': " + r.error().message);
-    const double d = r->to_double();
-    if (!(d >= 0) || exact::Rational::from_double(d).compare(*r) != 0)
-      return make_error("option '--min-block-scale " + *v + "': expected a non-negative number exact in double");
-    o.min_block_scale = d;
-  }
-  if (auto v = opt("int-encoding")) {
-    auto r = parse_int_encoding(*v);
-    if (!r) return make_error("option '--int-encoding': " + r.error().message);
-    o.int_encoding = *r;
-  }
-  if (auto v = opt("nibble-order")) {
-    auto r = parse_nibble_order(*v);
-    if (!r) return make_error("option '--nibble-order': " + r.error().message);
-    o.nibble_order = *r;
-  }
+  auto exact_double = [&](const char* name, double& field) {
+    if (err) return;
+    if (auto v = opt(name)) {
+      auto r = exact::parse_rational(*v);
+      const double d = r ? r->to_double() : -1;
+      if (!r || !(d >= 0) || exact::Rational::from_double(d).compare(*r) != 0)
+        err = make_error("option '--" + std::string(name) + " " + *v + "': expected a non-negative number exact in double");
+      else field = d;
+    }
+  };
+  exact_double("min-block-scale", o.min_block_scale);
+  exact_double("tensor-scale-max", o.tensor_scale_max);
+  if (err) return *err;
   if (auto v = opt("block-axis")) {
     int a = 0;
     auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), a);
@@ -133,20 +130,33 @@ Result<BlockFormat> block_format_from_args(const std::string& spec, const Args& 
 
 std::vector<std::pair<std::string, std::string>> describe_options(const BlockFormat& f) {
   const QuantOptions& o = f.options;
+  auto s = [](auto v) { return std::string(to_string(v)); };
   std::vector<std::pair<std::string, std::string>> v = {
       {"format", f.name},
       {"profile", o.profile},
-      {"round", std::string(to_string(o.element.rounding))},
-      {"overflow", std::string(to_string(o.element.overflow))},
-      {"subnormals", std::string(to_string(o.element.subnormals))},
-      {"scale_rule", std::string(to_string(o.rule))},
-      {"clamp", std::string(to_string(o.clamp))},
-      {"zero_block", std::string(to_string(o.zero_block))},
-      {"specials", std::string(to_string(o.specials))},
+      {"round", s(o.element.rounding)},
+      {"overflow", s(o.element.overflow)},
+      {"subnormals", s(o.element.subnormals)},
+      {"scale_rule", s(o.rule)},
+      {"scale_round", s(o.scale.rounding)},
+      {"scale_overflow", s(o.scale.overflow)},
+      {"clamp", s(o.clamp)},
+      {"zero_block", s(o.zero_block)},
+      {"specials", s(o.specials)},
+      {"input_precision", s(o.input)},
+      {"amax_log2", s(o.amax_log2)},
+      {"rceil_quotient", s(o.rceil_quotient)},
+      {"code0_multiplier", s(o.code0_multiplier)},
+      {"amax_subnormal", s(o.amax_subnormal)},
+      {"zero_sign", s(o.zero_sign)},
+      {"nearest_arith", s(o.nearest_arith)},
+      {"nvfp4_arith", s(o.nvfp4_arith)},
+      {"four_over_six", s(o.four_over_six)},
       {"seed", std::to_string(o.seed)},
   };
   if (o.element.rounding == Rounding::Stochastic) v.emplace_back("random_bits", std::to_string(o.element.random_bits));
   if (o.min_block_scale > 0) v.emplace_back("min_block_scale", g17(o.min_block_scale));
+  if (o.tensor_scale_max > 0) v.emplace_back("tensor_scale_max", g17(o.tensor_scale_max));
   return v;
 }
 

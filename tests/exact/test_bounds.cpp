@@ -1,8 +1,10 @@
 // Checks the per-gap error bounds against each other (closed forms vs exhaustive enumeration through the reference quantizer), against values worked by hand from the format definitions (seed 003's MXINT8 vs E2M5 analysis, NVFP4's UE4M3 scales, the scale rules' breakpoints), and against errors measured on seeded random tensors with mxlab::quantize + mxlab::analyze.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -86,6 +88,10 @@ TEST_CASE("analytic and enumerated bounds agree under every scale rule and neare
         const bool float_scale = name == "nvfp4";
         // NVFP4's tensor scale only sits over float block scales; E8M0 scales take every rule.
         if (float_scale && rule != ScaleRule::Amax) continue;
+        // The tie rule moves breakpoints only where a rule rounds amax itself (midmax's overflow
+        // threshold, the amax rule's scale rounding); elsewhere nearest-even stands for all three.
+        const bool tie_sensitive = rule == ScaleRule::MidMax || rule == ScaleRule::Amax || rule == ScaleRule::Floor;
+        if (r != Rounding::NearestEven && !tie_sensitive) continue;
         f.options.rule = rule;
         f.options.element.rounding = r;
         f.options.scale.rounding = r;
@@ -309,7 +315,8 @@ double normal(Rng& rng) {
 }  // namespace
 
 TEST_CASE("errors measured on random tensors stay within the bound and come close to it", "[bounds]") {
-  for (const auto& name : kFormats) {
+  for (std::size_t fi = 0; fi < kFormats.size(); ++fi) {
+    const std::string& name = kFormats[fi];
     BlockFormat f = format(name);
     // The bound takes NVFP4's tensor scale as 1; so does the measurement.
     f.options.tensor_scale_from_amax = false;
@@ -326,7 +333,7 @@ TEST_CASE("errors measured on random tensors stay within the bound and come clos
     REQUIRE(bounds.ok());
 
     std::map<int, Measured> measured;
-    Rng rng(0xB0D5 + std::hash<std::string>{}(name) % 1000);
+    Rng rng(0xB0D5 + fi);
     const std::size_t n = static_cast<std::size_t>(block) * 160;
     for (int dist = 0; dist < 4; ++dist) {
       std::vector<double> x(n);

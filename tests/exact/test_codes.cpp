@@ -1,4 +1,4 @@
-// Checks Format::decode/classify, the derived properties and re-encoding by the reference cast against the exact oracle's reading of the format columns.
+// Checks decode/classify, derived properties and re-encoding against the oracle's exact reading of the columns.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -30,7 +30,8 @@ std::string compare_code(const Format& f, std::uint32_t c) {
       return {};
     case Number::Kind::Finite: break;
   }
-  if (!std::isfinite(d)) return where + "the columns say " + info.number.value.to_decimal() + ", decode gives " + g17(d);
+  if (!std::isfinite(d))
+    return where + "the columns say " + info.number.value.to_decimal() + ", decode gives " + g17(d);
   const Rational got = Rational::from_double(d);
   if (got != info.number.value || got.negative() != info.number.value.negative())
     return where + "exact value " + info.number.value.to_decimal() + ", decode gives " + got.to_decimal();
@@ -65,13 +66,13 @@ TEST_CASE("sampled codes of wider formats decode to their exact value", "[exact]
   for (const Format& f : wide) {
     const std::uint64_t n = f.code_count();
     std::vector<std::uint32_t> codes;
-    for (std::uint64_t c = 0; c < 1024 && c < n; ++c) {  // both ends of each sign
+    for (std::uint64_t c = 0; c < 256 && c < n; ++c) {  // both ends of each sign
       codes.push_back(static_cast<std::uint32_t>(c));
       codes.push_back(static_cast<std::uint32_t>(n - 1 - c));
       codes.push_back(static_cast<std::uint32_t>((n / 2 + c) % n));
       codes.push_back(static_cast<std::uint32_t>((n / 2 - 1 - c) % n));
     }
-    for (int i = 0; i < 20000; ++i) codes.push_back(static_cast<std::uint32_t>(rng.next_u64() % n));
+    for (int i = 0; i < 5000; ++i) codes.push_back(static_cast<std::uint32_t>(rng.next_u64() % n));
     std::uint64_t bad = 0;
     std::string first;
     for (std::uint32_t c : codes) {

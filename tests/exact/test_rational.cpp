@@ -1,4 +1,4 @@
-// Checks exact literal parsing, decimal text and rounding to the source types against IEEE 754 values worked out by hand and glibc's correctly rounded strtod.
+// Checks literal parsing, decimal text and source rounding against hand-derived IEEE 754 values and glibc strtod.
 #include <catch2/catch.hpp>
 
 #include <cfloat>
@@ -90,7 +90,7 @@ TEST_CASE("to_double agrees with glibc strtod on seeded random literals", "[exac
   Rng rng(0x5713'70D0ULL);  // seed of the literals
   int bad = 0;
   std::string first;
-  for (int i = 0; i < 20000; ++i) {
+  for (int i = 0; i < 5000; ++i) {
     char buf[128];
     const int digits = 1 + static_cast<int>(rng.next_u32() % 40);
     std::string s = (rng.next_u32() & 1U) ? "-" : "";

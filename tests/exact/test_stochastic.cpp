@@ -1,4 +1,4 @@
-// Checks stochastic rounding of the reference cast against docs/casting.md's definition (az iff t + r >= 2^R, t = floor(d * 2^R)) with d computed exactly by the oracle.
+// Checks stochastic rounding against docs/casting.md's definition (t + r >= 2^R) with d exact from the oracle.
 #include <catch2/catch.hpp>
 
 #include "exact_support.hpp"
@@ -16,7 +16,9 @@ std::vector<CastOptions> stochastic_combos(const Format& f) {
   std::vector<CastOptions> out;
   for (int bits : kRandomBits) {
     for (Overflow ov : {Overflow::Saturate, Overflow::Inf, Overflow::Nan}) {
+      // Flush only with R = 8: the flushed input is a zero, whose rounding does not depend on R.
       for (SubnormalMode sm : {SubnormalMode::Keep, SubnormalMode::Flush}) {
+        if (sm == SubnormalMode::Flush && bits != 8) continue;
         CastOptions o;
         o.rounding = Rounding::Stochastic;
         o.random_bits = bits;
@@ -55,7 +57,7 @@ std::vector<double> inputs_for(const Format& f, const Oracle& oracle, std::size_
 /// The random words tried for one input: seeded ones, the extremes, and the two words either side of
 /// the point where the decision flips (r = 2^R - t).
 std::vector<std::uint32_t> words_for(const exact::Placement& p, int bits, Rng& rng) {
-  std::vector<std::uint32_t> w{0U, 0xFFFFFFFFU, rng.next_u32(), rng.next_u32(), rng.next_u32()};
+  std::vector<std::uint32_t> w{0U, 0xFFFFFFFFU, rng.next_u32()};
   if (p.has_fraction) {
     const std::uint64_t t = p.t32 >> (32 - bits);
     const std::uint64_t flip = (std::uint64_t{1} << bits) - t;  // smallest r that goes away from zero
@@ -84,7 +86,7 @@ TEST_CASE("the oracle's fraction d is exact on grids", "[exact][stochastic]") {
     const Oracle oracle(f);
     std::uint64_t bad = 0;
     std::string first;
-    for (double x : inputs_for(f, oracle, 1000, 300)) {
+    for (double x : inputs_for(f, oracle, 500, 200)) {
       const exact::Placement p = oracle.place(x, true);
       if (p.kind != exact::Placement::Kind::Finite || p.exact || p.below_smallest || p.clamp || p.tz.beyond ||
           p.az.beyond || (p.negative && !f.is_signed()) || !p.has_fraction)
@@ -110,10 +112,11 @@ TEST_CASE("stochastic rounding: reference equals the definition for R in {1, 8, 
     const auto combos = stochastic_combos(f);
     exact_test::Recorder rec(f);
     Rng rng(kSeed + f.code_count());
-    for (double x : inputs_for(f, oracle, 3000, 2000)) {
+    for (double x : inputs_for(f, oracle, 1500, 500)) {
       const exact::Placement p = oracle.place(x, true);
       for (const CastOptions& o : combos) {
-        for (std::uint32_t w : words_for(p, o.random_bits, rng)) rec.compare(x, o, cast(f, x, o, w), oracle.round(p, o, w), w);
+        for (std::uint32_t w : words_for(p, o.random_bits, rng))
+          rec.compare(x, o, cast(f, x, o, w), oracle.round(p, o, w), w);
       }
     }
     rec.report();

@@ -53,7 +53,7 @@ std::string difference(const std::vector<In>& in, const std::vector<std::uint16_
 }
 
 /// Runs every combination's kernel on every target (uint16 codes, and uint8 codes for formats up to 8 bits)
-/// and compares with the reference codes; one CHECK per combination, target and width.
+/// and compares with the reference codes; one CHECK per combination, target and code width.
 template <typename In, typename Cast>
 void check_all_targets(const Format& f, const std::vector<Combo>& combos, const std::vector<In>& in, Cast cast_fn) {
   for (const SimdTarget& t : simd_targets()) {
@@ -69,7 +69,8 @@ void check_all_targets(const Format& f, const std::vector<Combo>& combos, const 
       const std::string wrong16 = difference(in, got, c.reference);
       INFO(describe(f, c.options) << " on " << t.name << ", uint16 codes: " << wrong16);
       CHECK(wrong16.empty());
-      if (f.bits() > 8) continue;
+      // uint8 stores: once per rounding mode and policy (the store does not depend on the subnormal mode).
+      if (f.bits() > 8 || c.options.subnormals != SubnormalMode::Keep) continue;
       std::vector<std::uint8_t> narrow(in.size());
       REQUIRE(cast_fn(c.kernel, std::span<const In>(in), std::span<std::uint8_t>(narrow), run).ok());
       std::copy(narrow.begin(), narrow.end(), got.begin());

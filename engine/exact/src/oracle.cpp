@@ -7,7 +7,9 @@
 #include <limits>
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 
 #include "exact_detail.hpp"
 
@@ -135,7 +137,8 @@ Rat pow2_rat(int e) { return e >= 0 ? Rat(Int(1) << e) : Rat(Int(1), Int(1) << -
 
 /// A value of the table: its magnitude on the common integer scale, sign, code and class.
 struct Entry {
-  Int mag;  // |value| * 2^S, an even integer
+  Int mag;                  // |value| * 2^S, an even integer
+  std::uint64_t mag64 = 0;  // the same when the table is small (every entry below 2^60)
   bool negative = false;
   std::uint32_t code = 0;
   bool zero = false;
@@ -146,27 +149,103 @@ struct Entry {
   double value = 0;  // the same value as a double (format values are doubles)
 };
 
-/// An input on the table's scale: x * 2^S = sign * (n + f), 0 <= f < 1, frac == (f != 0).
+/// An input on the table's scale: x * 2^S = sign * (n + f), 0 <= f < 1, frac == (f != 0). N is
+/// std::uint64_t for tables whose scaled values stay below 2^60, cpp_int otherwise.
+template <class N>
 struct Key {
   int sign = 0;
-  Int n;
+  N n{};
   bool frac = false;
 };
 
-int compare_key(const Key& x, const Entry& e) {
+template <class N>
+int compare_key(const Key<N>& x, const Entry& e) {
   const int se = e.sign;
   if (x.sign != se) return x.sign < se ? -1 : 1;
   if (x.sign == 0) return 0;
+  const N* mag = nullptr;
+  if constexpr (std::is_same_v<N, Int>) {
+    mag = &e.mag;
+  } else {
+    mag = &e.mag64;
+  }
   int c = 0;
-  if (x.n < e.mag) {
+  if (x.n < *mag) {
     c = -1;
-  } else if (x.n > e.mag) {
+  } else if (x.n > *mag) {
     c = 1;
   } else {
     c = x.frac ? 1 : 0;
   }
   return x.sign > 0 ? c : -c;
 }
+
+/// m * 2^s = n + f for a 64-bit significand: n, whether f != 0, f against 1/2, floor(f * 2^32).
+struct SmallSplit {
+  std::uint64_t n = 0;
+  bool frac = false;
+  int half = -1;
+  std::uint64_t t32 = 0;
+};
+
+/// A nonzero exact magnitude: an odd 64-bit significand with an exponent (every double input, kept
+/// in machine integers so the common case needs no multiprecision work), or a general Mag.
+class MagRef {
+ public:
+  MagRef(std::uint64_t m, int e) : m_(m), e_(e) {}
+  explicit MagRef(const Mag& g) : general_(&g) {}
+
+  int ilog2() const { return general_ ? detail::ilog2(*general_) : e_ + 63 - std::countl_zero(m_); }
+
+  /// Requires n < 2^64 (callers scale so that it is).
+  SmallSplit split64(int s, bool with_t32) const {
+    SmallSplit r;
+    if (general_) {
+      const detail::Split sp = detail::split(*general_, s);
+      r.n = sp.n.convert_to<std::uint64_t>();
+      r.frac = sp.frac;
+      r.half = sp.half;
+      if (with_t32) r.t32 = detail::fraction_t32(*general_, s);
+      return r;
+    }
+    const long k = static_cast<long>(e_) + s;
+    if (k >= 0) {
+      r.n = m_ << k;
+      return r;
+    }
+    // m is odd: any shifted-out bit leaves f != 0, and f == 1/2 only when just the last bit goes.
+    const unsigned long sh = static_cast<unsigned long>(-k);
+    r.frac = true;
+    r.n = sh >= 64 ? 0 : m_ >> sh;
+    r.half = sh - 1 >= 64 || ((m_ >> (sh - 1)) & 1U) == 0 ? -1 : (sh == 1 ? 0 : 1);
+    if (with_t32) {
+      if (sh >= 32) {
+        r.t32 = sh - 32 >= 64 ? 0 : (m_ >> (sh - 32)) & 0xFFFFFFFFU;
+      } else {
+        r.t32 = (m_ & ((std::uint64_t{1} << sh) - 1)) << (32 - sh);
+      }
+    }
+    return r;
+  }
+
+  /// Any size of n.
+  detail::Split split_any(int s) const {
+    if (general_) return detail::split(*general_, s);
+    return detail::split(detail::mag_from_u64(m_, e_), s);
+  }
+
+  Exact exact(bool negative) const {
+    Exact x;
+    x.negative = negative;
+    x.mag = general_ ? *general_ : detail::mag_from_u64(m_, e_);
+    return x;
+  }
+
+ private:
+  const Mag* general_ = nullptr;
+  std::uint64_t m_ = 0;
+  int e_ = 0;
+};
 
 Placement::Neighbour neighbour_of(const Entry& e) {
   Placement::Neighbour n;
@@ -231,10 +310,15 @@ struct Oracle::Impl {
   std::uint64_t limit[2] = {0, 0};  // largest magnitude on the positive, negative side
   Placement zero_place[2];
 
-  Placement place_exact(const Exact& x, bool with_fraction) const;
-  void place_table(const Exact& x, bool with_fraction, Placement& p) const;
-  void place_grid_float(const Exact& x, bool with_fraction, Placement& p) const;
-  void place_grid_integer(const Exact& x, bool with_fraction, Placement& p) const;
+  bool small_table = false;  // entries and inputs fit std::uint64_t on the table's scale
+
+  /// x is null for zero.
+  Placement place_mag(bool negative, const MagRef* x, bool with_fraction) const;
+  void place_table(bool negative, const MagRef* x, bool with_fraction, Placement& p) const;
+  template <class N>
+  std::pair<const Entry*, const Entry*> locate(const Key<N>& key, bool huge, bool negative, Placement& p) const;
+  void place_grid_float(bool negative, const MagRef* x, bool with_fraction, Placement& p) const;
+  void place_grid_integer(bool negative, const MagRef* x, bool with_fraction, Placement& p) const;
   Placement::Neighbour float_neighbour(std::uint64_t n, int q, bool negative) const;
   Placement::Neighbour zero_neighbour(bool negative) const;
 };
@@ -398,6 +482,10 @@ void build_table(Oracle::Impl& m) {
   for (const Entry& e : m.table)
     if (!e.mag.is_zero()) top = std::max(top, static_cast<int>(mp::msb(e.mag)) - m.scale + 2);
   m.top = top;
+  // Scaled inputs below 2^top and entries then stay below 2^60: machine integers suffice.
+  m.small_table = static_cast<long>(top) + m.scale <= 60;
+  if (m.small_table)
+    for (Entry& e : m.table) e.mag64 = e.mag.convert_to<std::uint64_t>();
 }
 
 void build_grid(Oracle::Impl& m) {
@@ -408,12 +496,20 @@ void build_grid(Oracle::Impl& m) {
     m.subnormals = s.subnormals;
     m.emin = s.subnormals ? 1 - s.bias : -s.bias;
     // The largest finite code is the highest positive code that reads as a number: positive codes
-    // of a float without a re-read field increase with their value.
+    // of a float without a re-read field increase with their value. Specials sit at the top of the
+    // all-ones binade (a few codes) or fill it (IEEE): after a few special codes, skip to the top of
+    // the binade below.
     const int em = s.exponent_bits + s.mantissa_bits;
     std::uint32_t c = low_mask(em);
-    while (read_code(s, c).kind != CodeRead::Kind::Finite) {
+    for (int tried = 0; read_code(s, c).kind != CodeRead::Kind::Finite; ++tried) {
+      const std::uint32_t field = c >> s.mantissa_bits;
       if (c == 0) throw std::invalid_argument("format '" + m.format.name() + "' has no finite value");
-      --c;
+      if (tried >= 4 && field > 0) {
+        c = ((field - 1) << s.mantissa_bits) | low_mask(s.mantissa_bits);
+        tried = 0;
+      } else {
+        --c;
+      }
     }
     const CodeRead r = read_code(s, c);
     m.max_code = c;
@@ -482,9 +578,8 @@ Placement::Neighbour Oracle::Impl::float_neighbour(std::uint64_t n, int q, bool 
   return nb;
 }
 
-void Oracle::Impl::place_grid_float(const Exact& x, bool with_fraction, Placement& p) const {
-  const bool neg = x.negative;
-  if (x.mag.is_zero()) {
+void Oracle::Impl::place_grid_float(bool neg, const MagRef* x, bool with_fraction, Placement& p) const {
+  if (!x) {
     if (has_zero) {
       p.exact = true;
       p.tz = zero_neighbour(neg);
@@ -494,7 +589,7 @@ void Oracle::Impl::place_grid_float(const Exact& x, bool with_fraction, Placemen
     }
     return;
   }
-  const int e = detail::ilog2(x.mag);
+  const int e = x->ilog2();
   if (!subnormals && e < emin) {  // below the smallest value of a format without zero
     p.below_smallest = true;
     p.tz = float_neighbour(std::uint64_t{1} << mant_bits, emin - mant_bits, neg);
@@ -502,21 +597,17 @@ void Oracle::Impl::place_grid_float(const Exact& x, bool with_fraction, Placemen
   }
   // The grid quantum of the binade of |x| (of the subnormal range below 2^emin).
   const int q = std::max(e, emin) - mant_bits;
-  const detail::Split sp = detail::split(x.mag, -q);
-  const auto n = sp.n.convert_to<std::uint64_t>();  // < 2^(M+1)
-  p.tz = float_neighbour(n, q, neg);
-  p.az = float_neighbour(n + 1, q, neg);
+  const SmallSplit sp = x->split64(-q, with_fraction);  // n < 2^(M+1)
+  p.tz = float_neighbour(sp.n, q, neg);
+  p.az = float_neighbour(sp.n + 1, q, neg);
   p.exact = !sp.frac && !p.tz.beyond;
   p.half = sp.half;
-  if (with_fraction) {
-    p.t32 = detail::fraction_t32(x.mag, -q);
-    p.has_fraction = true;
-  }
+  p.t32 = sp.t32;
+  p.has_fraction = with_fraction;
 }
 
-void Oracle::Impl::place_grid_integer(const Exact& x, bool with_fraction, Placement& p) const {
-  const bool neg = x.negative;
-  if (x.mag.is_zero()) {
+void Oracle::Impl::place_grid_integer(bool neg, const MagRef* x, bool with_fraction, Placement& p) const {
+  if (!x) {
     p.exact = true;
     p.tz = zero_neighbour(neg);
     return;
@@ -534,42 +625,25 @@ void Oracle::Impl::place_grid_integer(const Exact& x, bool with_fraction, Placem
     }
     return nb;
   };
-  if (detail::ilog2(x.mag) + frac_bits >= int_bits + 1) {  // |x| * 2^frac >= 2^(bits+1): past every limit
+  if (x->ilog2() + frac_bits >= int_bits + 1) {  // |x| * 2^frac >= 2^(bits+1): past every limit
     p.tz = neighbour(std::uint64_t{3} << int_bits);
     p.az = p.tz;
     return;
   }
-  const detail::Split sp = detail::split(x.mag, frac_bits);
-  const auto n = sp.n.convert_to<std::uint64_t>();
-  p.tz = neighbour(n);
-  p.az = neighbour(n + 1);
+  const SmallSplit sp = x->split64(frac_bits, with_fraction);  // n < 2^(bits+1)
+  p.tz = neighbour(sp.n);
+  p.az = neighbour(sp.n + 1);
   p.exact = !sp.frac && !p.tz.beyond;
   p.half = sp.half;
-  if (with_fraction) {
-    p.t32 = detail::fraction_t32(x.mag, frac_bits);
-    p.has_fraction = true;
-  }
+  p.t32 = sp.t32;
+  p.has_fraction = with_fraction;
 }
 
-void Oracle::Impl::place_table(const Exact& x, bool with_fraction, Placement& p) const {
-  const bool neg = x.negative;
-  if (x.mag.is_zero() && has_zero) {
-    p.exact = true;
-    p.tz = zero_neighbour(neg);
-    return;
-  }
-  Key key;
-  bool huge = false;
-  if (!x.mag.is_zero()) {
-    key.sign = neg ? -1 : 1;
-    if (detail::ilog2(x.mag) >= top) {
-      huge = true;
-    } else {
-      detail::Split sp = detail::split(x.mag, scale);
-      key.n = std::move(sp.n);
-      key.frac = sp.frac;
-    }
-  }
+/// Finds the entries around the key and fills the placement; returns the neighbours toward and away
+/// from zero when x lies strictly between two entries, else nulls.
+template <class N>
+std::pair<const Entry*, const Entry*> Oracle::Impl::locate(const Key<N>& key, bool huge, bool neg,
+                                                           Placement& p) const {
   // idx: the number of entries <= x.
   std::size_t idx = 0;
   if (huge) {
@@ -584,7 +658,7 @@ void Oracle::Impl::place_table(const Exact& x, bool with_fraction, Placement& p)
     p.tz = neighbour_of(e);
     p.az = p.tz;
     p.exact = !e.beyond;  // at a continued point: beyond like everything past it
-    return;
+    return {nullptr, nullptr};
   }
   if (idx == 0 || idx == table.size()) {  // past an end of the table
     const Entry& end = idx == 0 ? table.front() : table.back();
@@ -595,67 +669,114 @@ void Oracle::Impl::place_table(const Exact& x, bool with_fraction, Placement& p)
     } else if (!end.beyond) {  // below the smallest value of a format without zero
       p.below_smallest = true;
     }
-    return;
+    return {nullptr, nullptr};
   }
-  const Entry& lo = table[idx - 1];
-  const Entry& hi = table[idx];
   // The neighbour toward zero is the lower one for positive x; +0 counts as positive, -0 as negative
   // (codebooks without zero).
-  const Entry& tz = neg ? hi : lo;
-  const Entry& az = neg ? lo : hi;
+  const Entry& tz = neg ? table[idx] : table[idx - 1];
+  const Entry& az = neg ? table[idx - 1] : table[idx];
   p.tz = neighbour_of(tz);
   p.az = neighbour_of(az);
-  // 2|x - tz| against |az - tz| on the scale where entries are even: see Key.
-  const Int xs = key.sign < 0 ? Int(-key.n) : key.n;
-  const Int tzs = tz.negative ? Int(-tz.mag) : tz.mag;
-  const Int azs = az.negative ? Int(-az.mag) : az.mag;
-  const Int gap = mp::abs(azs - tzs);
-  const Int twice = mp::abs(xs - tzs) << 1;
-  // |x - tz| * 2^S = |xs - tzs| + f, and entries are even, so 2|xs - tzs| < gap leaves room for 2f.
-  p.half = twice < gap ? -1 : (twice > gap ? 1 : (key.frac ? 1 : 0));
-  if (with_fraction) {
-    p.has_fraction = true;
-    if (codebook) {
-      // docs/casting.md step 6: in codebooks d = |x - tz| / |az - tz| is computed in double.
-      const Rat tz_r = detail::to_rat(detail::exact_from_double(tz.value));
-      const Rat az_r = detail::to_rat(detail::exact_from_double(az.value));
-      const double num =
-          std::fabs(detail::round_binary(detail::exact_from_rat(detail::to_rat(x) - tz_r, false), 52, -1022, 1023,
-                                         nullptr));
-      const double den =
-          std::fabs(detail::round_binary(detail::exact_from_rat(az_r - tz_r, false), 52, -1022, 1023, nullptr));
-      p.t32 = static_cast<std::uint64_t>(std::ldexp(num / den, 32));
-    } else {
-      // d exactly: |x * 2^S - tz * 2^S| / gap.
-      Rat xr = detail::to_rat(x) * pow2_rat(scale);
-      const Rat y = mp::abs(xr - Rat(tzs));
-      const Int t = (mp::numerator(y) << 32) / (mp::denominator(y) * gap);
-      p.t32 = t.convert_to<std::uint64_t>();
+  // |x - tz| * 2^S = |xs - tzs| + f and the entries are even, so comparing 2|xs - tzs| with the gap
+  // decides unless they are equal, where f breaks the tie.
+  int cmp = 0;
+  if constexpr (std::is_same_v<N, Int>) {
+    const Int xs = key.sign < 0 ? Int(-key.n) : key.n;
+    const Int tzs = tz.negative ? Int(-tz.mag) : tz.mag;
+    const Int azs = az.negative ? Int(-az.mag) : az.mag;
+    const Int gap = mp::abs(azs - tzs);
+    const Int twice = mp::abs(xs - tzs) << 1;
+    cmp = twice < gap ? -1 : (twice > gap ? 1 : 0);
+  } else {
+    // Every magnitude is below 2^60, so these differences fit in 64 bits.
+    auto signed_of = [](bool negative, std::uint64_t v) {
+      return negative ? -static_cast<std::int64_t>(v) : static_cast<std::int64_t>(v);
+    };
+    const std::int64_t xs = signed_of(key.sign < 0, key.n);
+    const std::int64_t tzs = signed_of(tz.negative, tz.mag64);
+    const std::int64_t azs = signed_of(az.negative, az.mag64);
+    const auto gap = static_cast<std::uint64_t>(azs > tzs ? azs - tzs : tzs - azs);
+    const auto twice = static_cast<std::uint64_t>(xs > tzs ? xs - tzs : tzs - xs) << 1;
+    cmp = twice < gap ? -1 : (twice > gap ? 1 : 0);
+  }
+  p.half = cmp != 0 ? cmp : (key.frac ? 1 : 0);
+  return {&tz, &az};
+}
+
+void Oracle::Impl::place_table(bool neg, const MagRef* x, bool with_fraction, Placement& p) const {
+  if (!x && has_zero) {
+    p.exact = true;
+    p.tz = zero_neighbour(neg);
+    return;
+  }
+  const int sign = x ? (neg ? -1 : 1) : 0;
+  const bool huge = x && x->ilog2() >= top;
+  std::pair<const Entry*, const Entry*> around{nullptr, nullptr};
+  if (small_table) {
+    Key<std::uint64_t> key;
+    key.sign = sign;
+    if (x && !huge) {
+      const SmallSplit sp = x->split64(scale, false);
+      key.n = sp.n;
+      key.frac = sp.frac;
     }
+    around = locate(key, huge, neg, p);
+  } else {
+    Key<Int> key;
+    key.sign = sign;
+    if (x && !huge) {
+      detail::Split sp = x->split_any(scale);
+      key.n = std::move(sp.n);
+      key.frac = sp.frac;
+    }
+    around = locate(key, huge, neg, p);
+  }
+  if (!around.first || !with_fraction) return;
+  const Entry* tz = around.first;
+  const Entry& az = *around.second;
+  p.has_fraction = true;
+  const Rat xr = x ? detail::to_rat(x->exact(neg)) : Rat(0);
+  if (codebook) {
+    // docs/casting.md step 6: in codebooks d = |x - tz| / |az - tz| is computed in double.
+    const Rat tz_r = detail::to_rat(detail::exact_from_double(tz->value));
+    const Rat az_r = detail::to_rat(detail::exact_from_double(az.value));
+    const double num =
+        std::fabs(detail::round_binary(detail::exact_from_rat(xr - tz_r, false), 52, -1022, 1023, nullptr));
+    const double den =
+        std::fabs(detail::round_binary(detail::exact_from_rat(az_r - tz_r, false), 52, -1022, 1023, nullptr));
+    p.t32 = static_cast<std::uint64_t>(std::ldexp(num / den, 32));
+  } else {
+    // d exactly: |x * 2^S - tz * 2^S| / |az * 2^S - tz * 2^S|.
+    const Int tzs = tz->negative ? Int(-tz->mag) : tz->mag;
+    const Int azs = az.negative ? Int(-az.mag) : az.mag;
+    const Int gap = mp::abs(azs - tzs);
+    const Rat y = mp::abs(Rat(xr * pow2_rat(scale)) - Rat(tzs));
+    const Int t = (mp::numerator(y) << 32) / (mp::denominator(y) * gap);
+    p.t32 = t.convert_to<std::uint64_t>();
   }
 }
 
-Placement Oracle::Impl::place_exact(const Exact& x, bool with_fraction) const {
+Placement Oracle::Impl::place_mag(bool neg, const MagRef* x, bool with_fraction) const {
   Placement p;
   p.kind = Placement::Kind::Finite;
-  p.negative = x.negative;
-  p.zero = x.mag.is_zero();
-  if (!p.zero) {
+  p.negative = neg;
+  p.zero = x == nullptr;
+  if (x) {
     // Smallest normal exponents of the source types (docs/casting.md step 4): f64 -1022, f32 -126,
     // f16 -14, bf16 -126.
-    const int e = detail::ilog2(x.mag);
+    const int e = x->ilog2();
     p.below_source_normal[static_cast<std::size_t>(SourceType::F64)] = e < -1022;
     p.below_source_normal[static_cast<std::size_t>(SourceType::F32)] = e < -126;
     p.below_source_normal[static_cast<std::size_t>(SourceType::F16)] = e < -14;
     p.below_source_normal[static_cast<std::size_t>(SourceType::BF16)] = e < -126;
   }
-  if (x.negative && !p.zero && !negatives) return p;  // step 2 decides; no neighbours needed
+  if (neg && x && !negatives) return p;  // step 2 decides; no neighbours needed
   if (path == Path::Table) {
-    place_table(x, with_fraction, p);
+    place_table(neg, x, with_fraction, p);
   } else if (format.kind() == FormatKind::Float) {
-    place_grid_float(x, with_fraction, p);
+    place_grid_float(neg, x, with_fraction, p);
   } else {
-    place_grid_integer(x, with_fraction, p);
+    place_grid_integer(neg, x, with_fraction, p);
   }
   return p;
 }
@@ -681,9 +802,7 @@ Oracle::Oracle(const Format& f, Path path) {
     build_grid(*m);
   }
   for (int neg = 0; neg < 2; ++neg) {
-    Exact z;
-    z.negative = neg != 0;
-    m->zero_place[neg] = m->place_exact(z, true);
+    m->zero_place[neg] = m->place_mag(neg != 0, nullptr, true);
   }
   impl_ = std::move(m);
 }
@@ -737,7 +856,10 @@ Placement Oracle::place(const Number& x, bool with_fraction) const {
     p.negative = x.negative();
     return p;
   }
-  return impl_->place_exact(detail::exact_of(x.value), with_fraction);
+  const Exact e = detail::exact_of(x.value);
+  if (e.mag.is_zero()) return impl_->place_mag(e.negative, nullptr, with_fraction);
+  const MagRef mag(e.mag);
+  return impl_->place_mag(e.negative, &mag, with_fraction);
 }
 
 Placement Oracle::place(double x, bool with_fraction) const {
@@ -747,7 +869,14 @@ Placement Oracle::place(double x, bool with_fraction) const {
     p.negative = std::signbit(x);
     return p;
   }
-  return impl_->place_exact(detail::exact_from_double(x), with_fraction);
+  bool negative = false;
+  std::uint64_t m = 0;
+  int e = 0;
+  decompose(x, negative, m, e);
+  if (m == 0) return impl_->place_mag(negative, nullptr, with_fraction);
+  const int tz = std::countr_zero(m);  // an odd significand, as MagRef expects
+  const MagRef mag(m >> tz, e + tz);
+  return impl_->place_mag(negative, &mag, with_fraction);
 }
 
 CastResult Oracle::round(const Placement& p, const CastOptions& opt, std::uint32_t random) const {

@@ -410,6 +410,13 @@ CastResult peer_cast(const Format& e, float v, double x, const CastOptions& co, 
         r.code = torch_nan_code(e, v);
         r.invalid = !e.has_nan();
         return r;
+      case SpecialsPolicy::IgnoreNan:
+        // Transformer Engine runs on the GPU, where a NaN operand or an invalid product (Inf * 0) gives
+        // the canonical NaN 0x7FFFFFFF; CUDA's conversion of it is the all-ones NaN code (E4M3 and E5M2
+        // 0x7F). A format without NaN gets +0 (docs/profiles.md: not verified against the hardware).
+        if (!e.has_nan()) return cast(e, static_cast<double>(v), co, random);
+        r.code = (std::uint32_t{1} << (e.bits() - 1)) - 1;
+        return r;
       case SpecialsPolicy::TensorNan:
         // torch.searchsorted puts NaN after every bound, and NaN < 0 is false: the largest positive code.
         r.code = e.max_code(false);

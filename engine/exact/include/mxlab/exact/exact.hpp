@@ -7,7 +7,6 @@
 #include <compare>
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
