@@ -142,7 +142,9 @@ int cmd_cast(const std::vector<std::string>& argv, Io io) {
     double x = 0;
     bool rounded = false;
     switch (num->kind) {
-      case exact::Number::Kind::Nan: x = std::numeric_limits<double>::quiet_NaN(); break;
+      case exact::Number::Kind::Nan:
+        x = num->nan_negative ? -std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::quiet_NaN();
+        break;
       case exact::Number::Kind::PosInf: x = std::numeric_limits<double>::infinity(); break;
       case exact::Number::Kind::NegInf: x = -std::numeric_limits<double>::infinity(); break;
       case exact::Number::Kind::Finite: x = exact::round_to_source(num->value, o.source, &rounded); break;

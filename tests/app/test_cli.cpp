@@ -307,3 +307,10 @@ TEST_CASE("analyze: one row per format, exact SSE beside the float64 metrics", "
   CHECK(bad.code == 2);
   CHECK(run({"analyze", "mxfp4"}).code == 2);
 }
+
+TEST_CASE("cast keeps the sign of a negative NaN literal", "[cli]") {
+  const Run r = run({"cast", "e4m3", "-nan", "--csv"});
+  REQUIRE(r.code == 0);
+  const auto ls = lines(r.out);
+  CHECK(split_csv(ls[1])[column(ls[0], "code")] == "255");  // S.1111.111 with S = 1
+}

@@ -1,7 +1,7 @@
 // Checks the reference cast (formats/cast.cpp) bit for bit against the exact oracle built from docs/casting.md.
 #include <catch2/catch.hpp>
 
-#include <chrono>
+#include <bit>
 
 #include "exact_support.hpp"
 

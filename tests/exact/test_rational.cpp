@@ -1,6 +1,7 @@
 // Checks literal parsing, decimal text and source rounding against hand-derived IEEE 754 values and glibc strtod.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>

@@ -295,7 +295,8 @@ struct Oracle::Impl {
   // Table path.
   int scale = 0;  // S: every entry times 2^S is an even integer
   int top = 0;    // every entry's magnitude is below 2^top
-  std::vector<Entry> table;
+  bool small_table = false;  // entries and inputs fit std::uint64_t on the table's scale
+  std::vector<Entry> table;  // values and continued points, ascending
   std::vector<Value> values;
   // Grid path, floats: max = nmax * 2^qmax.
   int mant_bits = 0;
@@ -308,9 +309,7 @@ struct Oracle::Impl {
   int frac_bits = 0;
   int int_bits = 0;
   std::uint64_t limit[2] = {0, 0};  // largest magnitude on the positive, negative side
-  Placement zero_place[2];
-
-  bool small_table = false;  // entries and inputs fit std::uint64_t on the table's scale
+  Placement zero_place[2];  // of +0 and -0, for flush-input
 
   /// x is null for zero.
   Placement place_mag(bool negative, const MagRef* x, bool with_fraction) const;
