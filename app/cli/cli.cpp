@@ -17,6 +17,7 @@ constexpr Command kCommands[] = {
     {"codepoints", "enumerate every code of a format with its exact value", cmd_codepoints},
     {"cast", "cast values to a format with explicit rounding, overflow and subnormal handling", cmd_cast},
     {"quantize", "quantize a tensor to a block format (fake-quant or packed .npy)", cmd_quantize},
+    {"dequantize", "unpack the files of quantize --packed and write the exact values", cmd_dequantize},
     {"analyze", "exact error metrics of block formats on a tensor", cmd_analyze},
     {"bounds", "exact max error of two block formats at each exponent gap (analytic = enumerated)", cmd_bounds},
     {"golden", "regenerate the golden code point tables (data/golden/codepoints)", cmd_golden},

@@ -45,6 +45,7 @@ int cmd_golden(const std::vector<std::string>& argv, Io io);
 int cmd_quantize(const std::vector<std::string>& argv, Io io);
 int cmd_analyze(const std::vector<std::string>& argv, Io io);
 int cmd_bounds(const std::vector<std::string>& argv, Io io);
+int cmd_dequantize(const std::vector<std::string>& argv, Io io);
 
 /// The code point table of a format (codes first..last), as written by `codepoints` and `golden`.
 Table codepoint_table(const Format& f, std::uint64_t first, std::uint64_t last);

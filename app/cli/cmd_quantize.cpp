@@ -96,7 +96,7 @@ std::string fake_quant_npy(const Tensor& t, const std::vector<double>& values, s
 int cmd_quantize(const std::vector<std::string>& argv, Io io) {
   std::vector<OptionSpec> specs = {
       {"out", true, "FILE", "output .npy (fake quantization), or base name of the packed files"},
-      {"packed", false, "", "write the packed form: FILE.elements.npy, FILE.scales.npy, FILE.tensor_scale.npy, FILE.json"},
+      {"packed", false, "", "write the packed form: FILE.elements.npy, FILE.scales.npy, FILE.tensor_scale.npy, FILE.subtiles.npy, FILE.json"},
       {"scale-layout", true, "L", "packed scale layout: blocks (default, row-major) or cublas (NVFP4 128x4 swizzle)"},
   };
   for (auto& o : quant_options()) specs.push_back(o);
@@ -160,6 +160,8 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
     }
     outputs.add(base + ".scales.npy", npy_bytes("|u1", sshape, scales));
   }
+  if (!p.subtile_offsets.empty())
+    outputs.add(base + ".subtiles.npy", npy_bytes("|u1", p.subtile_grid, p.subtile_offsets));
   if (!p.tensor_scale.empty())
     outputs.add(base + ".tensor_scale.npy", npy_bytes("|u1", {static_cast<std::int64_t>(p.tensor_scale.size())}, p.tensor_scale));
   std::string json = "{\n  \"format\": " + json_quote(f->name) + ",\n  \"element\": " + json_quote(f->element.name()) +
@@ -168,6 +170,8 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
   json += "],\n  \"scale\": " + (f->layout.scale ? json_quote(f->layout.scale->name()) : std::string("null"));
   json += ",\n  \"scale_grid\": [";
   for (std::size_t i = 0; i < p.scale_grid.size(); ++i) json += (i ? ", " : "") + std::to_string(p.scale_grid[i]);
+  json += "],\n  \"subtile_grid\": [";
+  for (std::size_t i = 0; i < p.subtile_grid.size(); ++i) json += (i ? ", " : "") + std::to_string(p.subtile_grid[i]);
   json += "],\n  \"scale_layout\": " + json_quote(scale_note);
   json += ",\n  \"tensor_scale\": " + (f->layout.tensor_scale ? json_quote(f->layout.tensor_scale->name()) : std::string("null"));
   json += ",\n  \"nibble_order\": " + json_quote(std::string(to_string(f->options.nibble_order)));

@@ -64,7 +64,7 @@ std::size_t column(const std::string& header, const std::string& name) {
 }  // namespace
 
 TEST_CASE("every command has --help and exits 0", "[cli]") {
-  for (const char* cmd : {"formats", "codepoints", "cast", "golden"}) {
+  for (const char* cmd : {"formats", "codepoints", "cast", "golden", "quantize", "dequantize", "analyze", "bounds"}) {
     INFO(cmd);
     const Run r = run({cmd, "--help"});
     CHECK(r.code == 0);
@@ -277,6 +277,28 @@ TEST_CASE("quantize --packed writes every part, and they unpack to the same valu
     CHECK(std::filesystem::exists(base + suffix));
   auto elements = read_npy_header(base + ".elements.npy");
   REQUIRE(elements.ok());
+  // dequantize reads the packed files back; the values equal the fake quantization of the same input.
+  const std::string deq = (dir / "deq.npy").string(), fake = (dir / "fake.npy").string();
+  REQUIRE(run({"dequantize", "nvfp4", base, "--out", deq}).code == 0);
+  REQUIRE(run({"quantize", "nvfp4", "gen:laplace:0,1", "--shape", "4x32", "--out", fake}).code == 0);
+  auto a = read_npy(deq);
+  auto b = read_npy(fake);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->shape() == b->shape());
+  for (std::size_t i = 0; i < a->size(); ++i) CHECK(static_cast<float>(a->exact(i)) == b->data()[i]);
+  // Subtile offsets travel too (MX9-style mxint8 with 2-element subtiles).
+  const std::string mx9 = (dir / "mx9").string();
+  REQUIRE(run({"quantize", "mxint8:e8m0_t16s2", "gen:normal:0,1", "--shape", "2x64", "--out", mx9, "--packed"}).code == 0);
+  CHECK(std::filesystem::exists(mx9 + ".subtiles.npy"));
+  REQUIRE(run({"dequantize", "mxint8:e8m0_t16s2", mx9, "--out", deq}).code == 0);
+  REQUIRE(run({"quantize", "mxint8:e8m0_t16s2", "gen:normal:0,1", "--shape", "2x64", "--out", fake}).code == 0);
+  auto c = read_npy(deq);
+  auto d = read_npy(fake);
+  REQUIRE(c.ok());
+  REQUIRE(d.ok());
+  for (std::size_t i = 0; i < c->size(); ++i) CHECK(c->exact(i) == static_cast<double>(d->data()[i]));
+  CHECK(run({"dequantize", "mxfp4", base, "--out", deq}).code == 2);  // written for another element format
   const Run bad = run({"quantize", "nvfp5", "gen:laplace:0,1", "--out", (dir / "x").string(), "--packed"});
   CHECK(bad.code == 2);
   CHECK_THAT(bad.err, Catch::Contains("did you mean 'nvfp4'"));
