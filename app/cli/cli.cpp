@@ -1,6 +1,7 @@
 // Command dispatch, help, and shared table output.
 #include "cli/cli.hpp"
 
+#include <cstdio>
 #include <iostream>
 
 namespace mxlab::cli {
@@ -37,6 +38,12 @@ std::string main_help() {
 }
 
 }  // namespace
+
+std::string hex_code(std::uint32_t code, int bits) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%0*X", (bits + 3) / 4, code);
+  return buf;
+}
 
 int bad_input(Io io, const std::string& command, const std::string& message) {
   io.err << "mxlab " << command << ": " << message << "\n";

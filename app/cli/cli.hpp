@@ -50,6 +50,9 @@ int cmd_dequantize(const std::vector<std::string>& argv, Io io);
 /// The code point table of a format (codes first..last), as written by `codepoints` and `golden`.
 Table codepoint_table(const Format& f, std::uint64_t first, std::uint64_t last);
 
+/// A code in hexadecimal with as many digits as its bits need ("0x7E").
+std::string hex_code(std::uint32_t code, int bits);
+
 /// First line of every golden file.
 std::string golden_header_line();
 

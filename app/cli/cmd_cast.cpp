@@ -14,11 +14,6 @@
 namespace mxlab::cli {
 namespace {
 
-std::string hex_code(std::uint32_t code, int bits) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%0*X", (bits + 3) / 4, code);
-  return buf;
-}
 
 std::string flags_text(const CastResult& r) {
   std::string s;

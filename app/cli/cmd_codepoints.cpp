@@ -11,12 +11,6 @@
 namespace mxlab::cli {
 namespace {
 
-std::string hex_code(std::uint32_t code, int bits) {
-  const int digits = (bits + 3) / 4;
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%0*X", digits, code);
-  return buf;
-}
 
 bool parse_code(const std::string& s, std::uint64_t* out) {
   int base = 10;

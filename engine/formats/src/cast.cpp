@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "mxlab/core/named.hpp"
 #include "mxlab/core/random.hpp"
 
 namespace mxlab {
@@ -327,11 +328,6 @@ void cast_all(const Format& f, std::span<const double> in, std::span<CastResult>
 }
 
 namespace {
-template <typename E>
-struct Named {
-  std::string_view name;
-  E value;
-};
 
 constexpr Named<Rounding> kRoundingNames[] = {
     {"nearest-even", Rounding::NearestEven}, {"nearest-away", Rounding::NearestAway},
@@ -365,21 +361,6 @@ constexpr Named<SourceType> kSourceNames[] = {{"f64", SourceType::F64},     {"f3
                                               {"fp16", SourceType::F16},    {"half", SourceType::F16},
                                               {"bfloat16", SourceType::BF16}, {"fp64", SourceType::F64}};
 
-template <typename E, std::size_t N>
-Result<E> parse_named(std::string_view text, const Named<E> (&names)[N], std::string_view what,
-                      std::size_t canonical) {
-  for (const auto& n : names)
-    if (n.name == text) return n.value;
-  std::string msg = "unknown " + std::string(what) + " '" + std::string(text) + "' (expected one of:";
-  for (std::size_t i = 0; i < canonical; ++i) msg += std::string(i ? ", " : " ") + std::string(names[i].name);
-  return make_error(msg + ")");
-}
-template <typename E, std::size_t N>
-std::string_view name_of(E value, const Named<E> (&names)[N]) {
-  for (const auto& n : names)
-    if (n.value == value) return n.name;
-  return "?";
-}
 }  // namespace
 
 Result<Rounding> parse_rounding(std::string_view t) { return parse_named(t, kRoundingNames, "rounding mode", 8); }

@@ -6,17 +6,13 @@
 #include <charconv>
 #include <initializer_list>
 
+#include "mxlab/core/named.hpp"
 #include "mxlab/formats/catalogue.hpp"
 #include "mxlab/formats/parse.hpp"
 
 namespace mxlab {
 namespace {
 
-template <typename E>
-struct Named {
-  std::string_view name;
-  E value;
-};
 
 constexpr Named<ScaleRule> kRules[] = {{"floor", ScaleRule::Floor}, {"ceil", ScaleRule::Ceil},
                                        {"rceil", ScaleRule::RCeil}, {"even", ScaleRule::Even},
@@ -51,20 +47,6 @@ constexpr Named<NibbleOrder> kNibble[] = {{"low-first", NibbleOrder::LowFirst}, 
 constexpr Named<IntEncoding> kIntEnc[] = {{"twos-complement", IntEncoding::TwosComplement},
                                           {"sign-magnitude", IntEncoding::SignMagnitude}};
 
-template <typename E, std::size_t N>
-Result<E> parse_named(std::string_view text, const Named<E> (&names)[N], std::string_view what) {
-  for (const auto& n : names)
-    if (n.name == text) return n.value;
-  std::string msg = "unknown " + std::string(what) + " '" + std::string(text) + "' (expected one of:";
-  for (std::size_t i = 0; i < N; ++i) msg += std::string(i ? ", " : " ") + std::string(names[i].name);
-  return make_error(msg + ")");
-}
-template <typename E, std::size_t N>
-std::string_view name_of(E v, const Named<E> (&names)[N]) {
-  for (const auto& n : names)
-    if (n.value == v) return n.name;
-  return "?";
-}
 
 bool read_int64(std::string_view& s, std::int64_t& out) {
   std::size_t n = 0;
