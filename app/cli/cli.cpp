@@ -21,6 +21,8 @@ constexpr Command kCommands[] = {
     {"dequantize", "unpack the files of quantize --packed and write the exact values", cmd_dequantize},
     {"analyze", "exact error metrics of block formats on a tensor", cmd_analyze},
     {"bounds", "exact max error of two block formats at each exponent gap (analytic = enumerated)", cmd_bounds},
+    {"verify-cast", "every float32 input through the SIMD cast and the scalar reference", cmd_verify_cast},
+    {"bench", "throughput of the kernels against a memory copy and the scalar reference", cmd_bench},
     {"golden", "regenerate the golden code point tables (data/golden/codepoints)", cmd_golden},
 };
 

@@ -336,3 +336,16 @@ TEST_CASE("cast keeps the sign of a negative NaN literal", "[cli]") {
   const auto ls = lines(r.out);
   CHECK(split_csv(ls[1])[column(ls[0], "code")] == "255");  // S.1111.111 with S = 1
 }
+
+TEST_CASE("verify-cast compares the SIMD cast with the reference over a range", "[cli][kernels]") {
+  const Run r = run({"verify-cast", "e4m3", "--range", "0x3F000000:0x3F03FFFF", "--threads", "2", "--csv"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto ls = lines(r.out);
+  REQUIRE(ls.size() == 2);
+  CHECK(split_csv(ls[1])[column(ls[0], "checked")] == "262144");
+  CHECK(split_csv(ls[1])[column(ls[0], "mismatches")] == "0");
+  CHECK(run({"verify-cast", "e4m3", "--range", "5:1"}).code == 2);
+  CHECK(run({"verify-cast", "e4m3", "--target", "NOPE"}).code == 2);
+  CHECK(run({"verify-cast", "nf4"}).code == 2);  // codebooks have no SIMD cast
+}

@@ -23,9 +23,10 @@ namespace mxlab::test {
 /// fields, 16-bit grids, ranges beyond float32, integers with unusual fraction bits.
 inline std::vector<Format> formats_to_check() {
   std::vector<Format> out(catalogue_formats().begin(), catalogue_formats().end());
-  for (const char* text : {"e3m4", "e4m3b10fnuz", "ue4m3", "ue5m2ieee", "e4m3b-2", "e6m1", "e1m6", "e2m0",
-                           "e3m0ieee", "e8m0fnu", "e5m10b20ieee", "e8m7b200", "e11m4ieee", "ue1m15", "e1m14", "e7m8fn",
-                           "e2m1fnuz", "int16", "uint16", "int2", "uint1", "mxint16", "mxint6"}) {
+  for (const char* text :
+       {"e3m4",     "e4m3b10fnuz", "ue4m3",        "ue5m2ieee", "e4m3b-2",   "e6m1",    "e1m6",  "e2m0",
+        "e3m0ieee", "e8m0fnu",     "e5m10b20ieee", "e8m7b200",  "e11m4ieee", "ue1m15",  "e1m14", "e7m8fn",
+        "e2m1fnuz", "int16",       "uint16",       "int2",      "uint1",     "mxint16", "mxint6"}) {
     auto f = parse_format(text);
     REQUIRE(f.ok());
     out.push_back(*f);
@@ -67,6 +68,10 @@ inline std::vector<Format> formats_to_check() {
   i.symmetric = true;
   i.frac_bits = -130;  // steps above float32's range: every finite input rounds within one step of 0
   spec_format("int8_huge", i);
+  i.int_bits = 16;
+  i.symmetric = false;
+  i.frac_bits = 1000;  // steps far below float32: every nonzero input overflows (|x| * 2^1000 can exceed double)
+  spec_format("int16_minute", i);
   return out;
 }
 
@@ -81,8 +86,8 @@ inline std::vector<CastOptions> option_grid(const Format& f, SourceType source, 
     for (int random_bits : {32, 9, 1}) {
       if ((r != Rounding::Stochastic || !random_widths) && random_bits != 32) continue;
       for (Overflow ov : policies) {
-        for (SubnormalMode sub : {SubnormalMode::Keep, SubnormalMode::FlushInput, SubnormalMode::FlushOutput,
-                                  SubnormalMode::Flush}) {
+        for (SubnormalMode sub :
+             {SubnormalMode::Keep, SubnormalMode::FlushInput, SubnormalMode::FlushOutput, SubnormalMode::Flush}) {
           CastOptions o;
           o.rounding = r;
           o.overflow = ov;
@@ -116,10 +121,10 @@ inline double step_beyond_max(const Format& f) {
 /// float32 bit patterns of special inputs: zeros, infinities, NaNs with payloads and signs, float32
 /// subnormals (every power of two and a spread of patterns), the smallest and largest normals.
 inline std::vector<float> special_inputs() {
-  std::vector<std::uint32_t> bits = {0x00000000U, 0x80000000U, 0x7F800000U, 0xFF800000U, 0x7FC00000U, 0xFFC00000U,
-                                     0x7F800001U, 0xFF800001U, 0x7FBFFFFFU, 0xFFFFFFFFU, 0x7FFFFFFFU, 0x00800000U,
-                                     0x00800001U, 0x007FFFFFU, 0x7F7FFFFFU, 0x7F7FFFFEU, 0x3F800000U, 0x3F800001U,
-                                     0x3F7FFFFFU};
+  std::vector<std::uint32_t> bits = {0x00000000U, 0x80000000U, 0x7F800000U, 0xFF800000U, 0x7FC00000U,
+                                     0xFFC00000U, 0x7F800001U, 0xFF800001U, 0x7FBFFFFFU, 0xFFFFFFFFU,
+                                     0x7FFFFFFFU, 0x00800000U, 0x00800001U, 0x007FFFFFU, 0x7F7FFFFFU,
+                                     0x7F7FFFFEU, 0x3F800000U, 0x3F800001U, 0x3F7FFFFFU};
   for (int k = 0; k < 23; ++k) {
     bits.push_back(std::uint32_t{1} << k);
     bits.push_back((std::uint32_t{1} << k) + 1);

@@ -98,7 +98,8 @@ std::vector<Combo> make_combos(const Format& f, SourceType source, const std::ve
 
 void check_f32(const Format& f, const std::vector<float>& in, SourceType source, std::uint64_t seed) {
   const auto combos = make_combos(f, source, in, seed, [](float x) { return static_cast<double>(x); });
-  check_all_targets(f, combos, in, [](const CastKernel& k, auto a, auto b, const KernelRun& r) { return k.cast_f32(a, b, r); });
+  check_all_targets(f, combos, in,
+                    [](const CastKernel& k, auto a, auto b, const KernelRun& r) { return k.cast_f32(a, b, r); });
 }
 
 std::vector<const Format*> cast_formats(const std::vector<Format>& all) {
@@ -220,9 +221,11 @@ void check_16bit_inputs(const std::vector<const Format*>& formats) {
   std::uint64_t seed = 100;
   for (const Format* f : formats) {
     const auto bf16 = make_combos(*f, SourceType::BF16, in, seed, [&](std::uint16_t h) { return bf16_value[h]; });
-    check_all_targets(*f, bf16, in, [](const CastKernel& k, auto a, auto b, const KernelRun& r) { return k.cast_bf16(a, b, r); });
+    check_all_targets(*f, bf16, in,
+                      [](const CastKernel& k, auto a, auto b, const KernelRun& r) { return k.cast_bf16(a, b, r); });
     const auto f16 = make_combos(*f, SourceType::F16, in, seed, [&](std::uint16_t h) { return f16_value[h]; });
-    check_all_targets(*f, f16, in, [](const CastKernel& k, auto a, auto b, const KernelRun& r) { return k.cast_f16(a, b, r); });
+    check_all_targets(*f, f16, in,
+                      [](const CastKernel& k, auto a, auto b, const KernelRun& r) { return k.cast_f16(a, b, r); });
   }
 }
 
@@ -262,13 +265,11 @@ TEST_CASE("the scalar reference loop equals mxlab::cast element by element", "[k
   for (std::uint32_t i = 0; i < 65536; ++i) h[i] = static_cast<std::uint16_t>(i);
   std::vector<std::uint16_t> via_loop(h.size());
   REQUIRE(kernel->reference_f16(h, via_loop, run).ok());
-  CHECK(via_loop == reference_codes(f, kernel->options(), h, 17, 40, [](std::uint16_t x) {
-          return find_catalogue_format("float16")->decode(x);
-        }));
+  CHECK(via_loop == reference_codes(f, kernel->options(), h, 17, 40,
+                                    [](std::uint16_t x) { return find_catalogue_format("float16")->decode(x); }));
   REQUIRE(kernel->reference_bf16(h, via_loop, run).ok());
-  CHECK(via_loop == reference_codes(f, kernel->options(), h, 17, 40, [](std::uint16_t x) {
-          return find_catalogue_format("bfloat16")->decode(x);
-        }));
+  CHECK(via_loop == reference_codes(f, kernel->options(), h, 17, 40,
+                                    [](std::uint16_t x) { return find_catalogue_format("bfloat16")->decode(x); }));
 }
 
 TEST_CASE("results do not depend on threads or call splits or array tails", "[kernels]") {
@@ -294,12 +295,13 @@ TEST_CASE("results do not depend on threads or call splits or array tails", "[ke
   // Two calls over the halves, the second numbering its elements from where the first stopped.
   const std::size_t half = 77777;
   std::vector<std::uint8_t> split(in.size());
-  REQUIRE(kernel->cast_f32(std::span<const float>(in).first(half), std::span<std::uint8_t>(split).first(half), run).ok());
+  REQUIRE(
+      kernel->cast_f32(std::span<const float>(in).first(half), std::span<std::uint8_t>(split).first(half), run).ok());
   KernelRun second = run;
   second.first_index += half;
-  REQUIRE(kernel->cast_f32(std::span<const float>(in).subspan(half), std::span<std::uint8_t>(split).subspan(half),
-                           second)
-              .ok());
+  REQUIRE(
+      kernel->cast_f32(std::span<const float>(in).subspan(half), std::span<std::uint8_t>(split).subspan(half), second)
+          .ok());
   CHECK(split == one);
 
   // Every length up to a few vectors of the widest target: tails are computed, nothing past n is written.

@@ -23,11 +23,15 @@ bool overflow_goes_special(Rounding r, bool negative) {
     case Rounding::NearestEven:
     case Rounding::NearestAway:
     case Rounding::NearestZero:
-    case Rounding::Stochastic: return true;
-    case Rounding::Up: return !negative;
-    case Rounding::Down: return negative;
+    case Rounding::Stochastic:
+      return true;
+    case Rounding::Up:
+      return !negative;
+    case Rounding::Down:
+      return negative;
     case Rounding::TowardZero:
-    case Rounding::Odd: return false;
+    case Rounding::Odd:
+      return false;
   }
   return false;
 }
@@ -82,9 +86,15 @@ CastParams build_params(const Format& f, const CastOptions& o) {
       p.overflow_code[sign] = o.overflow == Overflow::Inf ? f.inf_code(neg) : f.nan_code(neg);
     }
     switch (o.overflow) {
-      case Overflow::Inf: p.inf_code[sign] = f.inf_code(neg); break;
-      case Overflow::Nan: p.inf_code[sign] = f.nan_code(neg); break;
-      default: p.inf_code[sign] = f.max_code(neg); break;
+      case Overflow::Inf:
+        p.inf_code[sign] = f.inf_code(neg);
+        break;
+      case Overflow::Nan:
+        p.inf_code[sign] = f.nan_code(neg);
+        break;
+      default:
+        p.inf_code[sign] = f.max_code(neg);
+        break;
     }
     if (f.has_nan()) {
       p.nan_code[sign] = f.nan_code(neg);

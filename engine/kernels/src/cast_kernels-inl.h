@@ -39,7 +39,7 @@ constexpr std::size_t kPrefetchAhead = 1024;
 // Inputs, widened to float32 bits.
 
 /// float16 bits to float32 bits, exactly: subnormal halves go through an exact int->float conversion.
-HWY_INLINE VU F16ToF32Bits(VU h) {
+HWY_INLINE VU f16_to_f32_bits(VU h) {
   const DU du;
   const DF df;
   const DI di;
@@ -58,7 +58,7 @@ HWY_INLINE VU F16ToF32Bits(VU h) {
 }
 
 template <InputKind kIn>
-HWY_INLINE VU LoadInput(const void* in, std::size_t i) {
+HWY_INLINE VU load_input(const void* in, std::size_t i) {
   const DU du;
   if constexpr (kIn == InputKind::F32) {
     return hn::LoadU(du, static_cast<const std::uint32_t*>(in) + i);
@@ -68,7 +68,7 @@ HWY_INLINE VU LoadInput(const void* in, std::size_t i) {
     if constexpr (kIn == InputKind::BF16) {
       return hn::ShiftLeft<16>(h);
     } else {
-      return F16ToF32Bits(h);
+      return f16_to_f32_bits(h);
     }
   }
 }
@@ -76,7 +76,7 @@ HWY_INLINE VU LoadInput(const void* in, std::size_t i) {
 // ---------------------------------------------------------------------------------------------------
 // Stochastic rounding bits: stochastic_bits(seed, index) of core/random.hpp, one index per lane.
 
-HWY_INLINE VU Mix32(VU x) {
+HWY_INLINE VU mix32_lanes(VU x) {
   const DU du;
   x = hn::Xor(x, hn::ShiftRight<16>(x));
   x = hn::Mul(x, hn::Set(du, 0x7FEB352DU));
@@ -85,17 +85,17 @@ HWY_INLINE VU Mix32(VU x) {
   return hn::Xor(x, hn::ShiftRight<16>(x));
 }
 
-HWY_INLINE VU StochasticBits(std::uint64_t key, std::uint64_t index) {
+HWY_INLINE VU stochastic_bits_lanes(std::uint64_t key, std::uint64_t index) {
   const DU du;
   const auto lo0 = static_cast<std::uint32_t>(index);
   const auto hi0 = static_cast<std::uint32_t>(index >> 32);
   const VU lo = hn::Add(hn::Set(du, lo0), hn::Iota(du, 0));
   // A lane whose low word wrapped past 2^32 carries into the high word (mask lanes are all ones = -1).
   const VU hi = hn::Sub(hn::Set(du, hi0), hn::VecFromMask(du, hn::Lt(lo, hn::Set(du, lo0))));
-  VU x = Mix32(hn::Xor(lo, hn::Set(du, static_cast<std::uint32_t>(key))));
+  VU x = mix32_lanes(hn::Xor(lo, hn::Set(du, static_cast<std::uint32_t>(key))));
   x = hn::Xor(x, hn::Set(du, static_cast<std::uint32_t>(key >> 32)));
   x = hn::Xor(x, hn::Mul(hi, hn::Set(du, 0x9E3779B9U)));
-  return Mix32(x);
+  return mix32_lanes(x);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ struct CastVectors {
 };
 
 template <Rounding kRound>
-HWY_INLINE VU CastVec(const CastVectors& c, VU u, VU random) {
+HWY_INLINE VU cast_lanes(const CastVectors& c, VU u, VU random) {
   const DU du;
   const DI di;
   const DF df;
@@ -163,8 +163,8 @@ HWY_INLINE VU CastVec(const CastVectors& c, VU u, VU random) {
   const VU fraction_f = hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, fraction)));
   const VU sig = hn::Or(hn::And(hn::IfThenElse(input_subnormal, fraction_f, abs), hn::Set(du, 0x007FFFFFU)),
                         hn::Set(du, 0x00800000U));
-  const VU biased_e = hn::IfThenElse(input_subnormal, hn::Sub(hn::ShiftRight<23>(fraction_f), hn::Set(du, 149U)),
-                                     biased);
+  const VU biased_e =
+      hn::IfThenElse(input_subnormal, hn::Sub(hn::ShiftRight<23>(fraction_f), hn::Set(du, 149U)), biased);
   const VI e = hn::Sub(hn::BitCast(di, biased_e), hn::Set(di, 127));
 
   // Grid position: quantum 2^qe, k = number of significand bits below the quantum.
@@ -212,8 +212,7 @@ HWY_INLINE VU CastVec(const CastVectors& c, VU u, VU random) {
 
   // Overflow, zero and flush-output results, then the sign.
   const MU over = hn::Gt(chosen, hn::IfThenElse(neg, c.limit_neg, c.limit_pos));
-  const VU negative =
-      hn::Or(hn::And(hn::Add(hn::Xor(chosen, c.neg_xor), c.neg_add), c.neg_mask), c.neg_or);
+  const VU negative = hn::Or(hn::And(hn::Add(hn::Xor(chosen, c.neg_xor), c.neg_add), c.neg_mask), c.neg_or);
   VU code = hn::IfThenElse(neg, negative, chosen);
   code = hn::IfThenElse(hn::Lt(chosen, c.flush_below), hn::IfThenElse(neg, c.zero_neg, c.zero_pos), code);
   code = hn::IfThenElse(over, hn::IfThenElse(neg, c.overflow_neg, c.overflow_pos), code);
@@ -232,7 +231,7 @@ HWY_INLINE VU CastVec(const CastVectors& c, VU u, VU random) {
 }
 
 template <bool kOut16>
-HWY_INLINE void StoreCodes(VU code, void* out, std::size_t i) {
+HWY_INLINE void store_codes(VU code, void* out, std::size_t i) {
   const DI di;
   if constexpr (kOut16) {
     const D16 d16;
@@ -244,7 +243,7 @@ HWY_INLINE void StoreCodes(VU code, void* out, std::size_t i) {
 }
 
 template <Rounding kRound, InputKind kIn, bool kOut16>
-HWY_NOINLINE void CastLoop(const CastParams& p, const CastCall& call) {
+HWY_NOINLINE void cast_loop(const CastParams& p, const CastCall& call) {
   const DU du;
   const std::size_t lanes = hn::Lanes(du);
   const CastVectors c(p);
@@ -259,10 +258,10 @@ HWY_NOINLINE void CastLoop(const CastParams& p, const CastCall& call) {
         hwy::Prefetch(static_cast<const std::uint8_t*>(call.in) + (i + kPrefetchAhead) * kInBytes);
       }
     }
-    const VU u = LoadInput<kIn>(call.in, i);
+    const VU u = load_input<kIn>(call.in, i);
     VU random = hn::Zero(du);
-    if constexpr (kRound == Rounding::Stochastic) random = StochasticBits(call.seed_key, call.first_index + i);
-    StoreCodes<kOut16>(CastVec<kRound>(c, u, random), call.out, i);
+    if constexpr (kRound == Rounding::Stochastic) random = stochastic_bits_lanes(call.seed_key, call.first_index + i);
+    store_codes<kOut16>(cast_lanes<kRound>(c, u, random), call.out, i);
   }
   if (i == n) return;
   // Last partial vector: through zero-padded buffers, so no load or store leaves the caller's arrays.
@@ -271,39 +270,47 @@ HWY_NOINLINE void CastLoop(const CastParams& p, const CastCall& call) {
   HWY_ALIGN std::uint8_t out_buf[kMaxLanes * 2] = {};
   const std::size_t rest = n - i;
   std::memcpy(in_buf, static_cast<const std::uint8_t*>(call.in) + i * kInBytes, rest * kInBytes);
-  const VU u = LoadInput<kIn>(in_buf, 0);
+  const VU u = load_input<kIn>(in_buf, 0);
   VU random = hn::Zero(du);
-  if constexpr (kRound == Rounding::Stochastic) random = StochasticBits(call.seed_key, call.first_index + i);
-  StoreCodes<kOut16>(CastVec<kRound>(c, u, random), out_buf, 0);
+  if constexpr (kRound == Rounding::Stochastic) random = stochastic_bits_lanes(call.seed_key, call.first_index + i);
+  store_codes<kOut16>(cast_lanes<kRound>(c, u, random), out_buf, 0);
   std::memcpy(static_cast<std::uint8_t*>(call.out) + i * kOutBytes, out_buf, rest * kOutBytes);
 }
 
 template <Rounding kRound>
-HWY_INLINE void CastForRounding(const CastParams& p, const CastCall& call) {
+HWY_INLINE void cast_for_rounding(const CastParams& p, const CastCall& call) {
   switch (call.input) {
     case InputKind::F32:
-      return call.out16 ? CastLoop<kRound, InputKind::F32, true>(p, call)
-                        : CastLoop<kRound, InputKind::F32, false>(p, call);
+      return call.out16 ? cast_loop<kRound, InputKind::F32, true>(p, call)
+                        : cast_loop<kRound, InputKind::F32, false>(p, call);
     case InputKind::BF16:
-      return call.out16 ? CastLoop<kRound, InputKind::BF16, true>(p, call)
-                        : CastLoop<kRound, InputKind::BF16, false>(p, call);
+      return call.out16 ? cast_loop<kRound, InputKind::BF16, true>(p, call)
+                        : cast_loop<kRound, InputKind::BF16, false>(p, call);
     case InputKind::F16:
-      return call.out16 ? CastLoop<kRound, InputKind::F16, true>(p, call)
-                        : CastLoop<kRound, InputKind::F16, false>(p, call);
+      return call.out16 ? cast_loop<kRound, InputKind::F16, true>(p, call)
+                        : cast_loop<kRound, InputKind::F16, false>(p, call);
   }
 }
 
 /// Entry point of one target (exported by dispatch.cpp).
-void CastKernelImpl(const CastParams& p, const CastCall& call) {
+void cast_kernel_impl(const CastParams& p, const CastCall& call) {
   switch (p.rounding) {
-    case Rounding::NearestEven: return CastForRounding<Rounding::NearestEven>(p, call);
-    case Rounding::NearestAway: return CastForRounding<Rounding::NearestAway>(p, call);
-    case Rounding::NearestZero: return CastForRounding<Rounding::NearestZero>(p, call);
-    case Rounding::TowardZero: return CastForRounding<Rounding::TowardZero>(p, call);
-    case Rounding::Up: return CastForRounding<Rounding::Up>(p, call);
-    case Rounding::Down: return CastForRounding<Rounding::Down>(p, call);
-    case Rounding::Odd: return CastForRounding<Rounding::Odd>(p, call);
-    case Rounding::Stochastic: return CastForRounding<Rounding::Stochastic>(p, call);
+    case Rounding::NearestEven:
+      return cast_for_rounding<Rounding::NearestEven>(p, call);
+    case Rounding::NearestAway:
+      return cast_for_rounding<Rounding::NearestAway>(p, call);
+    case Rounding::NearestZero:
+      return cast_for_rounding<Rounding::NearestZero>(p, call);
+    case Rounding::TowardZero:
+      return cast_for_rounding<Rounding::TowardZero>(p, call);
+    case Rounding::Up:
+      return cast_for_rounding<Rounding::Up>(p, call);
+    case Rounding::Down:
+      return cast_for_rounding<Rounding::Down>(p, call);
+    case Rounding::Odd:
+      return cast_for_rounding<Rounding::Odd>(p, call);
+    case Rounding::Stochastic:
+      return cast_for_rounding<Rounding::Stochastic>(p, call);
   }
 }
 
@@ -313,7 +320,7 @@ void CastKernelImpl(const CastParams& p, const CastCall& call) {
 /// float32 bits of sig * 2^p (sig < 2^17, the value representable): a normal result is float(sig) with
 /// p added to its exponent field; a subnormal one is its count of 2^-149 steps. No float arithmetic,
 /// so flush-to-zero modes of the FPU cannot change the result.
-HWY_INLINE VU MagnitudeBits(VU sig, VI p) {
+HWY_INLINE VU magnitude_bits(VU sig, VI p) {
   const DU du;
   const DI di;
   const DF df;
@@ -327,7 +334,7 @@ HWY_INLINE VU MagnitudeBits(VU sig, VI p) {
 }
 
 template <DecodeKind kKind>
-HWY_INLINE VU DecodeVec(const DecodeParams& p, VU code) {
+HWY_INLINE VU decode_lanes(const DecodeParams& p, VU code) {
   const DU du;
   const DI di;
   const VU c = hn::And(code, hn::Set(du, p.code_mask));
@@ -337,7 +344,7 @@ HWY_INLINE VU DecodeVec(const DecodeParams& p, VU code) {
     VI k = hn::BitCast(di, c);
     if (p.int_signed) k = hn::ShiftRightSame(hn::ShiftLeftSame(k, 32 - p.int_bits), 32 - p.int_bits);
     const VU sign = hn::And(hn::BitCast(du, k), hn::Set(du, 0x80000000U));
-    return hn::Or(sign, MagnitudeBits(hn::BitCast(du, hn::Abs(k)), hn::Set(di, -p.frac_bits)));
+    return hn::Or(sign, magnitude_bits(hn::BitCast(du, hn::Abs(k)), hn::Set(di, -p.frac_bits)));
   } else {
     const VU sign = hn::ShiftLeft<31>(hn::And(hn::ShiftRightSame(c, p.sign_shift), hn::Set(du, p.sign_mask)));
     const VU field = hn::And(hn::ShiftRightSame(c, p.mantissa_bits), hn::Set(du, p.exponent_mask));
@@ -346,7 +353,7 @@ HWY_INLINE VU DecodeVec(const DecodeParams& p, VU code) {
     const VU sig = hn::IfThenElse(sub, mant, hn::Or(mant, hn::Set(du, 1U << p.mantissa_bits)));
     const VI exp_sub = hn::Set(di, 1 - p.bias - p.mantissa_bits);
     const VI exp_normal = hn::Sub(hn::BitCast(di, field), hn::Set(di, p.bias + p.mantissa_bits));
-    VU bits = MagnitudeBits(sig, hn::IfThenElse(hn::RebindMask(di, sub), exp_sub, exp_normal));
+    VU bits = magnitude_bits(sig, hn::IfThenElse(hn::RebindMask(di, sub), exp_sub, exp_normal));
     const VU nan_bits = hn::Set(du, 0x7FC00000U);
     if (p.ieee_specials) {
       const VU special = hn::IfThenElse(hn::Eq(mant, hn::Zero(du)), hn::Set(du, 0x7F800000U), nan_bits);
@@ -360,7 +367,7 @@ HWY_INLINE VU DecodeVec(const DecodeParams& p, VU code) {
 }
 
 template <DecodeKind kKind, bool kIn16>
-HWY_NOINLINE void DecodeLoop(const DecodeParams& p, const DecodeCall& call) {
+HWY_NOINLINE void decode_loop(const DecodeParams& p, const DecodeCall& call) {
   const DU du;
   const DF df;
   const std::size_t lanes = hn::Lanes(du);
@@ -374,7 +381,7 @@ HWY_NOINLINE void DecodeLoop(const DecodeParams& p, const DecodeCall& call) {
   const std::size_t n = call.n;
   std::size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    hn::StoreU(hn::BitCast(df, DecodeVec<kKind>(p, load(call.in, i))), df, call.out + i);
+    hn::StoreU(hn::BitCast(df, decode_lanes<kKind>(p, load(call.in, i))), df, call.out + i);
   }
   if (i == n) return;
   constexpr std::size_t kInBytes = kIn16 ? 2 : 1;
@@ -382,24 +389,24 @@ HWY_NOINLINE void DecodeLoop(const DecodeParams& p, const DecodeCall& call) {
   HWY_ALIGN float out_buf[kMaxLanes] = {};
   const std::size_t rest = n - i;
   std::memcpy(in_buf, static_cast<const std::uint8_t*>(call.in) + i * kInBytes, rest * kInBytes);
-  hn::Store(hn::BitCast(df, DecodeVec<kKind>(p, load(in_buf, 0))), df, out_buf);
+  hn::Store(hn::BitCast(df, decode_lanes<kKind>(p, load(in_buf, 0))), df, out_buf);
   std::memcpy(call.out + i, out_buf, rest * sizeof(float));
 }
 
-void DecodeKernelImpl(const DecodeParams& p, const DecodeCall& call) {
+void decode_kernel_impl(const DecodeParams& p, const DecodeCall& call) {
   switch (p.kind) {
     case DecodeKind::Float:
-      return call.in16 ? DecodeLoop<DecodeKind::Float, true>(p, call) : DecodeLoop<DecodeKind::Float, false>(p, call);
+      return call.in16 ? decode_loop<DecodeKind::Float, true>(p, call) : decode_loop<DecodeKind::Float, false>(p, call);
     case DecodeKind::Integer:
-      return call.in16 ? DecodeLoop<DecodeKind::Integer, true>(p, call)
-                       : DecodeLoop<DecodeKind::Integer, false>(p, call);
+      return call.in16 ? decode_loop<DecodeKind::Integer, true>(p, call)
+                       : decode_loop<DecodeKind::Integer, false>(p, call);
     case DecodeKind::Table:
-      return call.in16 ? DecodeLoop<DecodeKind::Table, true>(p, call) : DecodeLoop<DecodeKind::Table, false>(p, call);
+      return call.in16 ? decode_loop<DecodeKind::Table, true>(p, call) : decode_loop<DecodeKind::Table, false>(p, call);
   }
 }
 
 /// The target this copy of the code was compiled for (HWY_AVX2, ...).
-std::int64_t TargetImpl() { return HWY_TARGET; }
+std::int64_t target_impl() { return HWY_TARGET; }
 
 }  // namespace mxlab::kernel_detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

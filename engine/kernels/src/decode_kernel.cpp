@@ -19,14 +19,12 @@ constexpr int kF32MaxExponent = 127;
 
 std::uint32_t low_bits(int n) { return n >= 32 ? 0xFFFFFFFFU : (std::uint32_t{1} << n) - 1; }
 
-bool is_table_format(const Format& f) { return f.uses_table(); }
-
 }  // namespace
 
 std::string DecodeKernel::unsupported_reason(const Format& f) {
   const FormatSpec& s = f.spec();
   if (f.bits() > 16) return std::to_string(f.bits()) + "-bit codes; the SIMD decode reads codes of at most 16 bits";
-  if (is_table_format(f)) {
+  if (f.uses_table()) {
     for (std::uint32_t c = 0; c < f.code_count(); ++c) {
       const double v = f.decode(c);
       if (!std::isnan(v) && static_cast<double>(static_cast<float>(v)) != v)
@@ -58,7 +56,7 @@ Result<DecodeKernel> DecodeKernel::make(const Format& f) {
   auto p = std::make_shared<DecodeParams>();
   std::shared_ptr<std::vector<std::uint32_t>> table;
   p->code_mask = low_bits(f.bits());
-  if (is_table_format(f)) {
+  if (f.uses_table()) {
     p->kind = DecodeKind::Table;
     table = std::make_shared<std::vector<std::uint32_t>>(f.code_count());
     for (std::uint32_t c = 0; c < f.code_count(); ++c)

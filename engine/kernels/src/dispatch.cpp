@@ -1,6 +1,7 @@
 // Highway dynamic dispatch: the one translation unit that compiles cast_kernels-inl.h once per target
-// and picks the best target the CPU supports at run time. Nothing here passes -march: the targets are
-// Highway's defaults for this compiler (on x86-64 with g++ 12: AVX3, AVX2, SSE4, SSSE3 and SCALAR).
+// and picks the best target the CPU supports at run time. The build passes no -march: the targets are
+// Highway's defaults for x86-64 (AVX3, AVX2, SSE4, SSSE3, and the fallback: SCALAR with g++ before 12.3,
+// whose EMU128 code Highway marks broken, EMU128 otherwise).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cast_kernels-inl.h"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -16,14 +17,14 @@
 namespace mxlab {
 namespace kernel_detail {
 
-HWY_EXPORT(CastKernelImpl);
-HWY_EXPORT(DecodeKernelImpl);
-HWY_EXPORT(TargetImpl);
+HWY_EXPORT(cast_kernel_impl);
+HWY_EXPORT(decode_kernel_impl);
+HWY_EXPORT(target_impl);
 
-void cast_dispatch(const CastParams& p, const CastCall& call) { HWY_DYNAMIC_DISPATCH(CastKernelImpl)(p, call); }
+void cast_dispatch(const CastParams& p, const CastCall& call) { HWY_DYNAMIC_DISPATCH(cast_kernel_impl)(p, call); }
 
 void decode_dispatch(const DecodeParams& p, const DecodeCall& call) {
-  HWY_DYNAMIC_DISPATCH(DecodeKernelImpl)(p, call);
+  HWY_DYNAMIC_DISPATCH(decode_kernel_impl)(p, call);
 }
 
 }  // namespace kernel_detail
@@ -38,7 +39,7 @@ std::vector<SimdTarget> simd_targets() {
   return targets;
 }
 
-std::string active_simd_target() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(kernel_detail::TargetImpl)()); }
+std::string active_simd_target() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(kernel_detail::target_impl)()); }
 
 ScopedSimdTarget::ScopedSimdTarget(const SimdTarget& target) {
   // A target this CPU lacks would fault on its first instruction: such a request leaves dispatch alone.

@@ -37,8 +37,8 @@ struct CastParams {
 
   /// Largest code magnitude that is not an overflow, per input sign [positive, negative].
   std::uint32_t limit[2] = {0, 0};
-  /// Code magnitudes below this become the zero of the input's sign (1, or the smallest normal's code under
-  /// flush-output).
+  /// Code magnitudes below this become the zero of the input's sign: 1 (code 0 is zero), the smallest
+  /// normal's code under flush-output, or 0 for formats without zero (code 0 is their smallest value).
   std::uint32_t flush_below = 1;
   /// Negative results: code = (((magnitude ^ neg_xor) + neg_add) & neg_mask) | neg_or, i.e. a sign bit for
   /// floats and two's complement for integers.
@@ -48,11 +48,11 @@ struct CastParams {
   std::uint32_t neg_or = 0;
 
   // Fixed results, per input sign [positive, negative] where the sign matters.
-  std::uint32_t zero_code[2] = {0, 0};       ///< a zero result
-  std::uint32_t overflow_code[2] = {0, 0};   ///< a rounded result beyond the largest finite value
+  std::uint32_t zero_code[2] = {0, 0};        ///< a zero result
+  std::uint32_t overflow_code[2] = {0, 0};    ///< a rounded result beyond the largest finite value
   std::uint32_t zero_input_code[2] = {0, 0};  ///< a zero (or flushed) input
-  std::uint32_t inf_code[2] = {0, 0};        ///< an infinite input
-  std::uint32_t nan_code[2] = {0, 0};        ///< a NaN input
+  std::uint32_t inf_code[2] = {0, 0};         ///< an infinite input
+  std::uint32_t nan_code[2] = {0, 0};         ///< a NaN input
   bool is_unsigned = false;
   std::uint32_t negative_unsigned_code = 0;  ///< a nonzero negative input to an unsigned format
   /// Flush-input: nonzero inputs whose float32 magnitude bits are below this are read as zero (0: none).

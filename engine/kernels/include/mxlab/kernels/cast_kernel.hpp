@@ -83,7 +83,8 @@ class CastKernel {
  private:
   CastKernel(Format f, CastOptions o, std::shared_ptr<const kernel_detail::CastParams> p);
   template <typename In, typename Out>
-  Result<std::size_t> run_simd(kernel_detail::InputKind input, std::span<const In> in, std::span<Out> out, const KernelRun& run) const;
+  Result<std::size_t> run_simd(kernel_detail::InputKind input, std::span<const In> in, std::span<Out> out,
+                               const KernelRun& run) const;
   template <typename In, typename Out>
   Result<std::size_t> run_reference(kernel_detail::InputKind input, std::span<const In> in, std::span<Out> out,
                                     const KernelRun& run) const;

@@ -20,8 +20,8 @@ std::vector<SimdTarget> simd_targets();
 std::string active_simd_target();
 
 /// Restricts kernel dispatch to one target while it lives, so every target can be tested and timed on one
-/// machine. Process-wide: create it only while no kernel runs on another thread. A target not listed by
-/// simd_targets() is not forced (forced() is false).
+/// machine. Process-wide and not nestable: create it only while no kernel runs on another thread. A target
+/// not listed by simd_targets() is not forced (forced() is false).
 class ScopedSimdTarget {
  public:
   explicit ScopedSimdTarget(const SimdTarget& target);

@@ -35,11 +35,11 @@ struct VerifyOptions {
 };
 
 struct VerifyReport {
-  std::uint64_t checked = 0;     ///< patterns compared (end - begin unless cancelled)
-  std::uint64_t mismatches = 0;  ///< patterns whose SIMD code differs from the reference code
+  std::uint64_t checked = 0;           ///< patterns compared (end - begin unless cancelled)
+  std::uint64_t mismatches = 0;        ///< patterns whose SIMD code differs from the reference code
   std::vector<CastMismatch> examples;  ///< up to max_examples mismatches, by increasing input bits
-  bool cancelled = false;        ///< the progress callback stopped the run
-  std::string simd_target;       ///< the target the SIMD side ran on
+  bool cancelled = false;              ///< the progress callback stopped the run
+  std::string simd_target;             ///< the target the SIMD side ran on
   double seconds = 0;
 };
 

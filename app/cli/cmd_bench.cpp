@@ -1,0 +1,317 @@
+// `mxlab bench`: throughput of the SIMD kernels (elementwise casts, block quantization, dequantization,
+// block amax, fused and exact error metrics) against a memory copy measured in the same run and against the
+// scalar reference on one thread. It only reports; it never checks results (the tests do).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include "cli/cli.hpp"
+#include "mxlab/core/random.hpp"
+#include "mxlab/formats/catalogue.hpp"
+#include "mxlab/formats/parse.hpp"
+#include "mxlab/kernels/block_kernel.hpp"
+#include "mxlab/kernels/cast_kernel.hpp"
+#include "mxlab/kernels/simd_target.hpp"
+#include "mxlab/quantize/analysis.hpp"
+#include "mxlab/quantize/pack.hpp"
+#include "mxlab/quantize/quantize.hpp"
+
+namespace mxlab::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(std::min(line.size(), colon + 2));
+    }
+  }
+  return "unknown";
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(digits);
+  s << v;
+  return s.str();
+}
+
+/// Best wall time of fn over repetitions lasting at least `budget` seconds (at least `min_reps` runs).
+double best_seconds(const std::function<void()>& fn, double budget, int min_reps) {
+  double best = 1e300;
+  double total = 0;
+  for (int rep = 0; rep < min_reps || total < budget; ++rep) {
+    const auto t0 = Clock::now();
+    fn();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::min(best, s);
+    total += s;
+    if (rep > 1000) break;
+  }
+  return best;
+}
+
+/// A benchmark row: a kernel on n elements with the bytes it reads and writes, and optionally the scalar
+/// reference of the same work.
+struct Case {
+  std::string kernel;
+  std::string format;
+  double bytes_per_element = 0;
+  std::function<void(std::size_t n, unsigned threads)> simd;
+  std::function<void(std::size_t n)> scalar;  ///< empty: no scalar reference
+  std::string unsupported;                    ///< non-empty: reported, not run
+};
+
+}  // namespace
+
+int cmd_bench(const std::vector<std::string>& argv, Io io) {
+  auto specs = table_output_options();
+  specs.push_back({"quick", false, "", "two sizes (256 KiB and 256 MiB of float32 input) and short timings"});
+  specs.push_back({"threads", true, "N", "worker threads of the SIMD kernels (default: all hardware threads)"});
+  specs.push_back({"max-mib", true, "MIB", "largest input size in MiB of float32 (default 256)"});
+  auto args = parse_args(argv, 1, specs);
+  if (!args) return bad_input(io, "bench", args.error().message);
+  if (args->help) {
+    io.out << "usage: mxlab bench [--quick] [--threads N] [--max-mib MIB] [--csv|--json|--md] [--out FILE]\n\n"
+              "Throughput of the SIMD kernels on float32 inputs from L2-resident sizes (256 KiB) to main memory:\n"
+              "elements/s, GB/s (bytes read + written), the ratio to a memory copy measured in the same run, and\n"
+              "the speed-up over the scalar reference on one thread (at the smallest size). --out FILE.json\n"
+              "writes JSON. The benchmark reports only; correctness is the tests' job.\n\n"
+           << options_help(specs);
+    return kExitOk;
+  }
+  if (!args->positional.empty()) return bad_input(io, "bench", "unexpected argument '" + args->positional[0] + "'");
+  const bool quick = args->flag("quick");
+  unsigned threads = std::max(1U, std::thread::hardware_concurrency());
+  if (auto t = args->value("threads")) {
+    try {
+      std::size_t used = 0;
+      const long v = std::stol(*t, &used);
+      if (used != t->size() || v < 1 || v > 1024) throw std::invalid_argument("range");
+      threads = static_cast<unsigned>(v);
+    } catch (const std::exception&) {
+      return bad_input(io, "bench", "option '--threads' needs a whole number 1..1024, got '" + *t + "'");
+    }
+  }
+  std::size_t max_mib = 256;
+  if (auto m = args->value("max-mib")) {
+    try {
+      std::size_t used = 0;
+      const long v = std::stol(*m, &used);
+      if (used != m->size() || v < 1 || v > 65536) throw std::invalid_argument("range");
+      max_mib = static_cast<std::size_t>(v);
+    } catch (const std::exception&) {
+      return bad_input(io, "bench", "option '--max-mib' needs a whole number 1..65536, got '" + *m + "'");
+    }
+  }
+  Args out_args = *args;
+  if (auto o = args->value("out"); o && o->size() > 5 && o->substr(o->size() - 5) == ".json" && !args->flag("csv") &&
+                                   !args->flag("md"))
+    out_args.flags["json"] = true;
+
+  // Sizes in bytes of float32 input: L2-resident, L3-ish, and main memory.
+  std::vector<std::size_t> sizes = {std::size_t{256} << 10};
+  if (!quick) {
+    for (std::size_t s : {std::size_t{4} << 20, std::size_t{64} << 20})
+      if (s < (max_mib << 20)) sizes.push_back(s);
+  }
+  sizes.push_back(max_mib << 20);
+  const std::size_t n_max = sizes.back() / 4;
+
+  // Input: normal values (Box-Muller) in a 1 Mi-element pattern, scaled by a power of two per repetition.
+  std::vector<float> x(n_max);
+  {
+    Rng rng(20240601);
+    const std::size_t pattern = std::min<std::size_t>(n_max, std::size_t{1} << 20);
+    for (std::size_t i = 0; i < pattern; ++i) {
+      const double u1 = 1.0 - rng.uniform();
+      const double u2 = rng.uniform();
+      x[i] = static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+    }
+    for (std::size_t i = pattern; i < n_max; ++i) x[i] = std::ldexp(x[i % pattern], static_cast<int>((i / pattern) % 7) - 3);
+  }
+  std::vector<float> fout(n_max, 0.0F);
+  std::vector<std::uint8_t> out8(n_max, 0);
+  std::vector<std::uint16_t> out16(n_max, 0);
+
+  std::vector<Case> cases;
+  // Memory copy: the bandwidth every other kernel is compared with, split over the same threads.
+  cases.push_back({"copy", "float32", 8.0,
+                   [&](std::size_t n, unsigned t) {
+                     std::vector<std::thread> w;
+                     auto part = [&](unsigned k) {
+                       const std::size_t b = n * k / t, e = n * (k + 1) / t;
+                       std::memcpy(fout.data() + b, x.data() + b, (e - b) * sizeof(float));
+                     };
+                     for (unsigned k = 1; k < t; ++k) w.emplace_back(part, k);
+                     part(0);
+                     for (auto& th : w) th.join();
+                   },
+                   {}, ""});
+
+  for (const char* name : {"float8_e4m3fn", "float8_e5m2", "float16", "bfloat16", "float4_e2m1fn"}) {
+    auto f = parse_format(name);
+    if (!f) return bad_input(io, "bench", f.error().message);
+    CastOptions co;
+    co.overflow = Overflow::Saturate;
+    auto k = CastKernel::make(*f, co);
+    if (!k) {
+      cases.push_back({"cast", name, 0, {}, {}, k.error().message});
+      continue;
+    }
+    const bool wide = f->bits() > 8;
+    auto kernel = std::make_shared<CastKernel>(*k);
+    cases.push_back({"cast", name, wide ? 6.0 : 5.0,
+                     [&, kernel, wide](std::size_t n, unsigned t) {
+                       const std::span<const float> in(x.data(), n);
+                       if (wide) {
+                         (void)kernel->cast_f32(in, std::span<std::uint16_t>(out16.data(), n), KernelRun{t});
+                       } else {
+                         (void)kernel->cast_f32(in, std::span<std::uint8_t>(out8.data(), n), KernelRun{t});
+                       }
+                     },
+                     [&, kernel, wide](std::size_t n) {
+                       const std::span<const float> in(x.data(), n);
+                       if (wide) {
+                         (void)kernel->reference_f32(in, std::span<std::uint16_t>(out16.data(), n), KernelRun{1});
+                       } else {
+                         (void)kernel->reference_f32(in, std::span<std::uint8_t>(out8.data(), n), KernelRun{1});
+                       }
+                     },
+                     ""});
+  }
+
+  std::vector<std::uint8_t> scales(n_max / 16 + 1, 0);
+  std::vector<float> amax_out(n_max / 16 + 1, 0.0F);
+  for (const char* name : {"mxfp8_e4m3", "mxfp4", "nvfp4"}) {
+    auto bf = parse_block_format(name);
+    if (!bf) return bad_input(io, "bench", bf.error().message);
+    const BlockFormat f = *bf;
+    auto k = BlockKernel::make(f);
+    const std::string why = k ? "" : k.error().message;
+    std::shared_ptr<BlockKernel> kernel = k ? std::make_shared<BlockKernel>(*k) : nullptr;
+    const double block = static_cast<double>(f.block_elements());
+    const double packed_bytes = f.element.bits() / 8.0 + 1.0 / block;
+    auto shape = [](std::size_t n) { return std::vector<std::int64_t>{static_cast<std::int64_t>(n)}; };
+    auto reference = [f, shape, &x](std::size_t n) {
+      const std::vector<double> xd(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
+      return quantize(f, xd, shape(n));
+    };
+    cases.push_back({"block fake-quant", name, 8.0,
+                     [&, kernel, shape](std::size_t n, unsigned t) {
+                       (void)kernel->fake_quantize(std::span<const float>(x.data(), n), shape(n),
+                                                   std::span<float>(fout.data(), n), BlockRun{t});
+                     },
+                     [reference](std::size_t n) { (void)reference(n); }, why});
+    cases.push_back({"block packed", name, 4.0 + packed_bytes,
+                     [&, kernel, shape](std::size_t n, unsigned t) {
+                       (void)kernel->quantize_packed(std::span<const float>(x.data(), n), shape(n), out8, scales,
+                                                     BlockRun{t});
+                     },
+                     [reference, f](std::size_t n) {
+                       auto q = reference(n);
+                       if (q) (void)pack(f, *q);
+                     },
+                     why});
+    if (std::string(name) == "nvfp4") continue;  // the other kernels of an unsupported format add no rows of use
+    cases.push_back({"dequantize", name, 4.0 + packed_bytes,
+                     [&, kernel, shape](std::size_t n, unsigned t) {
+                       (void)kernel->dequantize(out8, scales, shape(n), std::span<float>(fout.data(), n), BlockRun{t});
+                     },
+                     {}, why});
+    cases.push_back({"block amax", name, 4.0 + 4.0 / block,
+                     [&, kernel, shape](std::size_t n, unsigned t) {
+                       (void)kernel->block_amax(std::span<const float>(x.data(), n), shape(n), amax_out, BlockRun{t});
+                     },
+                     {}, why});
+    cases.push_back({"packed + fused metrics", name, 4.0 + packed_bytes,
+                     [&, kernel, shape](std::size_t n, unsigned t) {
+                       BlockMetrics m;
+                       (void)kernel->quantize_packed(std::span<const float>(x.data(), n), shape(n), out8, scales,
+                                                     BlockRun{t}, &m);
+                     },
+                     [reference, f, &x](std::size_t n) {
+                       auto q = reference(n);
+                       if (q) {
+                         const std::vector<double> xd(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
+                         (void)pack(f, *q);
+                         (void)analyze(f, xd, *q);
+                       }
+                     },
+                     why});
+    cases.push_back({"exact mse", name, 4.0,
+                     [&, kernel, shape](std::size_t n, unsigned t) {
+                       (void)kernel->metrics(std::span<const float>(x.data(), n), shape(n), BlockRun{t});
+                     },
+                     [reference, f, &x](std::size_t n) {
+                       auto q = reference(n);
+                       if (q) {
+                         const std::vector<double> xd(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
+                         (void)analyze(f, xd, *q);
+                       }
+                     },
+                     why});
+  }
+
+  const double budget = quick ? 0.05 : 0.3;
+  Table t;
+  for (const char* c : {"kernel", "format", "input_bytes", "elements", "threads", "seconds", "melem_per_s", "gb_per_s",
+                        "ratio_to_copy", "simd_1t_melem_per_s", "scalar_1t_melem_per_s", "speedup_vs_scalar", "note"}) {
+    const std::string col = c;
+    t.add_column(col, col != "kernel" && col != "format" && col != "note");
+  }
+  for (std::size_t size : sizes) {
+    const std::size_t n = size / 4;
+    const int min_reps = size >= (std::size_t{64} << 20) ? 2 : 3;
+    double copy_gbs = 0;
+    for (const Case& c : cases) {
+      if (!c.unsupported.empty()) {
+        if (size == sizes.front())
+          t.rows.push_back({c.kernel, c.format, std::to_string(size), std::to_string(n), std::to_string(threads), "", "",
+                            "", "", "", "", "", "unsupported: " + c.unsupported});
+        continue;
+      }
+      const double s = best_seconds([&] { c.simd(n, threads); }, budget, min_reps);
+      const double eps = static_cast<double>(n) / s;
+      const double gbs = eps * c.bytes_per_element / 1e9;
+      if (c.kernel == "copy") copy_gbs = gbs;
+      std::string simd1, scalar1, speedup;
+      if (size == sizes.front() && c.scalar) {
+        const double s1 = best_seconds([&] { c.simd(n, 1); }, budget, 3);
+        const double r1 = best_seconds([&] { c.scalar(n); }, budget, 1);
+        simd1 = fixed(static_cast<double>(n) / s1 / 1e6, 1);
+        scalar1 = fixed(static_cast<double>(n) / r1 / 1e6, 2);
+        speedup = fixed(r1 / s1, 1);
+      }
+      t.rows.push_back({c.kernel, c.format, std::to_string(size), std::to_string(n), std::to_string(threads),
+                        fixed(s, 6), fixed(eps / 1e6, 1), fixed(gbs, 2), copy_gbs > 0 ? fixed(gbs / copy_gbs, 3) : "",
+                        simd1, scalar1, speedup, ""});
+    }
+  }
+
+  Provenance prov = build_provenance();
+  prov.simd_target = active_simd_target();
+  prov.inputs.push_back({"cpu", cpu_model()});
+  prov.inputs.push_back({"threads", std::to_string(threads)});
+  prov.inputs.push_back({"input", "normal(0,1) float32, seed 20240601, scaled by 2^((i/2^20) mod 7 - 3)"});
+  prov.inputs.push_back({"mode", quick ? "quick" : "full"});
+  const bool stdout_is_table = !out_args.value("out") && !out_args.flag("json") && !out_args.flag("csv") &&
+                               !out_args.flag("md");
+  if (stdout_is_table || out_args.value("out")) {
+    io.out << "cpu: " << cpu_model() << "\nsimd target: " << prov.simd_target << "\nthreads: " << threads
+           << "\ncompiler: " << prov.compiler << " (" << prov.build_type << ")\nflags: " << prov.flags << "\n\n";
+  }
+  return emit_table(io, "bench", out_args, t, prov);
+}
+
+}  // namespace mxlab::cli

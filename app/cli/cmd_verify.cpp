@@ -1,0 +1,128 @@
+// `mxlab verify-cast`: every float32 bit pattern through the SIMD cast and the scalar reference.
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/cli.hpp"
+#include "mxlab/formats/cast.hpp"
+#include "mxlab/formats/parse.hpp"
+#include "mxlab/kernels/simd_target.hpp"
+#include "mxlab/kernels/verify.hpp"
+
+namespace mxlab::cli {
+namespace {
+bool parse_u64(const std::string& s, std::uint64_t* out) {
+  std::string_view v = s;
+  int base = 10;
+  if (v.rfind("0x", 0) == 0 || v.rfind("0X", 0) == 0) {
+    base = 16;
+    v.remove_prefix(2);
+  }
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), *out, base);
+  return !v.empty() && ec == std::errc() && p == v.data() + v.size();
+}
+}  // namespace
+
+int cmd_verify_cast(const std::vector<std::string>& argv, Io io) {
+  std::vector<OptionSpec> specs = {
+      {"round", true, "MODE", "rounding mode (default nearest-even); stochastic uses stochastic_bits(seed, bits)"},
+      {"overflow", true, "POLICY", "saturate, inf, nan (default: inf if the format has infinity, else saturate)"},
+      {"subnormals", true, "MODE", "keep (default), flush, flush-input, flush-output"},
+      {"seed", true, "N", "stochastic rounding seed (default 0)"},
+      {"random-bits", true, "R", "stochastic rounding random bits 1..32 (default 32)"},
+      {"threads", true, "N", "worker threads (default: all hardware threads)"},
+      {"range", true, "FIRST:LAST", "only these float32 bit patterns (inclusive; default all 2^32)"},
+      {"target", true, "NAME", "force one SIMD target (e.g. AVX2, SSE4, EMU128); default the best"},
+      {"examples", true, "N", "mismatches to list (default 16)"},
+  };
+  for (auto& o : table_output_options()) specs.push_back(o);
+  auto args = parse_args(argv, 1, specs);
+  if (!args) return bad_input(io, "verify-cast", args.error().message);
+  if (args->help) {
+    io.out << "usage: mxlab verify-cast FORMAT [--round MODE] [--overflow P] [--subnormals M] [--threads N]\n"
+              "                         [--range FIRST:LAST] [--target NAME] [--csv|--json|--md]\n\n"
+              "Casts every float32 bit pattern (or a range) with the SIMD kernel and with the scalar reference,\n"
+              "multithreaded, and reports the number of mismatches with examples. Exit code 1 when any differ.\n\n"
+           << options_help(specs);
+    return kExitOk;
+  }
+  if (args->positional.size() != 1) return bad_input(io, "verify-cast", "expected one FORMAT");
+  auto f = parse_format(args->positional[0]);
+  if (!f) return bad_input(io, "verify-cast", f.error().message);
+  CastOptions o;
+  std::optional<Error> err;
+  auto set = [&](const char* name, auto parse, auto& field) {
+    if (err) return;
+    if (auto v = args->value(name)) {
+      auto r = parse(*v);
+      if (!r) err = make_error("option '--" + std::string(name) + "': " + r.error().message);
+      else field = *r;
+    }
+  };
+  set("round", parse_rounding, o.rounding);
+  set("overflow", parse_overflow, o.overflow);
+  set("subnormals", parse_subnormals, o.subnormals);
+  if (err) return bad_input(io, "verify-cast", err->message);
+  VerifyOptions vo;
+  vo.threads = 0;
+  std::uint64_t n = 0;
+  if (auto v = args->value("threads")) {
+    if (!parse_u64(*v, &n) || n > 1024) return bad_input(io, "verify-cast", "option '--threads " + *v + "': expected 0..1024");
+    vo.threads = static_cast<unsigned>(n);
+  }
+  if (auto v = args->value("seed")) {
+    if (!parse_u64(*v, &vo.seed)) return bad_input(io, "verify-cast", "option '--seed " + *v + "': expected an integer");
+  }
+  if (auto v = args->value("random-bits")) {
+    if (!parse_u64(*v, &n) || n < 1 || n > 32)
+      return bad_input(io, "verify-cast", "option '--random-bits " + *v + "': expected 1..32");
+    o.random_bits = static_cast<int>(n);
+  }
+  if (auto v = args->value("examples")) {
+    if (!parse_u64(*v, &n) || n > 100000) return bad_input(io, "verify-cast", "option '--examples " + *v + "': expected 0..100000");
+    vo.max_examples = static_cast<std::size_t>(n);
+  }
+  if (auto v = args->value("range")) {
+    const auto colon = v->find(':');
+    std::uint64_t a = 0, b = 0;
+    if (colon == std::string::npos || !parse_u64(v->substr(0, colon), &a) || !parse_u64(v->substr(colon + 1), &b) ||
+        a > b || b > 0xFFFFFFFFULL)
+      return bad_input(io, "verify-cast", "option '--range " + *v + "': expected FIRST:LAST with FIRST <= LAST <= 0xFFFFFFFF");
+    vo.begin = a;
+    vo.end = b + 1;
+  }
+  std::optional<ScopedSimdTarget> forced;
+  if (auto v = args->value("target")) {
+    std::string names;
+    for (const auto& t : simd_targets()) {
+      names += (names.empty() ? "" : ", ") + t.name;
+      if (t.name == *v) forced.emplace(t);
+    }
+    if (!forced) return bad_input(io, "verify-cast", "option '--target " + *v + "': not available here (" + names + ")");
+  }
+  vo.progress = [&](std::uint64_t done, std::uint64_t total) {
+    std::fprintf(stderr, "\rverify-cast %s: %5.1f%%", f->name().c_str(), 100.0 * static_cast<double>(done) / static_cast<double>(total));
+    return true;
+  };
+  auto report = verify_cast(*f, o, vo);
+  std::fprintf(stderr, "\n");
+  if (!report) return bad_input(io, "verify-cast", report.error().message);
+  Table t;
+  for (const char* c : {"format", "round", "overflow", "subnormals", "simd_target", "threads", "checked", "mismatches", "seconds"})
+    t.add_column(c, std::string(c) == "checked" || std::string(c) == "mismatches" || std::string(c) == "seconds");
+  auto ro = resolve_options(*f, o);
+  t.rows.push_back({f->name(), std::string(to_string(o.rounding)), std::string(to_string(ro ? ro->overflow : o.overflow)),
+                    std::string(to_string(o.subnormals)), report->simd_target, std::to_string(vo.threads),
+                    std::to_string(report->checked), std::to_string(report->mismatches), g17(report->seconds)});
+  Provenance p = build_provenance();
+  p.simd_target = report->simd_target;
+  p.inputs = {{"format", f->name()}, {"seed", std::to_string(vo.seed)}};
+  const int code = emit_table(io, "verify-cast", *args, t, p);
+  for (const auto& m : report->examples)
+    io.err << "mismatch: input " << hex_code(m.input_bits, 32) << " simd " << hex_code(m.simd_code, f->bits())
+           << " reference " << hex_code(m.reference_code, f->bits()) << "\n";
+  if (code != kExitOk) return code;
+  return report->mismatches == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace mxlab::cli

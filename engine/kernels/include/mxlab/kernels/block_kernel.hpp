@@ -1,0 +1,115 @@
+// SIMD block quantization of float32 tensors to 1-D MX block formats (power-of-two scales along the last
+// axis): fake quantization, packed quantization, dequantization of packed data, per-block amax, and error
+// metrics fused into the quantize pass. Highway kernels with run-time dispatch (simd_target.hpp), bit for
+// bit the scalar reference mxlab::quantize / mxlab::pack / mxlab::analyze (docs/quantization.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mxlab/core/error.hpp"
+#include "mxlab/core/exact_sum.hpp"
+#include "mxlab/quantize/block_format.hpp"
+
+namespace mxlab {
+
+namespace kernel_detail {
+struct BlockParams;
+}
+
+/// How a block kernel call splits its work. Results never depend on `threads` or on the SIMD target.
+struct BlockRun {
+  unsigned threads = 1;  ///< worker threads; 0 = all hardware threads
+};
+
+/// Error totals of a quantize pass, defined as mxlab::ErrorStats (analysis.hpp) over the whole tensor:
+/// the sums are exact and equal those of mxlab::analyze.
+struct BlockMetrics {
+  std::int64_t count = 0;           ///< finite inputs with finite outputs
+  std::int64_t nonzero_inputs = 0;  ///< among count
+  std::int64_t underflows = 0;      ///< nonzero inputs that became zero
+  std::int64_t saturations = 0;     ///< counted elements whose cast overflowed
+  std::int64_t nan_outputs = 0;
+  ExactSum sse;                     ///< sum of squared errors, exact
+  ExactSum signal;                  ///< sum of squared inputs, exact
+  double max_abs_error = 0;
+
+  double mse() const { return count ? sse.to_double() / static_cast<double>(count) : 0.0; }
+};
+
+/// The packed form (docs/quantization.md "Packed form", as mxlab::pack writes it).
+struct BlockPacked {
+  std::vector<std::uint8_t> elements;  ///< element codes bit-packed at their width
+  std::vector<std::uint8_t> scales;    ///< one scale code per block, in block order
+};
+
+/// A block quantizer for one block format, reduced once to the constants the SIMD code takes.
+///
+/// Supported: element formats CastKernel supports of at most 8 bits (the MX float and integer elements),
+/// an 8-bit power-of-two scale format (E8M0), 1-D blocks along the last axis (a fixed size or the whole
+/// axis), every scale rule giving a power-of-two scale (floor, ceil, rceil, even, midmax), both clamp sites,
+/// every zero-block rule, the NaN/Inf policies block-nan, block-nan-any and element, every element rounding
+/// mode (stochastic with stochastic_bits(seed, element index)), overflow policy and the subnormal modes
+/// keep and flush-output, both nibble orders and both integer encodings. Everything else (float block
+/// scales such as NVFP4, tensor scales, peer profiles' options, subtiles, 2-D tiles, channel scales,
+/// sparsity, codebook elements) is reported by unsupported_reason().
+class BlockKernel {
+ public:
+  /// Why the SIMD kernel cannot quantize with this block format, or an empty string when it can.
+  static std::string unsupported_reason(const BlockFormat& f);
+  static bool supports(const BlockFormat& f) { return unsupported_reason(f).empty(); }
+
+  static Result<BlockKernel> make(const BlockFormat& f);
+
+  const BlockFormat& format() const { return format_; }
+  /// Elements per block along the last axis of a tensor whose last axis has `row_length` elements.
+  std::int64_t block_size(std::int64_t row_length) const;
+  /// Blocks of a tensor with this shape (row-major, blocks along the last axis).
+  std::int64_t block_count(const std::vector<std::int64_t>& shape) const;
+  /// Bytes of the packed element codes of `elements` elements.
+  std::size_t packed_element_bytes(std::size_t elements) const;
+
+  /// out[i] = the dequantized value of element i (mxlab::quantize's value rounded to float32: exact
+  /// unless it exceeds the float32 range). Optionally the fused error metrics.
+  Result<std::size_t> fake_quantize(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                    std::span<float> out, const BlockRun& run = {},
+                                    BlockMetrics* metrics = nullptr) const;
+  /// Packed element codes and scale codes (as mxlab::pack of mxlab::quantize); optionally the metrics.
+  Result<BlockPacked> quantize_packed(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                      const BlockRun& run = {}, BlockMetrics* metrics = nullptr) const;
+  /// As quantize_packed, into caller-provided arrays of packed_element_bytes(n) and block_count(shape)
+  /// bytes.
+  Result<std::size_t> quantize_packed(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                      std::span<std::uint8_t> elements, std::span<std::uint8_t> scales,
+                                      const BlockRun& run = {}, BlockMetrics* metrics = nullptr) const;
+  /// The error metrics alone (the quantize pass without outputs).
+  Result<BlockMetrics> metrics(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                               const BlockRun& run = {}) const;
+  /// Dequantizes packed codes and scale codes to float32 (mxlab::dequantize rounded to float32).
+  Result<std::size_t> dequantize(std::span<const std::uint8_t> elements, std::span<const std::uint8_t> scales,
+                                 const std::vector<std::int64_t>& shape, std::span<float> out,
+                                 const BlockRun& run = {}) const;
+  /// Largest finite magnitude of every block (0 if none), as QuantizedTensor::block_amax.
+  Result<std::size_t> block_amax(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                 std::span<float> amax, const BlockRun& run = {}) const;
+
+  /// The scalar reference for speed comparisons: mxlab::quantize on the doubles of x, then mxlab::pack.
+  static Result<BlockPacked> reference_packed(const BlockFormat& f, std::span<const float> x,
+                                              const std::vector<std::int64_t>& shape);
+
+ private:
+  enum class Mode : std::uint8_t;
+  BlockKernel(BlockFormat f, std::shared_ptr<const kernel_detail::BlockParams> p);
+  Result<std::size_t> run(Mode mode, std::span<const float> x, const std::vector<std::int64_t>& shape,
+                          float* fake, std::uint8_t* elements, std::uint8_t* scales, float* amax,
+                          const BlockRun& run, BlockMetrics* metrics) const;
+
+  BlockFormat format_;
+  std::shared_ptr<const kernel_detail::BlockParams> params_;
+};
+
+}  // namespace mxlab

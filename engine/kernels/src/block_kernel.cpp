@@ -1,0 +1,480 @@
+// BlockKernel: Highway dynamic dispatch of block_kernels-inl.h (compiled once per target, picked at run
+// time), the reduction of a block format to BlockParams, and the split of a tensor's blocks over threads.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "block_kernels-inl.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include "block_kernels-inl.h"
+
+#if HWY_ONCE
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "mxlab/core/random.hpp"
+#include "mxlab/kernels/block_kernel.hpp"
+#include "mxlab/kernels/cast_kernel.hpp"
+#include "mxlab/quantize/pack.hpp"
+#include "mxlab/quantize/quantize.hpp"
+
+namespace mxlab {
+namespace kernel_detail {
+
+HWY_EXPORT(block_kernel_impl);
+HWY_EXPORT(dequant_kernel_impl);
+
+void block_dispatch(const BlockParams& p, const BlockCall& call) { HWY_DYNAMIC_DISPATCH(block_kernel_impl)(p, call); }
+void dequant_dispatch(const BlockParams& p, const DequantCall& call) {
+  HWY_DYNAMIC_DISPATCH(dequant_kernel_impl)(p, call);
+}
+
+}  // namespace kernel_detail
+
+enum class BlockKernel::Mode : std::uint8_t { Fake, Packed, Metrics, Amax };
+
+namespace {
+
+using kernel_detail::BlockParams;
+using kernel_detail::ElementParams;
+
+/// IEEE 754 section 7.4 as the reference cast applies it: an overflow goes to the special value under the
+/// nearest modes, stochastic rounding and directed rounding away from zero.
+bool overflow_goes_special(Rounding r, bool negative) {
+  switch (r) {
+    case Rounding::NearestEven:
+    case Rounding::NearestAway:
+    case Rounding::NearestZero:
+    case Rounding::Stochastic: return true;
+    case Rounding::Up: return !negative;
+    case Rounding::Down: return negative;
+    case Rounding::TowardZero:
+    case Rounding::Odd: return false;
+  }
+  return false;
+}
+
+std::uint32_t low_bits(int n) { return n >= 32 ? 0xFFFFFFFFU : (std::uint32_t{1} << n) - 1; }
+
+/// The grid cast of cast.cpp as constants (the same reduction as the elementwise CastKernel), with the
+/// block policy's treatment of infinite inputs.
+ElementParams element_params(const Format& f, const CastOptions& o, SpecialsPolicy specials) {
+  const FormatSpec& s = f.spec();
+  ElementParams p;
+  p.rounding = o.rounding;
+  p.random_bits = o.random_bits;
+  p.exponent_clamp = f.emax() + 1;
+  if (s.kind == FormatKind::Float) {
+    const int emin = min_normal_exponent(s);
+    p.quantum_drop = s.mantissa_bits;
+    p.quantum_min = emin - s.mantissa_bits;
+    p.field_offset = s.subnormals ? 0 : -1;
+    p.mantissa_shift = s.mantissa_bits;
+    p.has_tiny = !s.subnormals;
+    p.tiny_below_exponent = emin;
+    p.tiny_code = f.max_code(true);
+    p.limit[0] = f.max_code(false);
+    p.limit[1] = s.is_signed ? f.max_code(false) : 0;
+    const bool flush_output = o.subnormals == SubnormalMode::FlushOutput || o.subnormals == SubnormalMode::Flush;
+    p.flush_below = !s.subnormals ? 0 : (flush_output ? std::uint32_t{1} << s.mantissa_bits : 1);
+    p.neg_or = s.is_signed ? std::uint32_t{1} << (s.exponent_bits + s.mantissa_bits) : 0;
+  } else {  // Integer: one quantum 2^-frac_bits everywhere; two's complement negatives
+    p.quantum_drop = 64;
+    p.quantum_min = -s.frac_bits;
+    p.field_offset = 0;
+    p.mantissa_shift = 0;
+    const std::uint32_t kmax = s.is_signed ? low_bits(s.int_bits - 1) : low_bits(s.int_bits);
+    p.limit[0] = kmax;
+    p.limit[1] = !s.is_signed ? 0 : (s.symmetric ? kmax : kmax + 1);
+    p.flush_below = 1;
+    p.neg_xor = 0xFFFFFFFFU;
+    p.neg_add = 1;
+    p.neg_mask = low_bits(s.int_bits);
+  }
+  // block-nan keeps an infinity as the element's infinity (no overflow); otherwise the cast's rule.
+  const bool keep_inf = specials == SpecialsPolicy::BlockNan && f.has_inf();
+  p.inf_overflows = !keep_inf && o.overflow != Overflow::Inf;
+  for (int sign = 0; sign < 2; ++sign) {
+    const bool neg = sign == 1;
+    p.zero_code[sign] = f.zero_code(neg);
+    if (o.overflow == Overflow::Saturate || !overflow_goes_special(o.rounding, neg)) {
+      p.overflow_code[sign] = f.max_code(neg);
+    } else {
+      p.overflow_code[sign] = o.overflow == Overflow::Inf ? f.inf_code(neg) : f.nan_code(neg);
+    }
+    if (keep_inf || o.overflow == Overflow::Inf) {
+      p.inf_code[sign] = f.inf_code(neg);
+    } else {
+      p.inf_code[sign] = o.overflow == Overflow::Nan ? f.nan_code(neg) : f.max_code(neg);
+    }
+    p.nan_code[sign] = f.has_nan() ? f.nan_code(neg) : f.zero_code(false);
+  }
+  return p;
+}
+
+bool is_default_peer(const QuantOptions& o, std::string* why) {
+  auto bad = [&](const std::string& what) {
+    *why = "peer arithmetic option " + what + " is not supported by the SIMD block kernel (only the exact rules)";
+    return false;
+  };
+  if (o.input != InputPrecision::Exact) return bad("input precision '" + std::string(to_string(o.input)) + "'");
+  if (o.amax_log2 != AmaxLog2::Exact) return bad("amax log2 '" + std::string(to_string(o.amax_log2)) + "'");
+  if (o.rceil_quotient != RceilQuotient::Exact)
+    return bad("rceil quotient '" + std::string(to_string(o.rceil_quotient)) + "'");
+  if (o.code0_multiplier != Code0Multiplier::Exact)
+    return bad("code-0 multiplier '" + std::string(to_string(o.code0_multiplier)) + "'");
+  if (o.amax_subnormal != AmaxSubnormal::Keep)
+    return bad("amax subnormal '" + std::string(to_string(o.amax_subnormal)) + "'");
+  if (o.zero_sign != ZeroSign::Keep) return bad("zero sign '" + std::string(to_string(o.zero_sign)) + "'");
+  if (o.nearest_arith != NearestArith::Exact)
+    return bad("nearest arithmetic '" + std::string(to_string(o.nearest_arith)) + "'");
+  if (o.nvfp4_arith != Nvfp4Arith::Exact) return bad("NVFP4 arithmetic '" + std::string(to_string(o.nvfp4_arith)) + "'");
+  if (o.four_over_six != FourOverSixMetric::ExactSse) return bad("4over6 metric");
+  return true;
+}
+
+/// Scale codes of every power-of-two scale 2^X, X in the format's range; empty reason when each decodes
+/// back to 2^X exactly and fits one byte.
+std::string scale_table(const Format& sf, const CastOptions& so, BlockParams* p) {
+  if (sf.bits() > 8) return "scale format '" + sf.name() + "' is wider than 8 bits";
+  if (!(sf.min_positive() > 0)) return "scale format '" + sf.name() + "' has no positive values";
+  const int x_min = floor_log2(sf.min_positive());
+  const int x_max = floor_log2(sf.max_finite());
+  if (x_max - x_min >= 256 || x_min < -149 || x_max > 127)
+    return "scale format '" + sf.name() + "' spans more powers of two than float32 holds";
+  for (int x = x_min; x <= x_max; ++x) {
+    const std::uint32_t code = cast(sf, std::ldexp(1.0, x), so).code;
+    if (sf.decode(code) != std::ldexp(1.0, x))
+      return "scale format '" + sf.name() + "' is not a power-of-two scale (2^" + std::to_string(x) + " is not a value)";
+    if (p != nullptr) p->scale_code[static_cast<std::size_t>(x - x_min)] = static_cast<std::uint8_t>(code);
+  }
+  if (p != nullptr) {
+    p->x_min = x_min;
+    p->x_max = x_max;
+    for (std::uint32_t c = 0; c < 256; ++c) {
+      const double v = c < (1U << sf.bits()) ? sf.decode(c) : std::numeric_limits<double>::quiet_NaN();
+      p->scale_value_d[c] = v;
+      p->scale_value[c] = static_cast<float>(v);
+    }
+    p->scale_has_nan = sf.has_nan();
+    p->scale_nan_code = sf.has_nan() ? static_cast<std::uint8_t>(sf.nan_code(false)) : 0;
+  }
+  return {};
+}
+
+std::int64_t element_count(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
+  const ScaleLayout& l = f.layout;
+  const QuantOptions& o = f.options;
+  if (!l.scale) return "a format without scales is an elementwise cast: use CastKernel";
+  if (l.tensor_scale) return "two-level scaling (a tensor scale over the block scales, as NVFP4) is not supported";
+  if (o.rule == ScaleRule::Amax || o.rule == ScaleRule::FourOverSix)
+    return "scale rule '" + std::string(to_string(o.rule)) + "' gives float block scales, which are not supported";
+  if (l.channel_axis != ScaleLayout::kNoAxis) return "per-channel scales are not supported";
+  if (l.tiles.empty()) return "a per-tensor scale is not supported (1-D blocks along the last axis only)";
+  if (l.tiles.size() != 1) return "2-D tiles are not supported (1-D blocks along the last axis only)";
+  if (l.axis != -1) return "blocks along an axis other than the last are not supported";
+  if (l.tiles[0].subtile > 0) return "subtiles (shared microexponents) are not supported";
+  if (l.sparse_m > 0) return "N:M sparsity is not supported";
+  const Format& e = f.element;
+  if (e.kind() != FormatKind::Float && e.kind() != FormatKind::Integer)
+    return "element format '" + e.name() + "' is not a float or integer format (codebooks are not supported)";
+  if (e.bits() > 8) return "element format '" + e.name() + "' is wider than 8 bits";
+  if (!e.has_zero()) return "element format '" + e.name() + "' has no zero";
+  if (!e.is_signed()) return "unsigned element format '" + e.name() + "' is not supported";
+  if (const std::string why = CastKernel::unsupported_reason(e); !why.empty()) return why;
+  for (std::uint32_t c = 0; c < (1U << e.bits()); ++c) {
+    const double v = e.decode(c);
+    if (!std::isnan(v) && static_cast<double>(static_cast<float>(v)) != v)
+      return "element format '" + e.name() + "' has values that are not float32 numbers";
+  }
+  if (o.specials != SpecialsPolicy::BlockNan && o.specials != SpecialsPolicy::BlockNanAny &&
+      o.specials != SpecialsPolicy::Element)
+    return "NaN/Inf policy '" + std::string(to_string(o.specials)) + "' is not supported";
+  if (std::string why; !is_default_peer(o, &why)) return why;
+  auto eo = resolve_options(e, o.element);
+  if (!eo) return "element options: " + eo.error().message;
+  const bool flush_input = eo->subnormals == SubnormalMode::FlushInput || eo->subnormals == SubnormalMode::Flush;
+  if (flush_input && eo->source != SourceType::F64)
+    return "flushing subnormal quotients of a non-f64 source type is not supported";
+  auto so = resolve_options(*l.scale, o.scale);
+  if (!so) return "scale options: " + so.error().message;
+  return scale_table(*l.scale, *so, nullptr);
+}
+
+Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
+  if (std::string why = unsupported_reason(f); !why.empty())
+    return make_error("SIMD block kernel for '" + f.name + "': " + why);
+  auto p = std::make_shared<BlockParams>();
+  const QuantOptions& o = f.options;
+  const Format& e = f.element;
+  const CastOptions eo = *resolve_options(e, o.element);
+  const CastOptions so = *resolve_options(*f.layout.scale, o.scale);
+  p->cast = element_params(e, eo, o.specials);
+  p->bits = e.bits();
+  p->block = f.layout.tiles[0].size;
+  if (std::string why = scale_table(*f.layout.scale, so, p.get()); !why.empty()) return make_error(why);
+  p->nan_block_code = static_cast<std::uint8_t>(e.has_nan() ? e.nan_code(false) : e.zero_code(false));
+  p->specials = o.specials;
+  p->element_has_inf = e.has_inf();
+  p->rule = o.rule;
+  p->clamp = o.clamp;
+  p->emax = e.emax();
+  p->stochastic = eo.rounding == Rounding::Stochastic;
+  p->seed_key = splitmix64(o.seed);
+  p->low_first = o.nibble_order == NibbleOrder::LowFirst;
+  const bool sign_magnitude = o.int_encoding == IntEncoding::SignMagnitude && e.kind() == FormatKind::Integer;
+  p->remap = sign_magnitude;
+  for (std::uint32_t c = 0; c < 256; ++c) {
+    const std::uint32_t code = c & low_bits(e.bits());
+    const double v = e.decode(code);
+    p->decode_f64[c] = v;
+    p->decode_f32[c] = static_cast<float>(v);
+    p->code_map[c] = static_cast<std::uint8_t>(sign_magnitude ? to_sign_magnitude(code, e.bits()) : code);
+    p->code_unmap[c] = static_cast<std::uint8_t>(sign_magnitude ? from_sign_magnitude(code, e.bits()) : code);
+  }
+  // The rules evaluated by the reference's scale_exponent read the parameters' own copy of the format.
+  p->owner = std::make_shared<const BlockFormat>(f);
+  p->element = &p->owner->element;
+  p->options = &p->owner->options;
+  int zx = p->x_min;
+  switch (o.zero_block) {
+    case ZeroBlock::Smallest: zx = p->x_min; break;
+    case ZeroBlock::One: zx = 0; break;
+    case ZeroBlock::MinNormal: zx = scale_exponent(e, std::ldexp(1.0, -126), o); break;
+  }
+  p->zero_block_exponent = std::clamp(zx, p->x_min, p->x_max);
+  return BlockKernel(f, std::move(p));
+}
+
+BlockKernel::BlockKernel(BlockFormat f, std::shared_ptr<const kernel_detail::BlockParams> p)
+    : format_(std::move(f)), params_(std::move(p)) {}
+
+std::int64_t BlockKernel::block_size(std::int64_t row_length) const {
+  return params_->block == 0 ? std::max<std::int64_t>(row_length, 1) : params_->block;
+}
+
+std::int64_t BlockKernel::block_count(const std::vector<std::int64_t>& shape) const {
+  const std::int64_t n = element_count(shape);
+  if (n <= 0) return 0;
+  const std::int64_t row = shape.empty() ? 1 : shape.back();
+  const std::int64_t k = block_size(row);
+  return n / row * ((row + k - 1) / k);
+}
+
+std::size_t BlockKernel::packed_element_bytes(std::size_t elements) const {
+  return (elements * static_cast<std::size_t>(params_->bits) + 7) / 8;
+}
+
+Result<std::size_t> BlockKernel::run(Mode mode, std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                     float* fake, std::uint8_t* elements, std::uint8_t* scales, float* amax,
+                                     const BlockRun& br, BlockMetrics* metrics) const {
+  for (auto d : shape)
+    if (d < 0) return make_error("negative dimension in the tensor shape");
+  const std::int64_t n = element_count(shape);
+  if (static_cast<std::size_t>(n) != x.size())
+    return make_error("tensor shape holds " + std::to_string(n) + " elements but " + std::to_string(x.size()) +
+                      " values were given");
+  if (metrics != nullptr) *metrics = BlockMetrics{};
+  if (n == 0) return std::size_t{0};
+  const BlockParams& p = *params_;
+  const std::int64_t row = shape.empty() ? 1 : shape.back();
+  const std::int64_t k = block_size(row);
+  const std::int64_t per_row = (row + k - 1) / k;
+  const std::int64_t nblocks = n / row * per_row;
+
+  unsigned threads = br.threads == 0 ? std::max(1U, std::thread::hardware_concurrency()) : br.threads;
+  constexpr std::int64_t kMinPerThread = std::int64_t{1} << 14;
+  threads = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n / kMinPerThread)));
+
+  unsigned outputs = 0;
+  switch (mode) {
+    case Mode::Fake: outputs = static_cast<unsigned>(kernel_detail::BlockOutput::Fake); break;
+    case Mode::Packed: outputs = static_cast<unsigned>(kernel_detail::BlockOutput::Packed); break;
+    case Mode::Metrics: break;
+    case Mode::Amax: outputs = static_cast<unsigned>(kernel_detail::BlockOutput::Amax); break;
+  }
+  if (metrics != nullptr) outputs |= static_cast<unsigned>(kernel_detail::BlockOutput::Metrics);
+
+  struct Part {
+    std::int64_t b0 = 0, b1 = 0;
+    std::unique_ptr<kernel_detail::PackWriter> writer;
+    std::unique_ptr<kernel_detail::MetricsAcc> acc;
+  };
+  std::vector<Part> parts(threads);
+  for (unsigned t = 0; t < threads; ++t) {
+    Part& part = parts[t];
+    part.b0 = nblocks * t / threads;
+    part.b1 = nblocks * (t + 1) / threads;
+    const std::int64_t r = part.b0 / per_row;
+    const std::int64_t first = r * row + (part.b0 - r * per_row) * k;
+    if (mode == Mode::Packed)
+      part.writer = std::make_unique<kernel_detail::PackWriter>(
+          elements, static_cast<std::size_t>(first) * static_cast<std::size_t>(p.bits), p.bits, p.low_first);
+    if (metrics != nullptr) part.acc = std::make_unique<kernel_detail::MetricsAcc>();
+  }
+  auto work = [&](Part& part) {
+    kernel_detail::BlockCall call;
+    call.x = x.data();
+    call.row = row;
+    call.block = k;
+    call.blocks_per_row = per_row;
+    call.b0 = part.b0;
+    call.b1 = part.b1;
+    call.outputs = outputs;
+    call.fake = fake;
+    call.writer = part.writer.get();
+    call.scales = scales;
+    call.amax = amax;
+    call.metrics = part.acc.get();
+    kernel_detail::block_dispatch(p, call);
+    if (part.writer) part.writer->finish();
+  };
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < threads; ++t) workers.emplace_back([&, t] { work(parts[t]); });
+  work(parts[0]);
+  for (auto& w : workers) w.join();
+
+  if (mode == Mode::Packed) {
+    // Bytes shared by two parts (or the tensor's last partial byte): zero, then OR every contribution.
+    for (const Part& part : parts)
+      for (const auto& e : part.writer->edge) elements[e.index] = 0;
+    for (const Part& part : parts)
+      for (const auto& e : part.writer->edge) elements[e.index] = static_cast<std::uint8_t>(elements[e.index] | e.bits);
+  }
+  if (metrics != nullptr) {
+    for (const Part& part : parts) {
+      const kernel_detail::MetricsAcc& a = *part.acc;
+      metrics->count += a.count;
+      metrics->nonzero_inputs += a.nonzero_inputs;
+      metrics->underflows += a.underflows;
+      metrics->saturations += a.saturations;
+      metrics->nan_outputs += a.nan_outputs;
+      a.sse.add_to(metrics->sse);
+      metrics->sse.add(a.rare);
+      a.signal.add_to(metrics->signal);
+      metrics->max_abs_error = std::max(metrics->max_abs_error, a.max_abs_error);
+    }
+  }
+  return x.size();
+}
+
+Result<std::size_t> BlockKernel::fake_quantize(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                               std::span<float> out, const BlockRun& br, BlockMetrics* metrics) const {
+  if (out.size() < x.size())
+    return make_error("fake quantization: output holds " + std::to_string(out.size()) + " values for " +
+                      std::to_string(x.size()) + " inputs");
+  return run(Mode::Fake, x, shape, out.data(), nullptr, nullptr, nullptr, br, metrics);
+}
+
+Result<std::size_t> BlockKernel::quantize_packed(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                                 std::span<std::uint8_t> elements, std::span<std::uint8_t> scales,
+                                                 const BlockRun& br, BlockMetrics* metrics) const {
+  if (elements.size() < packed_element_bytes(x.size()))
+    return make_error("packed quantization: element output holds " + std::to_string(elements.size()) +
+                      " bytes, " + std::to_string(packed_element_bytes(x.size())) + " needed");
+  for (auto d : shape)
+    if (d < 0) return make_error("negative dimension in the tensor shape");
+  if (scales.size() < static_cast<std::size_t>(block_count(shape)))
+    return make_error("packed quantization: scale output holds " + std::to_string(scales.size()) + " bytes, " +
+                      std::to_string(block_count(shape)) + " needed");
+  return run(Mode::Packed, x, shape, nullptr, elements.data(), scales.data(), nullptr, br, metrics);
+}
+
+Result<BlockPacked> BlockKernel::quantize_packed(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                                 const BlockRun& br, BlockMetrics* metrics) const {
+  for (auto d : shape)
+    if (d < 0) return make_error("negative dimension in the tensor shape");
+  BlockPacked out;
+  out.elements.resize(packed_element_bytes(x.size()));
+  out.scales.resize(static_cast<std::size_t>(std::max<std::int64_t>(block_count(shape), 0)));
+  auto r = quantize_packed(x, shape, out.elements, out.scales, br, metrics);
+  if (!r) return r.error();
+  return out;
+}
+
+Result<BlockMetrics> BlockKernel::metrics(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                          const BlockRun& br) const {
+  BlockMetrics m;
+  auto r = run(Mode::Metrics, x, shape, nullptr, nullptr, nullptr, nullptr, br, &m);
+  if (!r) return r.error();
+  return m;
+}
+
+Result<std::size_t> BlockKernel::block_amax(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                            std::span<float> amax, const BlockRun& br) const {
+  for (auto d : shape)
+    if (d < 0) return make_error("negative dimension in the tensor shape");
+  if (amax.size() < static_cast<std::size_t>(block_count(shape)))
+    return make_error("block amax: output holds " + std::to_string(amax.size()) + " values for " +
+                      std::to_string(block_count(shape)) + " blocks");
+  return run(Mode::Amax, x, shape, nullptr, nullptr, nullptr, amax.data(), br, nullptr);
+}
+
+Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elements,
+                                            std::span<const std::uint8_t> scales,
+                                            const std::vector<std::int64_t>& shape, std::span<float> out,
+                                            const BlockRun& br) const {
+  for (auto d : shape)
+    if (d < 0) return make_error("negative dimension in the tensor shape");
+  const std::int64_t n = element_count(shape);
+  if (out.size() < static_cast<std::size_t>(n))
+    return make_error("dequantization: output holds " + std::to_string(out.size()) + " values for " +
+                      std::to_string(n) + " elements");
+  if (elements.size() < packed_element_bytes(static_cast<std::size_t>(n)))
+    return make_error("dequantization: " + std::to_string(elements.size()) + " bytes of codes, " +
+                      std::to_string(packed_element_bytes(static_cast<std::size_t>(n))) + " needed");
+  if (scales.size() < static_cast<std::size_t>(block_count(shape)))
+    return make_error("dequantization: " + std::to_string(scales.size()) + " scale codes for " +
+                      std::to_string(block_count(shape)) + " blocks");
+  if (n == 0) return std::size_t{0};
+  const std::int64_t row = shape.empty() ? 1 : shape.back();
+  const std::int64_t k = block_size(row);
+  const std::int64_t per_row = (row + k - 1) / k;
+  const std::int64_t nblocks = n / row * per_row;
+  unsigned threads = br.threads == 0 ? std::max(1U, std::thread::hardware_concurrency()) : br.threads;
+  constexpr std::int64_t kMinPerThread = std::int64_t{1} << 14;
+  threads = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n / kMinPerThread)));
+  auto work = [&](unsigned t) {
+    kernel_detail::DequantCall call;
+    call.elements = elements.data();
+    call.element_bytes = elements.size();
+    call.scales = scales.data();
+    call.out = out.data();
+    call.row = row;
+    call.block = k;
+    call.blocks_per_row = per_row;
+    call.b0 = nblocks * t / threads;
+    call.b1 = nblocks * (t + 1) / threads;
+    kernel_detail::dequant_dispatch(*params_, call);
+  };
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < threads; ++t) workers.emplace_back(work, t);
+  work(0);
+  for (auto& w : workers) w.join();
+  return static_cast<std::size_t>(n);
+}
+
+Result<BlockPacked> BlockKernel::reference_packed(const BlockFormat& f, std::span<const float> x,
+                                                  const std::vector<std::int64_t>& shape) {
+  const std::vector<double> xd(x.begin(), x.end());
+  auto q = quantize(f, xd, shape);
+  if (!q) return q.error();
+  PackedTensor p = pack(f, *q);
+  BlockPacked out;
+  out.elements = std::move(p.elements);
+  out.scales = std::move(p.scales);
+  return out;
+}
+
+}  // namespace mxlab
+#endif  // HWY_ONCE

@@ -1,0 +1,276 @@
+// Checks the SIMD block kernels against the scalar reference mxlab::quantize (and mxlab::pack, mxlab::dequantize,
+// mxlab::analyze), bit for bit, on every SIMD target compiled in and supported by this CPU, with 1 and 3 threads.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "mxlab/core/random.hpp"
+#include "mxlab/kernels/block_kernel.hpp"
+#include "mxlab/kernels/simd_target.hpp"
+#include "mxlab/quantize/analysis.hpp"
+#include "mxlab/quantize/pack.hpp"
+#include "mxlab/quantize/quantize.hpp"
+
+using namespace mxlab;
+
+namespace {
+
+const std::vector<Rounding> kRoundings = {Rounding::NearestEven, Rounding::NearestAway, Rounding::NearestZero,
+                                          Rounding::TowardZero,  Rounding::Up,          Rounding::Down,
+                                          Rounding::Odd,         Rounding::Stochastic};
+const std::vector<ScaleRule> kRules = {ScaleRule::Floor, ScaleRule::Ceil, ScaleRule::RCeil, ScaleRule::Even,
+                                       ScaleRule::MidMax};
+const std::vector<Overflow> kOverflows = {Overflow::Saturate, Overflow::Inf, Overflow::Nan};
+const std::vector<std::string> kFormats = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3",
+                                           "mxfp4",      "mxint8",     "boost_e2m5", "mxfp4@16"};
+
+double normal(Rng& rng) {
+  const double u1 = 1.0 - rng.uniform();
+  const double u2 = rng.uniform();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+/// Rows of 100 elements (three blocks of 32 and a ragged one of 4), each row from one distribution: normal,
+/// "blockexp" (runs of 8 with a random exponent over the whole float32 range: clamped scales and quotients
+/// below the FP32 normal range), huge and tiny values mixed in one block, FP32 subnormals only, zeros, and
+/// blocks holding NaN and/or Inf.
+std::vector<float> make_input(std::uint64_t seed, std::int64_t rows, std::int64_t cols) {
+  Rng rng(seed);
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    int e = 0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const auto i = static_cast<std::size_t>(r * cols + c);
+      double v = normal(rng);
+      switch (r % 8) {
+        case 0: break;
+        case 1:
+          if (c % 8 == 0) e = static_cast<int>(rng.next_u32() % 300) - 170;
+          v = std::ldexp(v, e);
+          break;
+        case 2: v = std::ldexp(v, (c % 3 == 0) ? 100 : -150 + static_cast<int>(rng.next_u32() % 40)); break;
+        case 3: v = std::ldexp(static_cast<double>(rng.next_u32() % (1U << 23)), -149) * (v < 0 ? -1 : 1); break;
+        case 4: v = (c % 5 == 0) ? 0.0 : std::ldexp(v, -130); break;
+        case 5: v = (c < 40) ? (c % 2 ? -0.0 : 0.0) : v * 1e30; break;
+        case 6:
+          if (c == 3) v = std::numeric_limits<double>::quiet_NaN();
+          if (c == 40) v = -inf;
+          if (c == 70) v = inf;
+          if (c == 71) v = std::numeric_limits<double>::quiet_NaN();
+          break;
+        case 7: v = std::ldexp(v, 120 + static_cast<int>(rng.next_u32() % 8)); break;
+      }
+      x[i] = static_cast<float>(v);  // beyond float32: +-inf, as an input may be
+    }
+  }
+  return x;
+}
+
+std::string describe(const BlockFormat& f) {
+  const QuantOptions& o = f.options;
+  return f.name + " rule " + std::string(to_string(o.rule)) + " rounding " +
+         std::to_string(static_cast<int>(o.element.rounding)) + " overflow " +
+         std::to_string(static_cast<int>(o.element.overflow)) + " zero-block " + std::string(to_string(o.zero_block)) +
+         " specials " + std::string(to_string(o.specials)) + " clamp " + std::string(to_string(o.clamp));
+}
+
+bool same_float(float a, double want) {
+  const auto w = static_cast<float>(want);
+  if (std::isnan(w)) return std::isnan(a);
+  return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(w);
+}
+
+/// First index where the float outputs differ from the reference's doubles rounded to float32, or -1.
+long first_value_difference(const std::vector<float>& got, const std::vector<double>& want) {
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (!same_float(got[i], want[i])) return static_cast<long>(i);
+  return -1;
+}
+
+bool exact_equal(const ExactSum& a, const ExactSum& b) {
+  ExactSum d = a;
+  d.subtract(b);
+  return d.is_zero();
+}
+
+/// Runs every kernel of f on x on every target and with 1 and 3 threads against the reference.
+void check_format(const BlockFormat& f, const std::vector<float>& x, const std::vector<std::int64_t>& shape) {
+  INFO(describe(f));
+  const std::vector<double> xd(x.begin(), x.end());
+  auto q = quantize(f, xd, shape);
+  REQUIRE(q.ok());
+  const PackedTensor packed = pack(f, *q);
+  const Analysis analysis = analyze(f, xd, *q);
+  const ErrorStats& want = analysis.total;
+  const std::vector<double> deq = dequantize(f, *q);
+  REQUIRE(BlockKernel::unsupported_reason(f) == "");
+  auto k = BlockKernel::make(f);
+  REQUIRE(k.ok());
+  for (const SimdTarget& t : simd_targets()) {
+    const ScopedSimdTarget forced(t);
+    REQUIRE(forced.forced());
+    for (unsigned threads : {1U, 3U}) {
+      INFO("target " << t.name << ", " << threads << " threads");
+      const BlockRun run{threads};
+      std::vector<float> fake(x.size(), -1.0F);
+      BlockMetrics m;
+      REQUIRE(k->fake_quantize(x, shape, fake, run, &m).ok());
+      const long d = first_value_difference(fake, q->values);
+      INFO("first fake-quant difference at " << d << (d >= 0 ? " input " + std::to_string(x[static_cast<std::size_t>(d)]) : ""));
+      CHECK(d < 0);
+
+      BlockMetrics mp;
+      auto p = k->quantize_packed(x, shape, run, &mp);
+      REQUIRE(p.ok());
+      CHECK(p->elements == packed.elements);
+      CHECK(p->scales == packed.scales);
+
+      std::vector<float> back(x.size(), -1.0F);
+      REQUIRE(k->dequantize(p->elements, p->scales, shape, back, run).ok());
+      CHECK(first_value_difference(back, deq) < 0);
+
+      std::vector<float> amax(static_cast<std::size_t>(k->block_count(shape)), -1.0F);
+      REQUIRE(k->block_amax(x, shape, amax, run).ok());
+      CHECK(first_value_difference(amax, q->block_amax) < 0);
+
+      for (const BlockMetrics* got : {&m, &mp}) {
+        CHECK(got->count == want.count);
+        CHECK(got->nonzero_inputs == want.nonzero_inputs);
+        CHECK(got->underflows == want.underflows);
+        CHECK(got->saturations == want.saturations);
+        CHECK(got->nan_outputs == want.nan_outputs);
+        CHECK(exact_equal(got->sse, want.sse));
+        CHECK(exact_equal(got->signal, want.signal));
+        CHECK(got->max_abs_error == want.max_abs_error);
+      }
+    }
+  }
+}
+
+BlockFormat parse(const std::string& name) {
+  auto f = parse_block_format(name);
+  REQUIRE(f.ok());
+  return *f;
+}
+
+/// The reference's own verdict on an option set: combinations it rejects (Inf overflow into a format
+/// without Inf) are skipped.
+bool reference_accepts(const BlockFormat& f) {
+  const std::vector<double> one = {1.0};
+  return quantize(f, one, {1}).ok();
+}
+
+const std::vector<std::int64_t> kShape = {24, 100};
+
+}  // namespace
+
+TEST_CASE("block kernels: every format and rounding mode under the floor rule", "[kernels][block]") {
+  const auto x = make_input(11, kShape[0], kShape[1]);
+  for (const auto& name : kFormats) {
+    for (Rounding r : kRoundings) {
+      BlockFormat f = parse(name);
+      f.options.element.rounding = r;
+      f.options.seed = 1234567;
+      check_format(f, x, kShape);
+    }
+  }
+}
+
+TEST_CASE("block kernels: every scale rule, clamp site and zero-block rule", "[kernels][block]") {
+  const auto x = make_input(12, kShape[0], kShape[1]);
+  for (const auto& name : kFormats) {
+    for (ScaleRule rule : kRules) {
+      for (ClampSite clamp : {ClampSite::Exponent, ClampSite::Amax}) {
+        BlockFormat f = parse(name);
+        f.options.rule = rule;
+        f.options.clamp = clamp;
+        f.options.zero_block = rule == ScaleRule::Floor ? ZeroBlock::MinNormal : ZeroBlock::One;
+        check_format(f, x, kShape);
+      }
+    }
+  }
+}
+
+TEST_CASE("block kernels: overflow and NaN/Inf policies", "[kernels][block]") {
+  const auto x = make_input(13, kShape[0], kShape[1]);
+  for (const auto& name : kFormats) {
+    for (Overflow ov : kOverflows) {
+      for (SpecialsPolicy sp : {SpecialsPolicy::BlockNan, SpecialsPolicy::BlockNanAny, SpecialsPolicy::Element}) {
+        BlockFormat f = parse(name);
+        f.options.element.overflow = ov;
+        f.options.specials = sp;
+        f.options.rule = ScaleRule::Ceil;  // ceil makes amax overflow the element range under rounding up
+        f.options.element.rounding = Rounding::Up;
+        if (!reference_accepts(f)) continue;
+        check_format(f, x, kShape);
+      }
+    }
+  }
+}
+
+TEST_CASE("block kernels: packing orders, integer encodings, flush-output, shapes", "[kernels][block]") {
+  for (const auto& name : kFormats) {
+    for (NibbleOrder order : {NibbleOrder::LowFirst, NibbleOrder::HighFirst}) {
+      BlockFormat f = parse(name);
+      f.options.nibble_order = order;
+      f.options.int_encoding = IntEncoding::SignMagnitude;
+      f.options.element.subnormals = SubnormalMode::FlushOutput;
+      // Ragged everywhere: rows shorter than a block, one long row, and a tensor whose thread parts do not
+      // start on byte boundaries of the packed stream.
+      check_format(f, make_input(14, 5, 7), {5, 7});
+      check_format(f, make_input(15, 1, 1001), {1001});
+      check_format(f, make_input(16, 600, 61), {600, 61});
+    }
+  }
+}
+
+TEST_CASE("block kernels: a whole-axis block and an empty tensor", "[kernels][block]") {
+  BlockFormat f = parse("e4m3:e8m0_t0");
+  check_format(f, make_input(17, 16, 100), {16, 100});
+  auto k = BlockKernel::make(parse("mxfp4"));
+  REQUIRE(k.ok());
+  std::vector<float> none;
+  CHECK(k->fake_quantize(none, {0, 32}, none).ok());
+  std::vector<float> x(10, 1.0F), out(9);
+  CHECK_FALSE(k->fake_quantize(x, {10}, out).ok());  // output too short
+  CHECK_FALSE(k->fake_quantize(x, {3, 4}, x).ok());  // shape does not match
+}
+
+TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
+  CHECK_FALSE(BlockKernel::unsupported_reason(parse("nvfp4")).empty());
+  CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxsf@8x8")).empty());
+  CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxint8:e8m0_t16s2")).empty());
+  CHECK_FALSE(BlockKernel::unsupported_reason(parse("e4m3:e8m0_t32n2m4")).empty());
+  auto peer = apply_profile(parse("mxfp8_e4m3"), "torchao");
+  if (peer.ok()) CHECK_FALSE(BlockKernel::unsupported_reason(*peer).empty());
+  BlockFormat f = parse("mxfp4");
+  f.options.input = InputPrecision::Float32;
+  CHECK_FALSE(BlockKernel::supports(f));
+  CHECK_FALSE(BlockKernel::make(f).ok());
+  f = parse("mxfp4");
+  f.options.specials = SpecialsPolicy::TorchaoFloor;
+  CHECK_FALSE(BlockKernel::supports(f));
+  CHECK(BlockKernel::supports(parse("mxfp8_e4m3")));
+}
+
+TEST_CASE("block kernels: every format x rounding x overflow x rule", "[kernels][block][slow]") {
+  const auto x = make_input(21, kShape[0], kShape[1]);
+  for (const auto& name : kFormats)
+    for (Rounding r : kRoundings)
+      for (Overflow ov : kOverflows)
+        for (ScaleRule rule : kRules) {
+          BlockFormat f = parse(name);
+          f.options.element.rounding = r;
+          f.options.element.overflow = ov;
+          f.options.rule = rule;
+          f.options.seed = 99;
+          if (!reference_accepts(f)) continue;
+          check_format(f, x, kShape);
+        }
+}
