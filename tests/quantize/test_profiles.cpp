@@ -213,6 +213,7 @@ std::uint32_t te_cvt_fp8(float v, bool e5m2) {
 /// microxcaling _quantize_elemwise_core for round="nearest", saturate_normals=True, in float32:
 /// _safe_lshift, _round_mantissa (sign(A) * floor(|A| + 0.5)), _safe_rshift, clamp to max_norm.
 float mx_elemwise_nearest(float a, int bits, int exp_bits, float max_norm) {
+  if (!std::isfinite(a)) return kNaN;  // a NaN block scale: every element of the block is NaN
   float out = a;
   float private_exp = 0;
   if (exp_bits != 0) {
