@@ -120,7 +120,9 @@ CastResult cast_grid(const Format& f, double x, const CastOptions& o, std::uint3
   } else {
     qe = -s.frac_bits;
   }
-  const double n = std::ldexp(a, -qe);  // exact: scaling by a power of two
+  // n = a * 2^-qe, exact: scaling by a power of two (a multiplication by an exact power of two rounds
+  // exactly like ldexp, and is much cheaper).
+  const double n = (-qe >= -1022 && -qe <= 1023) ? a * pow2(-qe) : std::ldexp(a, -qe);
   const double nf = std::floor(n);
   // exact: n and nf share their exponent range. An integer format's n is infinite only far past its
   // range (|x| * 2^frac_bits >= 2^1024): nothing to round, and inf - inf would be a NaN fraction.
@@ -133,14 +135,14 @@ CastResult cast_grid(const Format& f, double x, const CastOptions& o, std::uint3
     if (m0_normal) {
       tz_odd = ((qe + s.bias) & 1) != 0;
     } else {
-      tz_odd = std::fmod(nf, 2.0) != 0;
+      tz_odd = nf < 0x1p63 ? (static_cast<std::uint64_t>(nf) & 1U) != 0 : std::fmod(nf, 2.0) != 0;
     }
     const int cmp = frac < 0.5 ? -1 : (frac > 0.5 ? 1 : 0);
     const auto t = static_cast<std::uint64_t>(std::ldexp(frac, o.random_bits));
     if (choose_away(mode, cmp, tz_odd, !tz_odd, t, random, o.random_bits)) chosen = nf + 1;
     r.inexact = true;
   }
-  const double mag = std::ldexp(chosen, qe);
+  const double mag = (qe >= -1022 && qe <= 1023) ? chosen * pow2(qe) : std::ldexp(chosen, qe);
   const double limit = neg ? -f.lowest() : f.max_finite();
   if (mag > limit) {
     r.overflow = true;

@@ -89,6 +89,10 @@ Result<Format> Format::make(std::string name, const FormatSpec& spec_in, std::ve
   }
   f.name_ = std::move(name);
   f.spec_ = spec;
+  f.max_finite_ = mxlab::max_finite(spec);
+  f.lowest_ = mxlab::lowest(spec);
+  f.min_normal_ = mxlab::min_normal(spec);
+  f.min_positive_ = mxlab::min_positive(spec);
   if (format_bits(spec) <= 16) {
     auto table = std::make_shared<std::vector<Entry>>();
     const std::uint64_t n = mxlab::code_count(spec);

@@ -241,10 +241,10 @@ class Format {
   std::uint64_t code_count() const { return mxlab::code_count(spec_); }
   std::uint64_t finite_count() const { return mxlab::finite_count(spec_); }
   int emax() const { return mxlab::emax(spec_); }
-  double max_finite() const { return mxlab::max_finite(spec_); }
-  double lowest() const { return mxlab::lowest(spec_); }
-  double min_normal() const { return mxlab::min_normal(spec_); }
-  double min_positive() const { return mxlab::min_positive(spec_); }
+  double max_finite() const { return max_finite_; }
+  double lowest() const { return lowest_; }
+  double min_normal() const { return min_normal_; }
+  double min_positive() const { return min_positive_; }
   bool has_inf() const { return mxlab::has_inf(spec_); }
   bool has_nan() const { return mxlab::has_nan(spec_); }
   bool has_zero() const { return mxlab::has_zero(spec_); }
@@ -287,6 +287,8 @@ class Format {
   FormatSpec spec_;
   std::shared_ptr<const std::vector<double>> codebook_;  // owns spec_.codebook's storage when parsed
   std::shared_ptr<const std::vector<Entry>> sorted_;     // formats up to 16 bits
+  // Derived once (they are read on every cast).
+  double max_finite_ = 0, lowest_ = 0, min_normal_ = 0, min_positive_ = 0;
 };
 
 /// Text name of a code class ("zero", "subnormal", "normal", "inf", "nan", "unused").
