@@ -32,7 +32,7 @@ std::string main_help() {
       "usage: mxlab COMMAND [ARGS...]   (mxlab COMMAND --help for details)\n\ncommands:\n";
   for (const auto& c : kCommands) {
     std::string name = std::string("  ") + c.name;
-    name += std::string(name.size() < 14 ? 14 - name.size() : 1, ' ');
+    name += std::string(name.size() < 16 ? 16 - name.size() : 1, ' ');
     s += name + c.summary + "\n";
   }
   s += "\nexit codes: 0 success, 2 bad input (with one message naming it), 1 internal failure\n";
