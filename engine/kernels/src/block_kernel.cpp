@@ -14,6 +14,7 @@
 #include <limits>
 #include <thread>
 
+#include "grid_params.hpp"
 #include "mxlab/core/random.hpp"
 #include "mxlab/kernels/block_kernel.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
@@ -56,43 +57,13 @@ bool overflow_goes_special(Rounding r, bool negative) {
   return false;
 }
 
-std::uint32_t low_bits(int n) { return n >= 32 ? 0xFFFFFFFFU : (std::uint32_t{1} << n) - 1; }
+using kernel_detail::low_bits;
 
 /// The grid cast of cast.cpp as constants (the same reduction as the elementwise CastKernel), with the
 /// block policy's treatment of infinite inputs.
 ElementParams element_params(const Format& f, const CastOptions& o, SpecialsPolicy specials) {
-  const FormatSpec& s = f.spec();
   ElementParams p;
-  p.rounding = o.rounding;
-  p.random_bits = o.random_bits;
-  p.exponent_clamp = f.emax() + 1;
-  if (s.kind == FormatKind::Float) {
-    const int emin = min_normal_exponent(s);
-    p.quantum_drop = s.mantissa_bits;
-    p.quantum_min = emin - s.mantissa_bits;
-    p.field_offset = s.subnormals ? 0 : -1;
-    p.mantissa_shift = s.mantissa_bits;
-    p.has_tiny = !s.subnormals;
-    p.tiny_below_exponent = emin;
-    p.tiny_code = f.max_code(true);
-    p.limit[0] = f.max_code(false);
-    p.limit[1] = s.is_signed ? f.max_code(false) : 0;
-    const bool flush_output = o.subnormals == SubnormalMode::FlushOutput || o.subnormals == SubnormalMode::Flush;
-    p.flush_below = !s.subnormals ? 0 : (flush_output ? std::uint32_t{1} << s.mantissa_bits : 1);
-    p.neg_or = s.is_signed ? std::uint32_t{1} << (s.exponent_bits + s.mantissa_bits) : 0;
-  } else {  // Integer: one quantum 2^-frac_bits everywhere; two's complement negatives
-    p.quantum_drop = 64;
-    p.quantum_min = -s.frac_bits;
-    p.field_offset = 0;
-    p.mantissa_shift = 0;
-    const std::uint32_t kmax = s.is_signed ? low_bits(s.int_bits - 1) : low_bits(s.int_bits);
-    p.limit[0] = kmax;
-    p.limit[1] = !s.is_signed ? 0 : (s.symmetric ? kmax : kmax + 1);
-    p.flush_below = 1;
-    p.neg_xor = 0xFFFFFFFFU;
-    p.neg_add = 1;
-    p.neg_mask = low_bits(s.int_bits);
-  }
+  kernel_detail::fill_grid_params(p, f, o);
   // block-nan keeps an infinity as the element's infinity (no overflow); otherwise the cast's rule.
   const bool keep_inf = specials == SpecialsPolicy::BlockNan && f.has_inf();
   p.inf_overflows = !keep_inf && o.overflow != Overflow::Inf;

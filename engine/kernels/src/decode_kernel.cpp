@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 
+#include "grid_params.hpp"
 #include "kernel_params.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
 #include "parallel.hpp"
@@ -17,7 +18,7 @@ using kernel_detail::DecodeParams;
 constexpr int kF32MinExponent = -149;
 constexpr int kF32MaxExponent = 127;
 
-std::uint32_t low_bits(int n) { return n >= 32 ? 0xFFFFFFFFU : (std::uint32_t{1} << n) - 1; }
+using kernel_detail::low_bits;
 
 }  // namespace
 
