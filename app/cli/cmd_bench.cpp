@@ -272,7 +272,7 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   }
   for (std::size_t size : sizes) {
     const std::size_t n = size / 4;
-    const int min_reps = size >= (std::size_t{64} << 20) ? 2 : 3;
+    const int min_reps = size >= (std::size_t{64} << 20) ? 4 : 3;
     double copy_gbs = 0;
     for (const Case& c : cases) {
       if (!c.unsupported.empty()) {

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "mxlab/core/random.hpp"
+#include "mxlab/formats/cast.hpp"
+#include "mxlab/formats/parse.hpp"
 #include "mxlab/kernels/block_kernel.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/quantize/analysis.hpp"
@@ -37,8 +39,9 @@ double normal(Rng& rng) {
 
 /// Rows of 100 elements (three blocks of 32 and a ragged one of 4), each row from one distribution: normal,
 /// "blockexp" (runs of 8 with a random exponent over the whole float32 range: clamped scales and quotients
-/// below the FP32 normal range), huge and tiny values mixed in one block, FP32 subnormals only, zeros, and
-/// blocks holding NaN and/or Inf.
+/// below the FP32 normal range), huge and tiny values mixed in one block, FP32 subnormals only, zeros,
+/// blocks holding NaN and/or Inf, and short multiples of a block's power of two: element grid points and
+/// exact midpoints between them (rounding ties for every element format), some moved by one float32 ulp.
 std::vector<float> make_input(std::uint64_t seed, std::int64_t rows, std::int64_t cols) {
   Rng rng(seed);
   std::vector<float> x(static_cast<std::size_t>(rows * cols));
@@ -48,7 +51,7 @@ std::vector<float> make_input(std::uint64_t seed, std::int64_t rows, std::int64_
     for (std::int64_t c = 0; c < cols; ++c) {
       const auto i = static_cast<std::size_t>(r * cols + c);
       double v = normal(rng);
-      switch (r % 8) {
+      switch (r % 9) {
         case 0: break;
         case 1:
           if (c % 8 == 0) e = static_cast<int>(rng.next_u32() % 300) - 170;
@@ -65,6 +68,15 @@ std::vector<float> make_input(std::uint64_t seed, std::int64_t rows, std::int64_
           if (c == 71) v = std::numeric_limits<double>::quiet_NaN();
           break;
         case 7: v = std::ldexp(v, 120 + static_cast<int>(rng.next_u32() % 8)); break;
+        case 8: {
+          if (c % 32 == 0) e = static_cast<int>(rng.next_u32() % 41) - 20;
+          const auto n = static_cast<double>(rng.next_u32() % 1024);
+          v = std::ldexp(v < 0 ? -n : n, e - 9);
+          const std::uint32_t nudge = rng.next_u32() % 8;
+          if (nudge == 0) v = std::nextafter(static_cast<float>(v), std::numeric_limits<float>::infinity());
+          if (nudge == 1) v = std::nextafter(static_cast<float>(v), -std::numeric_limits<float>::infinity());
+          break;
+        }
       }
       x[i] = static_cast<float>(v);  // beyond float32: +-inf, as an input may be
     }
@@ -100,9 +112,10 @@ bool exact_equal(const ExactSum& a, const ExactSum& b) {
 }
 
 /// Runs every kernel of f on x on every target and with 1 and 3 threads against the reference.
-void check_format(const BlockFormat& f, const std::vector<float>& x, const std::vector<std::int64_t>& shape) {
+void check_format(const BlockFormat& f, const BlockInput& x, const std::vector<std::int64_t>& shape) {
   INFO(describe(f));
-  const std::vector<double> xd(x.begin(), x.end());
+  std::vector<double> xd(x.size);
+  for (std::size_t i = 0; i < x.size; ++i) xd[i] = x.value(i);
   auto q = quantize(f, xd, shape);
   REQUIRE(q.ok());
   const PackedTensor packed = pack(f, *q);
@@ -118,11 +131,11 @@ void check_format(const BlockFormat& f, const std::vector<float>& x, const std::
     for (unsigned threads : {1U, 3U}) {
       INFO("target " << t.name << ", " << threads << " threads");
       const BlockRun run{threads};
-      std::vector<float> fake(x.size(), -1.0F);
+      std::vector<float> fake(x.size, -1.0F);
       BlockMetrics m;
       REQUIRE(k->fake_quantize(x, shape, fake, run, &m).ok());
       const long d = first_value_difference(fake, q->values);
-      INFO("first fake-quant difference at " << d << (d >= 0 ? " input " + std::to_string(x[static_cast<std::size_t>(d)]) : ""));
+      INFO("first fake-quant difference at " << d << (d >= 0 ? " input " + std::to_string(xd[static_cast<std::size_t>(d)]) : ""));
       CHECK(d < 0);
 
       BlockMetrics mp;
@@ -131,7 +144,7 @@ void check_format(const BlockFormat& f, const std::vector<float>& x, const std::
       CHECK(p->elements == packed.elements);
       CHECK(p->scales == packed.scales);
 
-      std::vector<float> back(x.size(), -1.0F);
+      std::vector<float> back(x.size, -1.0F);
       REQUIRE(k->dequantize(p->elements, p->scales, shape, back, run).ok());
       CHECK(first_value_difference(back, deq) < 0);
 
@@ -166,7 +179,7 @@ bool reference_accepts(const BlockFormat& f) {
   return quantize(f, one, {1}).ok();
 }
 
-const std::vector<std::int64_t> kShape = {24, 100};
+const std::vector<std::int64_t> kShape = {27, 100};
 
 }  // namespace
 
@@ -178,6 +191,37 @@ TEST_CASE("block kernels: every format and rounding mode under the floor rule", 
       f.options.element.rounding = r;
       f.options.seed = 1234567;
       check_format(f, x, kShape);
+    }
+  }
+}
+
+/// The inputs as codes of a 16-bit float format (nearest-even; beyond its range they become +-Inf).
+std::vector<std::uint16_t> to_16bit(const std::vector<float>& x, const char* format) {
+  auto fmt = parse_format(format);
+  REQUIRE(fmt.ok());
+  CastOptions o;
+  o.overflow = Overflow::Inf;
+  std::vector<std::uint16_t> bits(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) bits[i] = static_cast<std::uint16_t>(cast(*fmt, x[i], o).code);
+  return bits;
+}
+
+TEST_CASE("block kernels: bfloat16 and float16 inputs", "[kernels][block]") {
+  const auto x = make_input(18, kShape[0], kShape[1]);
+  // Values scaled into float16's range first, so that its subnormals and normals are both reached.
+  std::vector<float> small(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) small[i] = std::ldexp(x[i], -std::max(0, std::ilogb(x[i]) / 8));
+  const auto bf16 = to_16bit(x, "bfloat16");
+  const auto f16 = to_16bit(small, "float16");
+  for (const auto& name : kFormats) {
+    for (Rounding r : {Rounding::NearestEven, Rounding::Up, Rounding::Stochastic}) {
+      BlockFormat f = parse(name);
+      f.options.element.rounding = r;
+      f.options.seed = 77;
+      INFO("bfloat16 input");
+      check_format(f, BlockInput::bf16(bf16), kShape);
+      INFO("float16 input");
+      check_format(f, BlockInput::f16(f16), kShape);
     }
   }
 }

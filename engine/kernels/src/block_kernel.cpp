@@ -39,50 +39,44 @@ enum class BlockKernel::Mode : std::uint8_t { Fake, Packed, Metrics, Amax };
 namespace {
 
 using kernel_detail::BlockParams;
-using kernel_detail::ElementParams;
-
-/// IEEE 754 section 7.4 as the reference cast applies it: an overflow goes to the special value under the
-/// nearest modes, stochastic rounding and directed rounding away from zero.
-bool overflow_goes_special(Rounding r, bool negative) {
-  switch (r) {
-    case Rounding::NearestEven:
-    case Rounding::NearestAway:
-    case Rounding::NearestZero:
-    case Rounding::Stochastic: return true;
-    case Rounding::Up: return !negative;
-    case Rounding::Down: return negative;
-    case Rounding::TowardZero:
-    case Rounding::Odd: return false;
-  }
-  return false;
-}
-
+using kernel_detail::CastParams;
+using kernel_detail::InputKind;
+using kernel_detail::bf16_value;
+using kernel_detail::half_value;
 using kernel_detail::low_bits;
 
-/// The grid cast of cast.cpp as constants (the same reduction as the elementwise CastKernel), with the
-/// block policy's treatment of infinite inputs.
-ElementParams element_params(const Format& f, const CastOptions& o, SpecialsPolicy specials) {
-  ElementParams p;
-  kernel_detail::fill_grid_params(p, f, o);
-  // block-nan keeps an infinity as the element's infinity (no overflow); otherwise the cast's rule.
-  const bool keep_inf = specials == SpecialsPolicy::BlockNan && f.has_inf();
-  p.inf_overflows = !keep_inf && o.overflow != Overflow::Inf;
-  for (int sign = 0; sign < 2; ++sign) {
-    const bool neg = sign == 1;
-    p.zero_code[sign] = f.zero_code(neg);
-    if (o.overflow == Overflow::Saturate || !overflow_goes_special(o.rounding, neg)) {
-      p.overflow_code[sign] = f.max_code(neg);
-    } else {
-      p.overflow_code[sign] = o.overflow == Overflow::Inf ? f.inf_code(neg) : f.nan_code(neg);
-    }
-    if (keep_inf || o.overflow == Overflow::Inf) {
-      p.inf_code[sign] = f.inf_code(neg);
-    } else {
-      p.inf_code[sign] = o.overflow == Overflow::Nan ? f.nan_code(neg) : f.max_code(neg);
-    }
-    p.nan_code[sign] = f.has_nan() ? f.nan_code(neg) : f.zero_code(false);
+/// The element cast (the elementwise kernel's reduction) with the block policy's treatment of infinite
+/// inputs: block-nan keeps an infinity as the element's infinity, without an overflow.
+CastParams element_params(const Format& f, const CastOptions& o, SpecialsPolicy specials) {
+  CastParams p = kernel_detail::build_cast_params(f, o);
+  if (specials == SpecialsPolicy::BlockNan && f.has_inf()) {
+    p.inf_overflows = false;
+    p.inf_code[0] = f.inf_code(false);
+    p.inf_code[1] = f.inf_code(true);
   }
   return p;
+}
+
+/// The nearest-even fast path's constants, when the element format and options allow it (block_params.hpp).
+BlockParams::FastRne fast_rne_params(const Format& e, const CastOptions& o, const CastParams& c) {
+  BlockParams::FastRne f;
+  const FormatSpec& s = e.spec();
+  if (s.kind != FormatKind::Float || !s.subnormals || !s.is_signed || s.sub_exponent_bits > 0) return f;
+  if (o.rounding != Rounding::NearestEven || c.flush_below != 1 || c.has_tiny) return f;
+  const std::uint32_t sign_bit = std::uint32_t{1} << (e.bits() - 1);
+  if (c.neg_or != sign_bit || e.zero_code(true) != sign_bit || e.zero_code(false) != 0) return f;
+  if (c.overflow_code[1] != (c.overflow_code[0] | sign_bit) || c.limit[1] != c.limit[0]) return f;
+  // Half the smallest subnormal must lie above float32's normal range, and 2^(quantum + 23) inside it.
+  if (c.quantum_min - 1 <= -126 || c.exponent_clamp + 24 >= 127) return f;
+  f.on = true;
+  f.mantissa_bits = s.mantissa_bits;
+  f.biased_clamp = c.exponent_clamp + 127;
+  f.biased_qmin = c.quantum_min + 127;
+  f.limit = c.limit[0];
+  f.overflow_code = c.overflow_code[0];
+  f.sign_bit = sign_bit;
+  f.sign_shift = 32 - e.bits();
+  return f;
 }
 
 bool is_default_peer(const QuantOptions& o, std::string* why) {
@@ -135,6 +129,15 @@ std::string scale_table(const Format& sf, const CastOptions& so, BlockParams* p)
   return {};
 }
 
+InputKind input_kind(BlockInputType t) {
+  switch (t) {
+    case BlockInputType::F32: return InputKind::F32;
+    case BlockInputType::BF16: return InputKind::BF16;
+    case BlockInputType::F16: return InputKind::F16;
+  }
+  return InputKind::F32;
+}
+
 std::int64_t element_count(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
@@ -142,6 +145,15 @@ std::int64_t element_count(const std::vector<std::int64_t>& shape) {
 }
 
 }  // namespace
+
+double BlockInput::value(std::size_t i) const {
+  switch (type) {
+    case BlockInputType::F32: return static_cast<const float*>(data)[i];
+    case BlockInputType::BF16: return bf16_value(static_cast<const std::uint16_t*>(data)[i]);
+    case BlockInputType::F16: return half_value(static_cast<const std::uint16_t*>(data)[i]);
+  }
+  return 0;
+}
 
 std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
   const ScaleLayout& l = f.layout;
@@ -200,6 +212,9 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   p->rule = o.rule;
   p->clamp = o.clamp;
   p->emax = e.emax();
+  for (int xe = p->x_min; xe <= p->x_max; ++xe)
+    p->scale_inverse[static_cast<std::size_t>(xe - p->x_min)] = std::ldexp(1.0F, -xe);
+  p->fast = fast_rne_params(e, eo, p->cast);
   p->stochastic = eo.rounding == Rounding::Stochastic;
   p->seed_key = splitmix64(o.seed);
   p->low_first = o.nibble_order == NibbleOrder::LowFirst;
@@ -246,14 +261,14 @@ std::size_t BlockKernel::packed_element_bytes(std::size_t elements) const {
   return (elements * static_cast<std::size_t>(params_->bits) + 7) / 8;
 }
 
-Result<std::size_t> BlockKernel::run(Mode mode, std::span<const float> x, const std::vector<std::int64_t>& shape,
+Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<std::int64_t>& shape,
                                      float* fake, std::uint8_t* elements, std::uint8_t* scales, float* amax,
                                      const BlockRun& br, BlockMetrics* metrics) const {
   for (auto d : shape)
     if (d < 0) return make_error("negative dimension in the tensor shape");
   const std::int64_t n = element_count(shape);
-  if (static_cast<std::size_t>(n) != x.size())
-    return make_error("tensor shape holds " + std::to_string(n) + " elements but " + std::to_string(x.size()) +
+  if (static_cast<std::size_t>(n) != x.size)
+    return make_error("tensor shape holds " + std::to_string(n) + " elements but " + std::to_string(x.size) +
                       " values were given");
   if (metrics != nullptr) *metrics = BlockMetrics{};
   if (n == 0) return std::size_t{0};
@@ -267,14 +282,9 @@ Result<std::size_t> BlockKernel::run(Mode mode, std::span<const float> x, const 
   constexpr std::int64_t kMinPerThread = std::int64_t{1} << 14;
   threads = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n / kMinPerThread)));
 
-  unsigned outputs = 0;
-  switch (mode) {
-    case Mode::Fake: outputs = static_cast<unsigned>(kernel_detail::BlockOutput::Fake); break;
-    case Mode::Packed: outputs = static_cast<unsigned>(kernel_detail::BlockOutput::Packed); break;
-    case Mode::Metrics: break;
-    case Mode::Amax: outputs = static_cast<unsigned>(kernel_detail::BlockOutput::Amax); break;
-  }
-  if (metrics != nullptr) outputs |= static_cast<unsigned>(kernel_detail::BlockOutput::Metrics);
+  kernel_detail::BlockOut out = kernel_detail::BlockOut::None;
+  if (mode == Mode::Fake) out = kernel_detail::BlockOut::Fake;
+  if (mode == Mode::Packed) out = kernel_detail::BlockOut::Packed;
 
   struct Part {
     std::int64_t b0 = 0, b1 = 0;
@@ -293,20 +303,29 @@ Result<std::size_t> BlockKernel::run(Mode mode, std::span<const float> x, const 
           elements, static_cast<std::size_t>(first) * static_cast<std::size_t>(p.bits), p.bits, p.low_first);
     if (metrics != nullptr) part.acc = std::make_unique<kernel_detail::MetricsAcc>();
   }
+  // Outputs of this size are written with non-temporal stores (BlockCall::stream).
+  constexpr std::size_t kStreamBytes = std::size_t{16} << 20;
+  const std::size_t output_bytes = mode == Mode::Fake     ? x.size * sizeof(float)
+                                   : mode == Mode::Packed ? packed_element_bytes(x.size)
+                                                          : 0;
   auto work = [&](Part& part) {
     kernel_detail::BlockCall call;
-    call.x = x.data();
+    call.input = input_kind(x.type);
+    call.x = x.data;
     call.row = row;
     call.block = k;
     call.blocks_per_row = per_row;
     call.b0 = part.b0;
     call.b1 = part.b1;
-    call.outputs = outputs;
+    call.out = out;
     call.fake = fake;
     call.writer = part.writer.get();
+    call.elements = elements;
     call.scales = scales;
-    call.amax = amax;
+    call.amax = mode == Mode::Amax ? amax : nullptr;
     call.metrics = part.acc.get();
+    call.stream = output_bytes >= kStreamBytes;
+    call.direct4 = p.bits == 4 && !p.remap && row % 2 == 0 && k % 2 == 0;
     kernel_detail::block_dispatch(p, call);
     if (part.writer) part.writer->finish();
   };
@@ -336,23 +355,23 @@ Result<std::size_t> BlockKernel::run(Mode mode, std::span<const float> x, const 
       metrics->max_abs_error = std::max(metrics->max_abs_error, a.max_abs_error);
     }
   }
-  return x.size();
+  return x.size;
 }
 
-Result<std::size_t> BlockKernel::fake_quantize(std::span<const float> x, const std::vector<std::int64_t>& shape,
+Result<std::size_t> BlockKernel::fake_quantize(BlockInput x, const std::vector<std::int64_t>& shape,
                                                std::span<float> out, const BlockRun& br, BlockMetrics* metrics) const {
-  if (out.size() < x.size())
+  if (out.size() < x.size)
     return make_error("fake quantization: output holds " + std::to_string(out.size()) + " values for " +
-                      std::to_string(x.size()) + " inputs");
+                      std::to_string(x.size) + " inputs");
   return run(Mode::Fake, x, shape, out.data(), nullptr, nullptr, nullptr, br, metrics);
 }
 
-Result<std::size_t> BlockKernel::quantize_packed(std::span<const float> x, const std::vector<std::int64_t>& shape,
+Result<std::size_t> BlockKernel::quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                                  std::span<std::uint8_t> elements, std::span<std::uint8_t> scales,
                                                  const BlockRun& br, BlockMetrics* metrics) const {
-  if (elements.size() < packed_element_bytes(x.size()))
+  if (elements.size() < packed_element_bytes(x.size))
     return make_error("packed quantization: element output holds " + std::to_string(elements.size()) +
-                      " bytes, " + std::to_string(packed_element_bytes(x.size())) + " needed");
+                      " bytes, " + std::to_string(packed_element_bytes(x.size)) + " needed");
   for (auto d : shape)
     if (d < 0) return make_error("negative dimension in the tensor shape");
   if (scales.size() < static_cast<std::size_t>(block_count(shape)))
@@ -361,19 +380,19 @@ Result<std::size_t> BlockKernel::quantize_packed(std::span<const float> x, const
   return run(Mode::Packed, x, shape, nullptr, elements.data(), scales.data(), nullptr, br, metrics);
 }
 
-Result<BlockPacked> BlockKernel::quantize_packed(std::span<const float> x, const std::vector<std::int64_t>& shape,
+Result<BlockPacked> BlockKernel::quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                                  const BlockRun& br, BlockMetrics* metrics) const {
   for (auto d : shape)
     if (d < 0) return make_error("negative dimension in the tensor shape");
   BlockPacked out;
-  out.elements.resize(packed_element_bytes(x.size()));
+  out.elements.resize(packed_element_bytes(x.size));
   out.scales.resize(static_cast<std::size_t>(std::max<std::int64_t>(block_count(shape), 0)));
   auto r = quantize_packed(x, shape, out.elements, out.scales, br, metrics);
   if (!r) return r.error();
   return out;
 }
 
-Result<BlockMetrics> BlockKernel::metrics(std::span<const float> x, const std::vector<std::int64_t>& shape,
+Result<BlockMetrics> BlockKernel::metrics(BlockInput x, const std::vector<std::int64_t>& shape,
                                           const BlockRun& br) const {
   BlockMetrics m;
   auto r = run(Mode::Metrics, x, shape, nullptr, nullptr, nullptr, nullptr, br, &m);
@@ -381,7 +400,7 @@ Result<BlockMetrics> BlockKernel::metrics(std::span<const float> x, const std::v
   return m;
 }
 
-Result<std::size_t> BlockKernel::block_amax(std::span<const float> x, const std::vector<std::int64_t>& shape,
+Result<std::size_t> BlockKernel::block_amax(BlockInput x, const std::vector<std::int64_t>& shape,
                                             std::span<float> amax, const BlockRun& br) const {
   for (auto d : shape)
     if (d < 0) return make_error("negative dimension in the tensor shape");
@@ -435,9 +454,10 @@ Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elemen
   return static_cast<std::size_t>(n);
 }
 
-Result<BlockPacked> BlockKernel::reference_packed(const BlockFormat& f, std::span<const float> x,
+Result<BlockPacked> BlockKernel::reference_packed(const BlockFormat& f, BlockInput x,
                                                   const std::vector<std::int64_t>& shape) {
-  const std::vector<double> xd(x.begin(), x.end());
+  std::vector<double> xd(x.size);
+  for (std::size_t i = 0; i < x.size; ++i) xd[i] = x.value(i);
   auto q = quantize(f, xd, shape);
   if (!q) return q.error();
   PackedTensor p = pack(f, *q);

@@ -20,6 +20,7 @@
 #include <hwy/highway.h>
 
 #include "block_params.hpp"
+#include "grid_cast-inl.h"
 #include "mxlab/quantize/quantize.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -28,161 +29,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 namespace block {
 
-using DU = hn::ScalableTag<std::uint32_t>;
-using DI = hn::RebindToSigned<DU>;
-using DF = hn::Rebind<float, DU>;
-using D8 = hn::Rebind<std::uint8_t, DU>;
-using VU = hn::Vec<DU>;
-using VI = hn::Vec<DI>;
-using MU = hn::Mask<DU>;
-
-constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(std::uint32_t);
 /// Codes buffered before they are bit-packed.
 constexpr std::size_t kChunk = 4096;
-
-// Stochastic rounding bits: stochastic_bits(seed, index) of core/random.hpp, one index per lane.
-HWY_INLINE VU mix32_lanes(VU x) {
-  const DU du;
-  x = hn::Xor(x, hn::ShiftRight<16>(x));
-  x = hn::Mul(x, hn::Set(du, 0x7FEB352DU));
-  x = hn::Xor(x, hn::ShiftRight<15>(x));
-  x = hn::Mul(x, hn::Set(du, 0x846CA68BU));
-  return hn::Xor(x, hn::ShiftRight<16>(x));
-}
-
-HWY_INLINE VU stochastic_bits_lanes(std::uint64_t key, std::uint64_t index) {
-  const DU du;
-  const auto lo0 = static_cast<std::uint32_t>(index);
-  const auto hi0 = static_cast<std::uint32_t>(index >> 32);
-  const VU lo = hn::Add(hn::Set(du, lo0), hn::Iota(du, 0));
-  // A lane whose low word wrapped past 2^32 carries into the high word (mask lanes are all ones = -1).
-  const VU hi = hn::Sub(hn::Set(du, hi0), hn::VecFromMask(du, hn::Lt(lo, hn::Set(du, lo0))));
-  VU x = mix32_lanes(hn::Xor(lo, hn::Set(du, static_cast<std::uint32_t>(key))));
-  x = hn::Xor(x, hn::Set(du, static_cast<std::uint32_t>(key >> 32)));
-  x = hn::Xor(x, hn::Mul(hi, hn::Set(du, 0x9E3779B9U)));
-  return mix32_lanes(x);
-}
-
-/// ElementParams as vectors, broadcast once per call.
-struct ElementVectors {
-  explicit ElementVectors(const ElementParams& p)
-      : exponent_clamp(hn::Set(DI(), p.exponent_clamp)),
-        quantum_drop(hn::Set(DI(), p.quantum_drop)),
-        quantum_min(hn::Set(DI(), p.quantum_min)),
-        field_base(hn::Set(DI(), p.field_offset - p.quantum_min)),
-        tiny_below(hn::Set(DI(), p.tiny_below_exponent)),
-        tiny_code(hn::Set(DU(), p.tiny_code)),
-        limit_pos(hn::Set(DU(), p.limit[0])),
-        limit_neg(hn::Set(DU(), p.limit[1])),
-        flush_below(hn::Set(DU(), p.flush_below)),
-        neg_xor(hn::Set(DU(), p.neg_xor)),
-        neg_add(hn::Set(DU(), p.neg_add)),
-        neg_mask(hn::Set(DU(), p.neg_mask)),
-        neg_or(hn::Set(DU(), p.neg_or)),
-        zero_pos(hn::Set(DU(), p.zero_code[0])),
-        zero_neg(hn::Set(DU(), p.zero_code[1])),
-        overflow_pos(hn::Set(DU(), p.overflow_code[0])),
-        overflow_neg(hn::Set(DU(), p.overflow_code[1])),
-        inf_pos(hn::Set(DU(), p.inf_code[0])),
-        inf_neg(hn::Set(DU(), p.inf_code[1])),
-        nan_pos(hn::Set(DU(), p.nan_code[0])),
-        nan_neg(hn::Set(DU(), p.nan_code[1])),
-        mantissa_shift(p.mantissa_shift),
-        random_bits(p.random_bits),
-        random_bits_v(hn::Set(DI(), p.random_bits)),
-        has_tiny(p.has_tiny),
-        inf_overflows(p.inf_overflows) {}
-
-  VI exponent_clamp, quantum_drop, quantum_min, field_base, tiny_below;
-  VU tiny_code, limit_pos, limit_neg, flush_below, neg_xor, neg_add, neg_mask, neg_or;
-  VU zero_pos, zero_neg, overflow_pos, overflow_neg, inf_pos, inf_neg, nan_pos, nan_neg;
-  int mantissa_shift;
-  int random_bits;
-  VI random_bits_v;
-  bool has_tiny;
-  bool inf_overflows;
-};
-
-/// Element codes of x / 2^X for float32 bits u, with minus_x = -X added to the exponent (exact for every
-/// quotient, FP32 subnormal ones included). *over receives the lanes whose cast overflowed.
-template <Rounding kRound>
-HWY_INLINE VU cast_lanes(const ElementVectors& c, VU u, VU random, VI minus_x, MU* over_out) {
-  const DU du;
-  const DI di;
-  const DF df;
-  const VU one = hn::Set(du, 1U);
-  const VU abs = hn::And(u, hn::Set(du, 0x7FFFFFFFU));
-  const MU neg = hn::RebindMask(du, hn::Lt(hn::BitCast(di, u), hn::Zero(di)));
-
-  // |x| = sig * 2^(e - 23) with sig in [2^23, 2^24); a subnormal is normalised through an exact int->float.
-  const VU biased = hn::ShiftRight<23>(abs);
-  const VU fraction = hn::And(abs, hn::Set(du, 0x007FFFFFU));
-  const MU input_subnormal = hn::Eq(biased, hn::Zero(du));
-  const VU fraction_f = hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, fraction)));
-  const VU sig = hn::Or(hn::And(hn::IfThenElse(input_subnormal, fraction_f, abs), hn::Set(du, 0x007FFFFFU)),
-                        hn::Set(du, 0x00800000U));
-  const VU biased_e =
-      hn::IfThenElse(input_subnormal, hn::Sub(hn::ShiftRight<23>(fraction_f), hn::Set(du, 149U)), biased);
-  // The exponent of the quotient x / 2^X.
-  const VI e = hn::Add(hn::Sub(hn::BitCast(di, biased_e), hn::Set(di, 127)), minus_x);
-
-  const VI ec = hn::Min(e, c.exponent_clamp);
-  const VI qe = hn::Max(hn::Sub(ec, c.quantum_drop), c.quantum_min);
-  const VI k = hn::Add(hn::Sub(qe, ec), hn::Set(di, 23));
-  const VU ks = hn::BitCast(du, hn::Min(k, hn::Set(di, 25)));
-  const VU kept = sig >> ks;
-  const VU rem = hn::And(sig, hn::Sub(one << ks, one));
-  const VU half = one << hn::Sub(ks, one);
-  const VU tz = hn::Add(hn::ShiftLeftSame(hn::BitCast(du, hn::Add(qe, c.field_base)), c.mantissa_shift), kept);
-
-  VU chosen = tz;
-  if constexpr (kRound != Rounding::TowardZero) {
-    const MU inexact = hn::Not(hn::Eq(rem, hn::Zero(du)));
-    const MU tz_odd = hn::TestBit(tz, one);
-    MU away;
-    if constexpr (kRound == Rounding::NearestEven) {
-      away = hn::Or(hn::Gt(rem, half), hn::And(hn::Eq(rem, half), tz_odd));
-    } else if constexpr (kRound == Rounding::NearestAway) {
-      away = hn::Not(hn::Lt(rem, half));
-    } else if constexpr (kRound == Rounding::NearestZero) {
-      away = hn::Gt(rem, half);
-    } else if constexpr (kRound == Rounding::Up) {
-      away = hn::AndNot(neg, inexact);
-    } else if constexpr (kRound == Rounding::Down) {
-      away = hn::And(neg, inexact);
-    } else if constexpr (kRound == Rounding::Odd) {
-      away = hn::AndNot(tz_odd, inexact);
-    } else {
-      static_assert(kRound == Rounding::Stochastic);
-      // t = floor(rem / 2^k * 2^R); away iff t > (2^R - 1) - r with r the top R bits of the random word.
-      const VI kr = hn::Sub(k, c.random_bits_v);
-      const VU down = hn::BitCast(du, hn::Min(hn::Max(kr, hn::Zero(di)), hn::Set(di, 31)));
-      const VU up = hn::BitCast(du, hn::Max(hn::Neg(kr), hn::Zero(di)));
-      const VU t = (rem << up) >> down;
-      const VU threshold = hn::ShiftRightSame(hn::Not(random), 32 - c.random_bits);
-      away = hn::Gt(t, threshold);
-    }
-    chosen = hn::Sub(tz, hn::VecFromMask(du, away));
-  }
-
-  const VU inf_bits = hn::Set(du, 0x7F800000U);
-  const MU finite = hn::Lt(abs, inf_bits);
-  MU over = hn::Gt(chosen, hn::IfThenElse(neg, c.limit_neg, c.limit_pos));
-  const VU negative = hn::Or(hn::And(hn::Add(hn::Xor(chosen, c.neg_xor), c.neg_add), c.neg_mask), c.neg_or);
-  VU code = hn::IfThenElse(neg, negative, chosen);
-  code = hn::IfThenElse(hn::Lt(chosen, c.flush_below), hn::IfThenElse(neg, c.zero_neg, c.zero_pos), code);
-  code = hn::IfThenElse(over, hn::IfThenElse(neg, c.overflow_neg, c.overflow_pos), code);
-  if (c.has_tiny) code = hn::IfThenElse(hn::RebindMask(du, hn::Lt(e, c.tiny_below)), c.tiny_code, code);
-  const MU zero_input = hn::Eq(abs, hn::Zero(du));
-  code = hn::IfThenElse(zero_input, hn::IfThenElse(neg, c.zero_neg, c.zero_pos), code);
-  const MU is_inf = hn::Eq(abs, inf_bits);
-  code = hn::IfThenElse(is_inf, hn::IfThenElse(neg, c.inf_neg, c.inf_pos), code);
-  code = hn::IfThenElse(hn::Gt(abs, inf_bits), hn::IfThenElse(neg, c.nan_neg, c.nan_pos), code);
-  over = hn::AndNot(zero_input, hn::And(over, finite));
-  if (c.inf_overflows) over = hn::Or(over, is_inf);
-  *over_out = over;
-  return code;
-}
 
 /// floor(log2 a) of a positive float32 given by its bits, subnormals included.
 HWY_INLINE int floor_log2_bits(std::uint32_t a) {
@@ -236,32 +84,268 @@ HWY_INLINE void add_metric(MetricsAcc& m, double x, double deq, bool over) {
   if (ae > m.max_abs_error) m.max_abs_error = ae;
 }
 
-template <Rounding kRound>
-HWY_NOINLINE void block_loop(const BlockParams& p, const BlockCall& call) {
+/// Packs n 4-bit codes (n even) as byte pairs in the writer's nibble order, at a byte boundary.
+HWY_INLINE void pack_nibbles(const std::uint8_t* codes, std::size_t n, bool low_first, std::uint8_t* out) {
+  const hn::ScalableTag<std::uint16_t> d16;
+  const hn::RebindToSigned<decltype(d16)> di16;
+  const hn::Rebind<std::uint8_t, decltype(d16)> d8h;
+  const std::size_t l16 = hn::Lanes(d16);
+  const auto low = hn::Set(d16, 0x000F);
+  std::size_t i = 0;
+  // A little-endian uint16 holds the pair (first code in its low byte).
+  for (; i + 2 * l16 <= n; i += 2 * l16) {
+    const auto w = hn::LoadU(d16, reinterpret_cast<const std::uint16_t*>(codes + i));
+    const auto first = hn::And(w, low);
+    const auto second = hn::And(hn::ShiftRight<8>(w), low);
+    const auto byte = low_first ? hn::Or(first, hn::ShiftLeft<4>(second)) : hn::Or(hn::ShiftLeft<4>(first), second);
+    hn::StoreU(hn::DemoteTo(d8h, hn::BitCast(di16, byte)), d8h, out + i / 2);
+  }
+  for (; i < n; i += 2) {
+    const auto a = static_cast<unsigned>(codes[i] & 0xFU);
+    const auto b = static_cast<unsigned>(codes[i + 1] & 0xFU);
+    out[i / 2] = static_cast<std::uint8_t>(low_first ? (a | (b << 4)) : ((a << 4) | b));
+  }
+}
+
+/// FastRne (block_params.hpp) as vectors.
+struct FastVectors {
+  explicit FastVectors(const BlockParams::FastRne& f)
+      : biased_clamp(hn::Set(DI(), f.biased_clamp)),
+        magic_min(hn::Set(DI(), f.biased_qmin + 23)),
+        limit(hn::Set(DU(), f.limit)),
+        overflow_code(hn::Set(DU(), f.overflow_code)),
+        sign_bit(hn::Set(DU(), f.sign_bit)),
+        magic_drop(23 - f.mantissa_bits),
+        mantissa_bits(f.mantissa_bits),
+        sign_shift(f.sign_shift) {}
+  VI biased_clamp, magic_min;
+  VU limit, overflow_code, sign_bit;
+  int magic_drop, mantissa_bits, sign_shift;
+};
+
+/// Nearest-even codes of the finite float32 bit patterns u divided by 2^X (inverse = 2^-X); *r_out gets the
+/// rounded magnitude |x| / 2^X on the element grid, *over the lanes that overflowed (BlockParams::FastRne).
+///
+/// With the grid quantum 2^qe of a = |x| / 2^X (qe = max(min(e, emax + 1) - m, qmin)), the float32 sum
+/// a + 2^(qe + 23) rounds a to a multiple k * 2^qe, ties to even k, and its bits minus those of 2^(qe + 23)
+/// are k. The code magnitude is k + ((qe - qmin) << m): subnormals have qe = qmin and code k; a normal
+/// binade e starts at code (e - emin + 1) << m = ((qe - qmin) << m) + 2^m with k in [2^m, 2^(m+1)].
+template <bool kValue>
+HWY_INLINE VU fast_rne_lanes(const FastVectors& f, VU u, VF inverse, VF* r_out, MU* over) {
+  const DU du;
+  const DI di;
+  const DF df;
+  // a = |x| * 2^-X: exact, or below 2^-126 where the nearest grid point is zero.
+  const VF a = hn::Mul(hn::BitCast(df, hn::And(u, hn::Set(du, 0x7FFFFFFFU))), inverse);
+  const VI biased = hn::BitCast(di, hn::ShiftRight<23>(hn::BitCast(du, a)));
+  const VI magic_biased = hn::Max(hn::Add(hn::Min(biased, f.biased_clamp), hn::Set(di, f.magic_drop)), f.magic_min);
+  const VU magic = hn::BitCast(du, hn::ShiftLeft<23>(magic_biased));
+  const VF sum = hn::Add(a, hn::BitCast(df, magic));
+  if constexpr (kValue) *r_out = hn::Sub(sum, hn::BitCast(df, magic));
+  const VU k = hn::Sub(hn::BitCast(du, sum), magic);
+  const VU field = hn::ShiftLeftSame(hn::BitCast(du, hn::Sub(magic_biased, f.magic_min)), f.mantissa_bits);
+  VU code = hn::Add(k, field);
+  *over = hn::Gt(code, f.limit);
+  code = hn::IfThenElse(*over, f.overflow_code, code);
+  return hn::Or(code, hn::And(hn::ShiftRightSame(u, f.sign_shift), f.sign_bit));
+}
+
+/// Where a block loop's element codes go: straight into the packed output (8-bit codes) or through a
+/// buffer that is bit-packed when full.
+struct CodeSink {
+  const BlockParams& p;
+  const BlockCall& call;
+  bool direct8;
+  std::size_t buffered = 0;
+  HWY_ALIGN std::uint8_t codes[kChunk + kMaxLanes];
+  HWY_ALIGN std::uint8_t packed[kChunk / 2 + kMaxLanes];
+
+  bool direct4;
+
+  CodeSink(const BlockParams& params, const BlockCall& c)
+      : p(params), call(c), direct8(params.bits == 8 && !params.remap), direct4(c.direct4 && HWY_TARGET != HWY_SCALAR) {}
+
+  void flush() {
+    if (p.remap)
+      for (std::size_t i = 0; i < buffered; ++i) codes[i] = p.code_map[codes[i]];
+    if (p.bits == 4 && call.writer->aligned() && buffered % 2 == 0) {
+      pack_nibbles(codes, buffered, p.low_first, packed);
+      call.writer->write_bytes(packed, buffered / 2);
+    } else {
+      call.writer->write(codes, buffered);
+    }
+    buffered = 0;
+  }
+
+  /// The codes of elements [index, index + count) of the tensor (count <= lanes; the rest are padding).
+  HWY_INLINE void put(VU code, std::size_t index, std::size_t count) {
+    const D8 d8;
+    const auto code8 = hn::TruncateTo(d8, code);
+    if (direct8) {
+      std::uint8_t* dst = call.elements + index;
+      if (count == hn::Lanes(d8)) {
+        if (call.stream && hn::Lanes(d8) >= 16 && reinterpret_cast<std::uintptr_t>(dst) % 16 == 0) {
+          hn::Stream(code8, d8, dst);
+        } else {
+          hn::StoreU(code8, d8, dst);
+        }
+      } else {
+        HWY_ALIGN std::uint8_t tail[kMaxLanes];
+        hn::Store(code8, d8, tail);
+        std::memcpy(dst, tail, count);
+      }
+      return;
+    }
+    if constexpr (HWY_TARGET != HWY_SCALAR) {
+      if (direct4) {
+        // Two codes per 64-bit lane: its low byte becomes the packed pair.
+        const hn::Repartition<std::uint64_t, DU> d64;
+        const hn::Rebind<std::uint8_t, decltype(d64)> d8p;
+        const auto v = hn::BitCast(d64, code);
+        const auto pair = p.low_first ? hn::Or(v, hn::ShiftRight<28>(v)) : hn::Or(hn::ShiftLeft<4>(v), hn::ShiftRight<32>(v));
+        const auto bytes = hn::TruncateTo(d8p, pair);
+        std::uint8_t* dst = call.elements + index / 2;
+        if (count == hn::Lanes(d8)) {
+          hn::StoreU(bytes, d8p, dst);
+        } else {
+          HWY_ALIGN std::uint8_t tail[kMaxLanes];
+          hn::Store(bytes, d8p, tail);
+          std::memcpy(dst, tail, count / 2);
+        }
+        return;
+      }
+    }
+    if (buffered + hn::Lanes(d8) > kChunk) flush();
+    hn::StoreU(code8, d8, codes + buffered);
+    buffered += count;
+  }
+
+  void put_repeated(std::uint8_t code, std::size_t index, std::size_t count) {
+    if (direct8) {
+      std::memset(call.elements + index, code, count);
+      return;
+    }
+    if (direct4) {
+      const auto c = static_cast<unsigned>(code & 0xFU);
+      std::memset(call.elements + index / 2, static_cast<int>(c | (c << 4)), count / 2);
+      return;
+    }
+    for (std::size_t k = 0; k < count; ++k) {
+      if (buffered == kChunk) flush();
+      codes[buffered++] = code;
+    }
+  }
+
+  void finish() {
+    if (buffered != 0) flush();
+  }
+};
+
+/// Per-block constants of the element pass.
+struct BlockScale {
+  int xe;                 ///< the block's scale 2^xe
+  std::uint8_t scode;     ///< its code
+  double scale_d;         ///< its value
+};
+
+/// The element pass over one block of len elements at xb (rest > 0: the last partial vector is in in_buf).
+template <class Round, InputKind kIn, BlockOut kOut, bool kFast>
+HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, const CastVectors& c,
+                               const FastVectors& fv, CodeSink& sink, const std::uint8_t* xb,
+                               const std::uint8_t* in_buf, std::size_t len, std::size_t full, std::size_t start,
+                               const BlockScale& bs) {
   const DU du;
   const DF df;
   const DI di;
-  const D8 d8;
   const std::size_t lanes = hn::Lanes(du);
-  const ElementVectors c(p.cast);
-  const bool want_fake = (call.outputs & static_cast<unsigned>(BlockOutput::Fake)) != 0;
-  const bool want_packed = (call.outputs & static_cast<unsigned>(BlockOutput::Packed)) != 0;
-  const bool want_amax = (call.outputs & static_cast<unsigned>(BlockOutput::Amax)) != 0;
-  const bool want_metrics = (call.outputs & static_cast<unsigned>(BlockOutput::Metrics)) != 0;
-  const bool elements = want_fake || want_packed || want_metrics;
-
-  HWY_ALIGN std::uint8_t codes_buf[kChunk + kMaxLanes];
-  std::size_t buffered = 0;
-  auto flush = [&] {
-    if (p.remap)
-      for (std::size_t i = 0; i < buffered; ++i) codes_buf[i] = p.code_map[codes_buf[i]];
-    call.writer->write(codes_buf, buffered);
-    buffered = 0;
-  };
-  HWY_ALIGN float in_buf[kMaxLanes];
+  const bool want_metrics = call.metrics != nullptr;
+  const VI minus_x = hn::Set(di, -bs.xe);
+  const VF scale_v = hn::Set(df, p.scale_value[bs.scode]);
+  const VF inverse = hn::Set(df, p.scale_inverse[static_cast<std::size_t>(bs.xe - p.x_min)]);
   HWY_ALIGN float out_buf[kMaxLanes];
+  HWY_ALIGN std::uint32_t lane_x[kMaxLanes];
   HWY_ALIGN std::uint32_t lane_codes[kMaxLanes];
   HWY_ALIGN std::uint32_t lane_over[kMaxLanes];
+  for (std::size_t k = 0; k < len; k += lanes) {
+    const bool tail = k == full;  // only when len is not a multiple of lanes
+    const std::size_t count = tail ? len - full : lanes;
+    const VU u = tail ? load_input<kIn>(in_buf, 0) : load_input<kIn>(xb, k);
+    MU over = hn::FirstN(du, 0);
+    VU code;
+    VF value;
+    if constexpr (kFast) {
+      VF r;
+      code = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
+      if constexpr (kOut == BlockOut::Fake) {
+        // The rounded magnitude with the input's sign, times the scale (rounded once to float32, as the
+        // reference's value); overflowed lanes take the decoded overflow code.
+        value = hn::Mul(hn::BitCast(df, hn::Or(hn::BitCast(du, r), hn::And(u, hn::Set(du, 0x80000000U)))), scale_v);
+        if (!hn::AllFalse(du, over)) {
+          const VF special = hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(di, code)), scale_v);
+          value = hn::IfThenElse(hn::RebindMask(df, over), special, value);
+        }
+      }
+    } else {
+      VU random = hn::Zero(du);
+      if constexpr (std::is_same_v<Round, RoundingTag<Rounding::Stochastic>>) {
+        random = stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start) + k);
+      }
+      code = cast_lanes<Round>(c, u, random, minus_x, want_metrics ? &over : nullptr);
+      if constexpr (kOut == BlockOut::Fake) {
+        value = hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(di, code)), scale_v);
+      }
+    }
+    if constexpr (kOut == BlockOut::Packed) sink.put(code, start + k, count);
+    if constexpr (kOut == BlockOut::Fake) {
+      float* dst = call.fake + start + k;
+      if (!tail) {
+        if (call.stream && reinterpret_cast<std::uintptr_t>(dst) % (hn::Lanes(df) * sizeof(float)) == 0) {
+          hn::Stream(value, df, dst);
+        } else {
+          hn::StoreU(value, df, dst);
+        }
+      } else {
+        hn::Store(value, df, out_buf);
+        std::memcpy(dst, out_buf, count * sizeof(float));
+      }
+    }
+    if (want_metrics) {
+      hn::Store(u, du, lane_x);
+      hn::Store(code, du, lane_codes);
+      hn::Store(hn::VecFromMask(du, over), du, lane_over);
+      for (std::size_t l = 0; l < count; ++l) {
+        const double deq = p.decode_f64[lane_codes[l]] * bs.scale_d;
+        add_metric(*call.metrics, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
+      }
+    }
+  }
+}
+
+/// Whether the floating-point environment is the default one the fast path relies on: round to nearest,
+/// no flush-to-zero, no denormals-are-zero.
+HWY_INLINE bool default_fp_environment() {
+#if HWY_ARCH_X86
+  return (_mm_getcsr() & 0xE040U) == 0;
+#else
+  return false;
+#endif
+}
+
+/// One pass over blocks [b0, b1): block statistics, scale, element codes, and the requested outputs.
+template <class Round, InputKind kIn, BlockOut kOut>
+HWY_NOINLINE void block_loop(const BlockParams& p, const BlockCall& call) {
+  const DU du;
+  const std::size_t lanes = hn::Lanes(du);
+  const CastVectors c(p.cast);
+  constexpr bool kRne = std::is_same_v<Round, RoundingTag<Rounding::NearestEven>>;
+  const FastVectors fv(p.fast);
+  const bool fast_ok = kRne && p.fast.on && default_fp_environment();
+  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
+  const bool want_metrics = call.metrics != nullptr;
+  const bool elements = kOut != BlockOut::None || want_metrics;
+  const auto* in = static_cast<const std::uint8_t*>(call.x);
+  CodeSink sink(p, call);
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
   const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
   const VU inf_bits = hn::Set(du, 0x7F800000U);
 
@@ -275,44 +359,43 @@ HWY_NOINLINE void block_loop(const BlockParams& p, const BlockCall& call) {
     }
     const std::int64_t start = r * call.row + j * call.block;
     const auto len = static_cast<std::size_t>(std::min(call.block, call.row - j * call.block));
-    const float* xb = call.x + start;
+    const std::uint8_t* xb = in + static_cast<std::size_t>(start) * kInBytes;
     const std::size_t full = len - len % lanes;
     const std::size_t rest = len - full;
     if (rest != 0) {
       // The last partial vector through a zero-padded buffer: zeros change neither amax nor the flags.
-      std::fill(in_buf, in_buf + lanes, 0.0F);
-      std::memcpy(in_buf, xb + full, rest * sizeof(float));
+      std::memset(in_buf, 0, sizeof(in_buf));
+      std::memcpy(in_buf, xb + full * kInBytes, rest * kInBytes);
     }
     // Every 64-byte line of the input, 4 KiB ahead: the hardware prefetcher alone leaves the loop waiting
     // on memory for tensors beyond the caches.
     if constexpr (HWY_TARGET != HWY_SCALAR) {
-      for (std::size_t k = 0; k < len; k += 16) hwy::Prefetch(xb + k + 1024);
+      for (std::size_t k = 0; k < len * kInBytes; k += 64) hwy::Prefetch(xb + k + 8192);
     }
 
     // Block statistics: the largest finite magnitude (float32 bits order like the magnitudes), NaN, Inf.
     // One reduction in the common case: the largest magnitude bits, specials included; only a block whose
     // largest bits are Inf or NaN needs the finite amax and the two flags separately.
     VU vmax = hn::Zero(du);
-    for (std::size_t k = 0; k < full; k += lanes) vmax = hn::Max(vmax, hn::And(hn::BitCast(du, hn::LoadU(df, xb + k)), abs_mask));
-    if (rest != 0) vmax = hn::Max(vmax, hn::And(hn::BitCast(du, hn::Load(df, in_buf)), abs_mask));
+    for (std::size_t k = 0; k < full; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
+    if (rest != 0) vmax = hn::Max(vmax, hn::And(load_input<kIn>(in_buf, 0), abs_mask));
     std::uint32_t amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
+    const bool finite = amax_bits < 0x7F800000U;
     bool has_nan = false;
     bool has_inf = false;
-    if (amax_bits >= 0x7F800000U) {
+    if (!finite) {
       VU vfin = hn::Zero(du);
       VU vinf = hn::Zero(du);
-      auto stats = [&](VU u) {
-        const VU a = hn::And(u, abs_mask);
+      for (std::size_t k = 0; k < len; k += lanes) {
+        const VU a = hn::And(k == full ? load_input<kIn>(in_buf, 0) : load_input<kIn>(xb, k), abs_mask);
         vfin = hn::Max(vfin, hn::IfThenElseZero(hn::Lt(a, inf_bits), a));
         vinf = hn::Or(vinf, hn::VecFromMask(du, hn::Eq(a, inf_bits)));
-      };
-      for (std::size_t k = 0; k < full; k += lanes) stats(hn::BitCast(du, hn::LoadU(df, xb + k)));
-      if (rest != 0) stats(hn::BitCast(du, hn::Load(df, in_buf)));
+      }
       has_nan = amax_bits > 0x7F800000U;
       has_inf = hn::GetLane(hn::MaxOfLanes(du, vinf)) != 0;
       amax_bits = hn::GetLane(hn::MaxOfLanes(du, vfin));
     }
-    if (want_amax) call.amax[b] = std::bit_cast<float>(amax_bits);
+    if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(amax_bits);
     if (!elements) continue;
 
     bool nan_block = false;
@@ -323,80 +406,66 @@ HWY_NOINLINE void block_loop(const BlockParams& p, const BlockCall& call) {
     }
     const auto out_index = static_cast<std::size_t>(start);
     if (nan_block && p.scale_has_nan) {
-      if (want_packed) {
+      if constexpr (kOut == BlockOut::Packed) {
         call.scales[b] = p.scale_nan_code;
-        for (std::size_t k = 0; k < len; ++k) {
-          if (buffered == kChunk) flush();
-          codes_buf[buffered++] = p.nan_block_code;
-        }
+        sink.put_repeated(p.nan_block_code, out_index, len);
       }
-      if (want_fake) std::fill(call.fake + out_index, call.fake + out_index + len, std::numeric_limits<float>::quiet_NaN());
+      if constexpr (kOut == BlockOut::Fake) {
+        std::fill(call.fake + out_index, call.fake + out_index + len, std::numeric_limits<float>::quiet_NaN());
+      }
       if (want_metrics) call.metrics->nan_outputs += static_cast<std::int64_t>(len);
       continue;
     }
-    const int xe = block_exponent(p, amax_bits);
-    const std::uint8_t scode = p.scale_code[static_cast<std::size_t>(xe - p.x_min)];
-    if (want_packed) call.scales[b] = scode;
-    const VI minus_x = hn::Set(di, -xe);
-    const auto scale_v = hn::Set(df, p.scale_value[scode]);
-    const double scale_d = p.scale_value_d[scode];
-
-    auto element_vector = [&](VU u, std::size_t k, std::size_t count, float* fake_dst) {
-      VU random = hn::Zero(du);
-      if constexpr (kRound == Rounding::Stochastic) {
-        random = stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start) + k);
+    BlockScale bs;
+    bs.xe = block_exponent(p, amax_bits);
+    bs.scode = p.scale_code[static_cast<std::size_t>(bs.xe - p.x_min)];
+    bs.scale_d = p.scale_value_d[bs.scode];
+    if constexpr (kOut == BlockOut::Packed) call.scales[b] = bs.scode;
+    if (fast_ok && finite) {
+      if constexpr (kRne) {
+        block_elements<Round, kIn, kOut, true>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
       }
-      MU over;
-      const VU code = cast_lanes<kRound>(c, u, random, minus_x, &over);
-      if (want_packed) {
-        if (buffered + lanes > kChunk) flush();
-        hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, code)), d8, codes_buf + buffered);
-        buffered += count;
-      }
-      if (want_fake) {
-        const auto value = hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(di, code)), scale_v);
-        hn::StoreU(value, df, fake_dst);
-      }
-      if (want_metrics) {
-        hn::Store(code, du, lane_codes);
-        hn::Store(hn::VecFromMask(du, over), du, lane_over);
-        const float* xs = xb + k;
-        for (std::size_t l = 0; l < count; ++l) {
-          const double deq = p.decode_f64[lane_codes[l]] * scale_d;
-          add_metric(*call.metrics, static_cast<double>(xs[l]), deq, lane_over[l] != 0);
-        }
-      }
-    };
-    for (std::size_t k = 0; k < full; k += lanes) {
-      element_vector(hn::BitCast(du, hn::LoadU(df, xb + k)), k, lanes, call.fake + out_index + k);
-    }
-    if (rest != 0) {
-      element_vector(hn::BitCast(du, hn::Load(df, in_buf)), full, rest, out_buf);
-      if (want_fake) std::memcpy(call.fake + out_index + full, out_buf, rest * sizeof(float));
+    } else {
+      block_elements<Round, kIn, kOut, false>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
     }
   }
-  if (want_packed && buffered != 0) flush();
+  if constexpr (kOut == BlockOut::Packed) sink.finish();
+  if (call.stream) hwy::FlushStream();
+}
+
+template <class Round, InputKind kIn>
+HWY_INLINE void block_for_input(const BlockParams& p, const BlockCall& call) {
+  switch (call.out) {
+    case BlockOut::None: return block_loop<Round, kIn, BlockOut::None>(p, call);
+    case BlockOut::Fake: return block_loop<Round, kIn, BlockOut::Fake>(p, call);
+    case BlockOut::Packed: return block_loop<Round, kIn, BlockOut::Packed>(p, call);
+  }
+}
+
+template <class Round>
+HWY_INLINE void block_for_rounding(const BlockParams& p, const BlockCall& call) {
+  switch (call.input) {
+    case InputKind::F32: return block_for_input<Round, InputKind::F32>(p, call);
+    case InputKind::BF16: return block_for_input<Round, InputKind::BF16>(p, call);
+    case InputKind::F16: return block_for_input<Round, InputKind::F16>(p, call);
+  }
 }
 
 }  // namespace block
 
-/// Entry point of one target (exported by block_kernel.cpp).
+/// Entry point of one target (exported by block_kernel.cpp). Nearest-even, the default of every format,
+/// and stochastic rounding have their own instances; the other modes share one that picks at run time.
 void block_kernel_impl(const BlockParams& p, const BlockCall& call) {
   switch (p.cast.rounding) {
-    case Rounding::NearestEven: return block::block_loop<Rounding::NearestEven>(p, call);
-    case Rounding::NearestAway: return block::block_loop<Rounding::NearestAway>(p, call);
-    case Rounding::NearestZero: return block::block_loop<Rounding::NearestZero>(p, call);
-    case Rounding::TowardZero: return block::block_loop<Rounding::TowardZero>(p, call);
-    case Rounding::Up: return block::block_loop<Rounding::Up>(p, call);
-    case Rounding::Down: return block::block_loop<Rounding::Down>(p, call);
-    case Rounding::Odd: return block::block_loop<Rounding::Odd>(p, call);
-    case Rounding::Stochastic: return block::block_loop<Rounding::Stochastic>(p, call);
+    case Rounding::NearestEven: return block::block_for_rounding<RoundingTag<Rounding::NearestEven>>(p, call);
+    case Rounding::Stochastic: return block::block_for_rounding<RoundingTag<Rounding::Stochastic>>(p, call);
+    default: return block::block_for_rounding<AnyRounding>(p, call);
   }
 }
 
 /// Dequantization: codes unpacked per block, decoded by table and multiplied by the block scale.
 void dequant_kernel_impl(const BlockParams& p, const DequantCall& call) {
-  using namespace block;  // NOLINT(google-build-using-namespace): this target's vector types
+  using block::kChunk;
   const DU du;
   const DF df;
   const DI di;

@@ -13,43 +13,13 @@
 #include "mxlab/core/exact_sum.hpp"
 #include "mxlab/formats/cast.hpp"
 #include "mxlab/formats/format.hpp"
+#include "kernel_params.hpp"
 #include "mxlab/quantize/block_format.hpp"
 
 namespace mxlab::kernel_detail {
 
-/// The element cast of x / 2^X in integer arithmetic on the float32 bits of x (the grid cast of
-/// cast_kernels-inl.h, with X subtracted from the exponent so no quotient is ever rounded). For a finite
-/// nonzero x with significand sig in [2^23, 2^24) and exponent e - X:
-///   ec = min(e - X, exponent_clamp); qe = max(ec - quantum_drop, quantum_min)   (grid quantum 2^qe)
-///   truncated code magnitude tz = ((qe - quantum_min + field_offset) << mantissa_shift) + (sig >> (23 + qe - ec))
-/// and the neighbour away from zero is tz + 1.
-struct ElementParams {
-  Rounding rounding = Rounding::NearestEven;
-  std::int32_t random_bits = 32;
-  std::int32_t exponent_clamp = 0;
-  std::int32_t quantum_drop = 0;
-  std::int32_t quantum_min = 0;
-  std::int32_t field_offset = 0;
-  std::int32_t mantissa_shift = 0;
-  bool has_tiny = false;
-  std::int32_t tiny_below_exponent = 0;
-  std::uint32_t tiny_code = 0;
-  std::uint32_t limit[2] = {0, 0};
-  std::uint32_t flush_below = 1;
-  std::uint32_t neg_xor = 0;
-  std::uint32_t neg_add = 0;
-  std::uint32_t neg_mask = 0xFFFFFFFFU;
-  std::uint32_t neg_or = 0;
-  std::uint32_t zero_code[2] = {0, 0};
-  std::uint32_t overflow_code[2] = {0, 0};
-  std::uint32_t inf_code[2] = {0, 0};
-  std::uint32_t nan_code[2] = {0, 0};
-  /// Whether an infinite input counts as an overflow (the reference's flag; not when Inf is kept).
-  bool inf_overflows = false;
-};
-
 struct BlockParams {
-  ElementParams cast;
+  CastParams cast;  ///< the element cast (kernel_params.hpp), of x / 2^X for a scale 2^X
   int bits = 8;                   ///< element code width
   std::int64_t block = 32;        ///< elements per block along the last axis (0: the whole axis)
   int x_min = -127, x_max = 127;  ///< scale exponent range
@@ -65,6 +35,22 @@ struct BlockParams {
   ScaleRule rule = ScaleRule::Floor;
   ClampSite clamp = ClampSite::Exponent;
   int emax = 0;
+  /// Nearest-even fast path for blocks without NaN or Inf (block_kernels-inl.h fast_rne_lanes): the quotient
+  /// x * 2^-X is formed in float32 (exact unless below 2^-126, where it rounds to zero anyway) and rounded
+  /// to the element grid by adding and subtracting 2^(quantum + 23). For signed float elements with
+  /// subnormals, a sign bit, a negative zero and sign-symmetric overflow codes, under the default
+  /// floating-point environment (checked on each call).
+  struct FastRne {
+    bool on = false;
+    std::int32_t mantissa_bits = 0;
+    std::int32_t biased_clamp = 0;     ///< exponent_clamp + 127
+    std::int32_t biased_qmin = 0;      ///< quantum_min + 127
+    std::uint32_t limit = 0;           ///< largest finite code magnitude
+    std::uint32_t overflow_code = 0;   ///< magnitude code of an overflow
+    std::uint32_t sign_bit = 0;        ///< the element's sign bit
+    std::int32_t sign_shift = 0;       ///< float32 sign bit >> sign_shift lands on sign_bit
+  } fast;
+  std::array<float, 256> scale_inverse{};  ///< 2^-X as float32, at index X - x_min
   std::shared_ptr<const BlockFormat> owner;  ///< keeps element and options alive
   const Format* element = nullptr;           ///< for the rules computed by mxlab::scale_exponent
   const QuantOptions* options = nullptr;
@@ -128,6 +114,14 @@ class PackWriter {
         acc_ &= (std::uint64_t{1} << nbits_) - 1;
       }
     }
+  }
+
+  /// Whether the next code starts on a byte boundary (write_bytes may be used).
+  bool aligned() const { return nbits_ == 0; }
+  /// Appends whole bytes of already packed codes at a byte boundary.
+  void write_bytes(const std::uint8_t* bytes, std::size_t n) {
+    std::memcpy(out_ + pos_, bytes, n);
+    pos_ += n;
   }
 
   /// Ends the run: a partial last byte goes to `edge`.
@@ -225,30 +219,39 @@ class FastExactSum {
   int pending_ = 0;
 };
 
-/// Per-thread metric totals (BlockMetrics with fast accumulators).
-struct MetricsAcc {
+/// Per-thread metric totals (BlockMetrics with fast accumulators), on cache lines of their own: the
+/// counters change with every element, and sharing a line with another thread's totals stalls both.
+struct alignas(64) MetricsAcc {
   std::int64_t count = 0, nonzero_inputs = 0, underflows = 0, saturations = 0, nan_outputs = 0;
   FastExactSum sse, signal;
   ExactSum rare;  ///< the cross terms of errors that are not exact doubles (rounding far from x)
   double max_abs_error = 0;
 };
 
-/// What one kernel call computes.
-enum class BlockOutput : std::uint8_t { Fake = 1, Packed = 2, Amax = 4, Metrics = 8 };
+/// The element output of one kernel call (amax and metrics are optional on top of any).
+enum class BlockOut : std::uint8_t { None, Fake, Packed };
 
 /// Per-call arguments: blocks [b0, b1) of a row-major tensor whose rows have `row` elements.
 struct BlockCall {
-  const float* x = nullptr;
+  InputKind input = InputKind::F32;
+  const void* x = nullptr;  ///< float32, bfloat16 or float16 elements
   std::int64_t row = 0;
   std::int64_t block = 0;  ///< elements per block
   std::int64_t blocks_per_row = 0;
   std::int64_t b0 = 0, b1 = 0;
-  unsigned outputs = 0;
+  BlockOut out = BlockOut::None;
   float* fake = nullptr;
   PackWriter* writer = nullptr;
+  std::uint8_t* elements = nullptr;  ///< the packed output (8-bit codes are stored directly)
   std::uint8_t* scales = nullptr;
-  float* amax = nullptr;
-  MetricsAcc* metrics = nullptr;
+  float* amax = nullptr;               ///< per-block amax output, or null
+  MetricsAcc* metrics = nullptr;       ///< fused metrics, or null
+  /// Outputs far beyond the caches: full vectors bypass them (non-temporal stores), which saves reading
+  /// every output line before it is written. Speed only; the bytes are the same.
+  bool stream = false;
+  /// 4-bit codes whose every vector starts at an even element (even rows and blocks, no remapping): packed
+  /// pairs go straight to the output.
+  bool direct4 = false;
 };
 
 struct DequantCall {

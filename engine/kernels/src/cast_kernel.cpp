@@ -38,10 +38,14 @@ bool overflow_goes_special(Rounding r, bool negative) {
 }
 
 
-CastParams build_params(const Format& f, const CastOptions& o) {
+}  // namespace
+
+namespace kernel_detail {
+
+CastParams build_cast_params(const Format& f, const CastOptions& o) {
   const FormatSpec& s = f.spec();
   CastParams p;
-  fill_grid_params(p, f, o);
+  kernel_detail::fill_grid_params(p, f, o);
   p.is_unsigned = !s.is_signed;
 
   for (int sign = 0; sign < 2; ++sign) {
@@ -75,18 +79,8 @@ CastParams build_params(const Format& f, const CastOptions& o) {
     // The threshold is a power of two; below float32's range (f64 source) it is 0: nothing is flushed.
     p.flush_input_below_bits = std::bit_cast<std::uint32_t>(static_cast<float>(source_min_normal(o.source)));
   }
+  p.inf_overflows = o.overflow != Overflow::Inf;
   return p;
-}
-
-template <typename Out>
-Result<std::size_t> check_sizes(const Format& f, std::size_t n_in, std::size_t n_out) {
-  if (n_out < n_in)
-    return make_error("cast to '" + f.name() + "': output holds " + std::to_string(n_out) + " codes for " +
-                      std::to_string(n_in) + " inputs");
-  if (f.bits() > static_cast<int>(8 * sizeof(Out)))
-    return make_error("cast to '" + f.name() + "': " + std::to_string(f.bits()) + "-bit codes do not fit " +
-                      std::to_string(8 * sizeof(Out)) + "-bit outputs");
-  return n_in;
 }
 
 /// Exact value of an IEEE binary16 bit pattern.
@@ -108,6 +102,24 @@ double bf16_value(std::uint16_t b) {
   return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16));
 }
 
+}  // namespace kernel_detail
+
+namespace {
+
+using kernel_detail::bf16_value;
+using kernel_detail::half_value;
+
+template <typename Out>
+Result<std::size_t> check_sizes(const Format& f, std::size_t n_in, std::size_t n_out) {
+  if (n_out < n_in)
+    return make_error("cast to '" + f.name() + "': output holds " + std::to_string(n_out) + " codes for " +
+                      std::to_string(n_in) + " inputs");
+  if (f.bits() > static_cast<int>(8 * sizeof(Out)))
+    return make_error("cast to '" + f.name() + "': " + std::to_string(f.bits()) + "-bit codes do not fit " +
+                      std::to_string(8 * sizeof(Out)) + "-bit outputs");
+  return n_in;
+}
+
 }  // namespace
 
 std::string CastKernel::unsupported_reason(const Format& f) {
@@ -125,7 +137,7 @@ Result<CastKernel> CastKernel::make(const Format& f, const CastOptions& options)
     return make_error("SIMD cast to format '" + f.name() + "': " + why);
   auto resolved = resolve_options(f, options);
   if (!resolved) return resolved.error();
-  auto params = std::make_shared<const CastParams>(build_params(f, *resolved));
+  auto params = std::make_shared<const CastParams>(kernel_detail::build_cast_params(f, *resolved));
   return CastKernel(f, *resolved, std::move(params));
 }
 

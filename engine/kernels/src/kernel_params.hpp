@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "mxlab/formats/cast.hpp"
+#include "mxlab/formats/format.hpp"
 
 namespace mxlab::kernel_detail {
 
@@ -57,7 +58,16 @@ struct CastParams {
   std::uint32_t negative_unsigned_code = 0;  ///< a nonzero negative input to an unsigned format
   /// Flush-input: nonzero inputs whose float32 magnitude bits are below this are read as zero (0: none).
   std::uint32_t flush_input_below_bits = 0;
+  /// Whether an infinite input counts as an overflow (the reference's flag; not when the cast keeps Inf).
+  bool inf_overflows = false;
 };
+
+/// Exact values of binary16 and bfloat16 bit patterns (cast_kernel.cpp).
+double half_value(std::uint16_t h);
+double bf16_value(std::uint16_t b);
+
+/// The reduction of a format and resolved cast options (cast_kernel.cpp).
+CastParams build_cast_params(const Format& f, const CastOptions& o);
 
 /// Per-call arguments of a cast kernel over elements [0, n) of in/out.
 struct CastCall {

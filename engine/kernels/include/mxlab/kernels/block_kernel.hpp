@@ -1,6 +1,7 @@
-// SIMD block quantization of float32 tensors to 1-D MX block formats (power-of-two scales along the last
-// axis): fake quantization, packed quantization, dequantization of packed data, per-block amax, and error
-// metrics fused into the quantize pass. Highway kernels with run-time dispatch (simd_target.hpp), bit for
+// SIMD block quantization of float32, bfloat16 and float16 tensors to 1-D block formats along the last
+// axis (MX power-of-two scales; float block scales under an optional tensor scale, as NVFP4): fake
+// quantization, packed quantization, dequantization of packed data, per-block amax, and error metrics fused
+// into the quantize pass. Highway kernels with run-time dispatch (simd_target.hpp), bit for
 // bit the scalar reference mxlab::quantize / mxlab::pack / mxlab::analyze (docs/quantization.md).
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mxlab/core/error.hpp"
@@ -20,6 +22,33 @@ namespace mxlab {
 namespace kernel_detail {
 struct BlockParams;
 }
+
+/// Element type of a block kernel's input; every type is read exactly (widened to float32).
+enum class BlockInputType : std::uint8_t { F32, BF16, F16 };
+
+/// A read-only view of an input tensor's elements: float32 values or bfloat16/float16 bit patterns.
+struct BlockInput {
+  /// float32 elements: anything convertible to std::span<const float> (a vector, a span).
+  template <class R>
+    requires std::is_convertible_v<const R&, std::span<const float>>
+  BlockInput(const R& x) {  // NOLINT(google-explicit-constructor): a float32 tensor is the common case
+    const std::span<const float> s = x;
+    data = s.data();
+    size = s.size();
+  }
+  static BlockInput bf16(std::span<const std::uint16_t> bits) { return {BlockInputType::BF16, bits}; }
+  static BlockInput f16(std::span<const std::uint16_t> bits) { return {BlockInputType::F16, bits}; }
+
+  /// The exact value of element i.
+  double value(std::size_t i) const;
+
+  BlockInputType type = BlockInputType::F32;
+  const void* data = nullptr;
+  std::size_t size = 0;
+
+ private:
+  BlockInput(BlockInputType t, std::span<const std::uint16_t> bits) : type(t), data(bits.data()), size(bits.size()) {}
+};
 
 /// How a block kernel call splits its work. Results never depend on `threads` or on the SIMD target.
 struct BlockRun {
@@ -75,36 +104,36 @@ class BlockKernel {
 
   /// out[i] = the dequantized value of element i (mxlab::quantize's value rounded to float32: exact
   /// unless it exceeds the float32 range). Optionally the fused error metrics.
-  Result<std::size_t> fake_quantize(std::span<const float> x, const std::vector<std::int64_t>& shape,
+  Result<std::size_t> fake_quantize(BlockInput x, const std::vector<std::int64_t>& shape,
                                     std::span<float> out, const BlockRun& run = {},
                                     BlockMetrics* metrics = nullptr) const;
   /// Packed element codes and scale codes (as mxlab::pack of mxlab::quantize); optionally the metrics.
-  Result<BlockPacked> quantize_packed(std::span<const float> x, const std::vector<std::int64_t>& shape,
+  Result<BlockPacked> quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                       const BlockRun& run = {}, BlockMetrics* metrics = nullptr) const;
   /// As quantize_packed, into caller-provided arrays of packed_element_bytes(n) and block_count(shape)
   /// bytes.
-  Result<std::size_t> quantize_packed(std::span<const float> x, const std::vector<std::int64_t>& shape,
+  Result<std::size_t> quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                       std::span<std::uint8_t> elements, std::span<std::uint8_t> scales,
                                       const BlockRun& run = {}, BlockMetrics* metrics = nullptr) const;
   /// The error metrics alone (the quantize pass without outputs).
-  Result<BlockMetrics> metrics(std::span<const float> x, const std::vector<std::int64_t>& shape,
+  Result<BlockMetrics> metrics(BlockInput x, const std::vector<std::int64_t>& shape,
                                const BlockRun& run = {}) const;
   /// Dequantizes packed codes and scale codes to float32 (mxlab::dequantize rounded to float32).
   Result<std::size_t> dequantize(std::span<const std::uint8_t> elements, std::span<const std::uint8_t> scales,
                                  const std::vector<std::int64_t>& shape, std::span<float> out,
                                  const BlockRun& run = {}) const;
   /// Largest finite magnitude of every block (0 if none), as QuantizedTensor::block_amax.
-  Result<std::size_t> block_amax(std::span<const float> x, const std::vector<std::int64_t>& shape,
+  Result<std::size_t> block_amax(BlockInput x, const std::vector<std::int64_t>& shape,
                                  std::span<float> amax, const BlockRun& run = {}) const;
 
-  /// The scalar reference for speed comparisons: mxlab::quantize on the doubles of x, then mxlab::pack.
-  static Result<BlockPacked> reference_packed(const BlockFormat& f, std::span<const float> x,
+  /// The scalar reference for speed comparisons: mxlab::quantize on the exact values of x, then mxlab::pack.
+  static Result<BlockPacked> reference_packed(const BlockFormat& f, BlockInput x,
                                               const std::vector<std::int64_t>& shape);
 
  private:
   enum class Mode : std::uint8_t;
   BlockKernel(BlockFormat f, std::shared_ptr<const kernel_detail::BlockParams> p);
-  Result<std::size_t> run(Mode mode, std::span<const float> x, const std::vector<std::int64_t>& shape,
+  Result<std::size_t> run(Mode mode, BlockInput x, const std::vector<std::int64_t>& shape,
                           float* fake, std::uint8_t* elements, std::uint8_t* scales, float* amax,
                           const BlockRun& run, BlockMetrics* metrics) const;
 

@@ -1,0 +1,334 @@
+// Per-target SIMD building blocks shared by the cast kernels (cast_kernels-inl.h) and the block kernels
+// (block_kernels-inl.h): vector types, input widening, stochastic-rounding bits, the grid cast of float32
+// bits to codes (the reference cast of formats/src/cast.cpp, docs/casting.md) and decoding. Included by
+// those files once per Highway target.
+
+// Per-target include guard: toggled by foreach_target.h for every target.
+#if defined(MXLAB_KERNELS_GRID_CAST_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MXLAB_KERNELS_GRID_CAST_INL_H_
+#undef MXLAB_KERNELS_GRID_CAST_INL_H_
+#else
+#define MXLAB_KERNELS_GRID_CAST_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include <hwy/highway.h>
+
+#include "kernel_params.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace mxlab::kernel_detail::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DU = hn::ScalableTag<std::uint32_t>;
+using DI = hn::RebindToSigned<DU>;
+using DF = hn::Rebind<float, DU>;
+using D16 = hn::Rebind<std::uint16_t, DU>;
+using D8 = hn::Rebind<std::uint8_t, DU>;
+using VU = hn::Vec<DU>;
+using VI = hn::Vec<DI>;
+using VF = hn::Vec<DF>;
+using MU = hn::Mask<DU>;
+
+/// Largest number of 32-bit lanes of any target, for the buffers of the last partial vector.
+constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(std::uint32_t);
+
+// ---------------------------------------------------------------------------------------------------
+// Inputs, widened to float32 bits.
+
+/// float16 bits to float32 bits, exactly: subnormal halves go through an exact int->float conversion.
+HWY_INLINE VU f16_to_f32_bits(VU h) {
+  const DU du;
+  const DF df;
+  const DI di;
+  const VU sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000U)));
+  const VU exp = hn::And(h, hn::Set(du, 0x7C00U));
+  const VU man = hn::And(h, hn::Set(du, 0x03FFU));
+  // Normal: rebias 15 -> 127 (112 = 127 - 15). Inf/NaN: all-ones exponent, payload kept.
+  const VU normal = hn::Add(hn::ShiftLeft<13>(hn::And(h, hn::Set(du, 0x7FFFU))), hn::Set(du, 112U << 23));
+  const VU special = hn::Or(hn::ShiftLeft<13>(man), hn::Set(du, 0x7F800000U));
+  // Subnormal: man * 2^-24; float(man) is exact and its exponent is lowered by 24.
+  const VU man_f = hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, man)));
+  const VU sub = hn::IfThenElseZero(hn::Not(hn::Eq(man, hn::Zero(du))), hn::Sub(man_f, hn::Set(du, 24U << 23)));
+  VU bits = hn::IfThenElse(hn::Eq(exp, hn::Set(du, 0x7C00U)), special, normal);
+  bits = hn::IfThenElse(hn::Eq(exp, hn::Zero(du)), sub, bits);
+  return hn::Or(bits, sign);
+}
+
+template <InputKind kIn>
+HWY_INLINE VU load_input(const void* in, std::size_t i) {
+  const DU du;
+  if constexpr (kIn == InputKind::F32) {
+    return hn::LoadU(du, static_cast<const std::uint32_t*>(in) + i);
+  } else {
+    const D16 d16;
+    const VU h = hn::PromoteTo(du, hn::LoadU(d16, static_cast<const std::uint16_t*>(in) + i));
+    if constexpr (kIn == InputKind::BF16) {
+      return hn::ShiftLeft<16>(h);
+    } else {
+      return f16_to_f32_bits(h);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Stochastic rounding bits: stochastic_bits(seed, index) of core/random.hpp, one index per lane.
+
+HWY_INLINE VU mix32_lanes(VU x) {
+  const DU du;
+  x = hn::Xor(x, hn::ShiftRight<16>(x));
+  x = hn::Mul(x, hn::Set(du, 0x7FEB352DU));
+  x = hn::Xor(x, hn::ShiftRight<15>(x));
+  x = hn::Mul(x, hn::Set(du, 0x846CA68BU));
+  return hn::Xor(x, hn::ShiftRight<16>(x));
+}
+
+HWY_INLINE VU stochastic_bits_lanes(std::uint64_t key, std::uint64_t index) {
+  const DU du;
+  const auto lo0 = static_cast<std::uint32_t>(index);
+  const auto hi0 = static_cast<std::uint32_t>(index >> 32);
+  const VU lo = hn::Add(hn::Set(du, lo0), hn::Iota(du, 0));
+  // A lane whose low word wrapped past 2^32 carries into the high word (mask lanes are all ones = -1).
+  const VU hi = hn::Sub(hn::Set(du, hi0), hn::VecFromMask(du, hn::Lt(lo, hn::Set(du, lo0))));
+  VU x = mix32_lanes(hn::Xor(lo, hn::Set(du, static_cast<std::uint32_t>(key))));
+  x = hn::Xor(x, hn::Set(du, static_cast<std::uint32_t>(key >> 32)));
+  x = hn::Xor(x, hn::Mul(hi, hn::Set(du, 0x9E3779B9U)));
+  return mix32_lanes(x);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The cast of one vector of float32 bit patterns to codes.
+
+/// CastParams as vectors, broadcast once per call (the loop's stores may alias the parameters).
+struct CastVectors {
+  explicit CastVectors(const CastParams& p)
+      : exponent_clamp(hn::Set(DI(), p.exponent_clamp)),
+        quantum_drop(hn::Set(DI(), p.quantum_drop)),
+        quantum_min(hn::Set(DI(), p.quantum_min)),
+        field_base(hn::Set(DI(), p.field_offset - p.quantum_min)),
+        tiny_below(hn::Set(DI(), p.tiny_below_exponent)),
+        tiny_code(hn::Set(DU(), p.tiny_code)),
+        limit_pos(hn::Set(DU(), p.limit[0])),
+        limit_neg(hn::Set(DU(), p.limit[1])),
+        flush_below(hn::Set(DU(), p.flush_below)),
+        neg_xor(hn::Set(DU(), p.neg_xor)),
+        neg_add(hn::Set(DU(), p.neg_add)),
+        neg_mask(hn::Set(DU(), p.neg_mask)),
+        neg_or(hn::Set(DU(), p.neg_or)),
+        zero_pos(hn::Set(DU(), p.zero_code[0])),
+        zero_neg(hn::Set(DU(), p.zero_code[1])),
+        overflow_pos(hn::Set(DU(), p.overflow_code[0])),
+        overflow_neg(hn::Set(DU(), p.overflow_code[1])),
+        zero_input_pos(hn::Set(DU(), p.zero_input_code[0])),
+        zero_input_neg(hn::Set(DU(), p.zero_input_code[1])),
+        inf_pos(hn::Set(DU(), p.inf_code[0])),
+        inf_neg(hn::Set(DU(), p.inf_code[1])),
+        nan_pos(hn::Set(DU(), p.nan_code[0])),
+        nan_neg(hn::Set(DU(), p.nan_code[1])),
+        negative_unsigned(hn::Set(DU(), p.negative_unsigned_code)),
+        zero_input_below(hn::Set(DU(), p.flush_input_below_bits > 0 ? p.flush_input_below_bits : 1U)),
+        mantissa_shift(p.mantissa_shift),
+        random_bits(p.random_bits),
+        random_bits_v(hn::Set(DI(), p.random_bits)),
+        rounding(p.rounding),
+        has_tiny(p.has_tiny),
+        is_unsigned(p.is_unsigned),
+        inf_overflows(p.inf_overflows) {}
+
+  VI exponent_clamp, quantum_drop, quantum_min, field_base, tiny_below;
+  VU tiny_code, limit_pos, limit_neg, flush_below, neg_xor, neg_add, neg_mask, neg_or;
+  VU zero_pos, zero_neg, overflow_pos, overflow_neg, zero_input_pos, zero_input_neg;
+  VU inf_pos, inf_neg, nan_pos, nan_neg, negative_unsigned, zero_input_below;
+  int mantissa_shift;
+  int random_bits;
+  VI random_bits_v;
+  Rounding rounding;
+  bool has_tiny;
+  bool is_unsigned;
+  bool inf_overflows;
+};
+
+/// The rounding decision on magnitudes (reference choose_away): whether to take the neighbour away from
+/// zero of the truncated code tz, given the discarded bits rem, half a quantum, and k discarded bits.
+template <Rounding kRound>
+HWY_INLINE MU round_away(const CastVectors& c, MU neg, VU tz, VU rem, VU half, VI k, VU random) {
+  const DU du;
+  const DI di;
+  const VU one = hn::Set(du, 1U);
+  if constexpr (kRound == Rounding::NearestEven) {
+    return hn::Or(hn::Gt(rem, half), hn::And(hn::Eq(rem, half), hn::TestBit(tz, one)));
+  } else if constexpr (kRound == Rounding::NearestAway) {
+    return hn::Not(hn::Lt(rem, half));
+  } else if constexpr (kRound == Rounding::NearestZero) {
+    return hn::Gt(rem, half);
+  } else if constexpr (kRound == Rounding::TowardZero) {
+    return hn::FirstN(du, 0);
+  } else if constexpr (kRound == Rounding::Up) {
+    return hn::AndNot(neg, hn::Not(hn::Eq(rem, hn::Zero(du))));
+  } else if constexpr (kRound == Rounding::Down) {
+    return hn::And(neg, hn::Not(hn::Eq(rem, hn::Zero(du))));
+  } else if constexpr (kRound == Rounding::Odd) {
+    return hn::AndNot(hn::TestBit(tz, one), hn::Not(hn::Eq(rem, hn::Zero(du))));
+  } else {
+    static_assert(kRound == Rounding::Stochastic);
+    // t = floor(rem / 2^k * 2^R); one of the two shifts is zero. Away iff t + r >= 2^R with
+    // r = random >> (32 - R), i.e. t > (2^R - 1) - r, the top R bits of ~random.
+    const VI kr = hn::Sub(k, c.random_bits_v);
+    const VU down = hn::BitCast(du, hn::Min(hn::Max(kr, hn::Zero(di)), hn::Set(di, 31)));
+    const VU up = hn::BitCast(du, hn::Max(hn::Neg(kr), hn::Zero(di)));
+    const VU t = (rem << up) >> down;
+    const VU threshold = hn::ShiftRightSame(hn::Not(random), 32 - c.random_bits);
+    return hn::Gt(t, threshold);
+  }
+}
+
+/// Rounding chosen at run time (c.rounding): one predictable branch per vector.
+struct AnyRounding {};
+
+HWY_INLINE MU round_away_any(const CastVectors& c, MU neg, VU tz, VU rem, VU half, VI k, VU random) {
+  switch (c.rounding) {
+    case Rounding::NearestEven: return round_away<Rounding::NearestEven>(c, neg, tz, rem, half, k, random);
+    case Rounding::NearestAway: return round_away<Rounding::NearestAway>(c, neg, tz, rem, half, k, random);
+    case Rounding::NearestZero: return round_away<Rounding::NearestZero>(c, neg, tz, rem, half, k, random);
+    case Rounding::TowardZero: return round_away<Rounding::TowardZero>(c, neg, tz, rem, half, k, random);
+    case Rounding::Up: return round_away<Rounding::Up>(c, neg, tz, rem, half, k, random);
+    case Rounding::Down: return round_away<Rounding::Down>(c, neg, tz, rem, half, k, random);
+    case Rounding::Odd: return round_away<Rounding::Odd>(c, neg, tz, rem, half, k, random);
+    case Rounding::Stochastic: return round_away<Rounding::Stochastic>(c, neg, tz, rem, half, k, random);
+  }
+  return hn::FirstN(DU(), 0);
+}
+
+/// Codes of the float32 bit patterns u divided by 2^X, with minus_x = -X added to their exponents (zero for
+/// a plain cast; exact for every quotient, float32-subnormal ones included). *over receives the lanes whose
+/// cast overflowed (the reference's overflow flag: finite nonzero inputs rounding past the largest value,
+/// and infinite inputs when inf_overflows). kRound is a Rounding, or AnyRounding for c.rounding.
+template <class Round>
+HWY_INLINE VU cast_lanes(const CastVectors& c, VU u, VU random, VI minus_x, MU* over_out) {
+  const DU du;
+  const DI di;
+  const DF df;
+  const VU one = hn::Set(du, 1U);
+  const VU abs = hn::And(u, hn::Set(du, 0x7FFFFFFFU));
+  const MU neg = hn::RebindMask(du, hn::Lt(hn::BitCast(di, u), hn::Zero(di)));
+
+  // |x| = sig * 2^(e - 23) with sig in [2^23, 2^24). A float32 subnormal is normalised by converting its
+  // fraction to float (exact below 2^24) and reading that float's exponent and fraction.
+  const VU biased = hn::ShiftRight<23>(abs);
+  const VU fraction = hn::And(abs, hn::Set(du, 0x007FFFFFU));
+  const MU input_subnormal = hn::Eq(biased, hn::Zero(du));
+  const VU fraction_f = hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, fraction)));
+  const VU sig = hn::Or(hn::And(hn::IfThenElse(input_subnormal, fraction_f, abs), hn::Set(du, 0x007FFFFFU)),
+                        hn::Set(du, 0x00800000U));
+  const VU biased_e =
+      hn::IfThenElse(input_subnormal, hn::Sub(hn::ShiftRight<23>(fraction_f), hn::Set(du, 149U)), biased);
+  const VI e = hn::Add(hn::Sub(hn::BitCast(di, biased_e), hn::Set(di, 127)), minus_x);
+
+  // Grid position: quantum 2^qe, k = number of significand bits below the quantum.
+  const VI ec = hn::Min(e, c.exponent_clamp);
+  const VI qe = hn::Max(hn::Sub(ec, c.quantum_drop), c.quantum_min);
+  const VI k = hn::Add(hn::Sub(qe, ec), hn::Set(di, 23));
+  // Past 24 discarded bits nothing is kept; 25 keeps the half-quantum test (sig < 2^24 = half) exact.
+  const VU ks = hn::BitCast(du, hn::Min(k, hn::Set(di, 25)));
+  const VU kept = sig >> ks;
+  const VU rem = hn::And(sig, hn::Sub(one << ks, one));
+  const VU half = one << hn::Sub(ks, one);
+  const VU tz = hn::Add(hn::ShiftLeftSame(hn::BitCast(du, hn::Add(qe, c.field_base)), c.mantissa_shift), kept);
+
+  MU away;
+  if constexpr (std::is_same_v<Round, AnyRounding>) {
+    away = round_away_any(c, neg, tz, rem, half, k, random);
+  } else {
+    away = round_away<Round::value>(c, neg, tz, rem, half, k, random);
+  }
+  const VU chosen = hn::Sub(tz, hn::VecFromMask(du, away));  // mask lanes are -1
+
+  // Overflow, zero and flush-output results, then the sign.
+  MU over = hn::Gt(chosen, hn::IfThenElse(neg, c.limit_neg, c.limit_pos));
+  const VU negative = hn::Or(hn::And(hn::Add(hn::Xor(chosen, c.neg_xor), c.neg_add), c.neg_mask), c.neg_or);
+  VU code = hn::IfThenElse(neg, negative, chosen);
+  code = hn::IfThenElse(hn::Lt(chosen, c.flush_below), hn::IfThenElse(neg, c.zero_neg, c.zero_pos), code);
+  code = hn::IfThenElse(over, hn::IfThenElse(neg, c.overflow_neg, c.overflow_pos), code);
+
+  // Inputs the reference decides before rounding, lowest priority first.
+  if (c.has_tiny) code = hn::IfThenElse(hn::RebindMask(du, hn::Lt(e, c.tiny_below)), c.tiny_code, code);
+  const MU zero_input = hn::Lt(abs, c.zero_input_below);
+  code = hn::IfThenElse(zero_input, hn::IfThenElse(neg, c.zero_input_neg, c.zero_input_pos), code);
+  const VU inf_bits = hn::Set(du, 0x7F800000U);
+  const MU is_inf = hn::Eq(abs, inf_bits);
+  code = hn::IfThenElse(is_inf, hn::IfThenElse(neg, c.inf_neg, c.inf_pos), code);
+  if (c.is_unsigned) {
+    code = hn::IfThenElse(hn::AndNot(hn::Eq(abs, hn::Zero(du)), neg), c.negative_unsigned, code);
+  }
+  code = hn::IfThenElse(hn::Gt(abs, inf_bits), hn::IfThenElse(neg, c.nan_neg, c.nan_pos), code);
+  if (over_out != nullptr) {
+    over = hn::AndNot(zero_input, hn::And(over, hn::Lt(abs, inf_bits)));
+    if (c.inf_overflows) over = hn::Or(over, is_inf);
+    *over_out = over;
+  }
+  return code;
+}
+
+/// A Rounding as a type for cast_lanes.
+template <Rounding kRound>
+using RoundingTag = std::integral_constant<Rounding, kRound>;
+
+// ---------------------------------------------------------------------------------------------------
+// Decoding codes to float32.
+
+/// float32 bits of sig * 2^p (sig < 2^17, the value representable): a normal result is float(sig) with
+/// p added to its exponent field; a subnormal one is its count of 2^-149 steps. No float arithmetic,
+/// so flush-to-zero modes of the FPU cannot change the result.
+HWY_INLINE VU magnitude_bits(VU sig, VI p) {
+  const DU du;
+  const DI di;
+  const DF df;
+  const VU sig_f = hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, sig)));
+  const VI exponent = hn::Add(hn::Sub(hn::BitCast(di, hn::ShiftRight<23>(sig_f)), hn::Set(di, 127)), p);
+  const VU normal = hn::Add(sig_f, hn::BitCast(du, hn::ShiftLeft<23>(p)));
+  const VU steps = hn::BitCast(du, hn::Min(hn::Max(hn::Add(p, hn::Set(di, 149)), hn::Zero(di)), hn::Set(di, 31)));
+  const VU subnormal = sig << steps;
+  const VU bits = hn::IfThenElse(hn::RebindMask(du, hn::Lt(exponent, hn::Set(di, -126))), subnormal, normal);
+  return hn::IfThenElseZero(hn::Not(hn::Eq(sig, hn::Zero(du))), bits);
+}
+
+template <DecodeKind kKind>
+HWY_INLINE VU decode_lanes(const DecodeParams& p, VU code) {
+  const DU du;
+  const DI di;
+  const VU c = hn::And(code, hn::Set(du, p.code_mask));
+  if constexpr (kKind == DecodeKind::Table) {
+    return hn::GatherIndex(du, p.table, hn::BitCast(di, c));
+  } else if constexpr (kKind == DecodeKind::Integer) {
+    VI k = hn::BitCast(di, c);
+    if (p.int_signed) k = hn::ShiftRightSame(hn::ShiftLeftSame(k, 32 - p.int_bits), 32 - p.int_bits);
+    const VU sign = hn::And(hn::BitCast(du, k), hn::Set(du, 0x80000000U));
+    return hn::Or(sign, magnitude_bits(hn::BitCast(du, hn::Abs(k)), hn::Set(di, -p.frac_bits)));
+  } else {
+    const VU sign = hn::ShiftLeft<31>(hn::And(hn::ShiftRightSame(c, p.sign_shift), hn::Set(du, p.sign_mask)));
+    const VU field = hn::And(hn::ShiftRightSame(c, p.mantissa_bits), hn::Set(du, p.exponent_mask));
+    const VU mant = hn::And(c, hn::Set(du, (1U << p.mantissa_bits) - 1U));
+    const MU sub = p.subnormals ? hn::Eq(field, hn::Zero(du)) : hn::FirstN(du, 0);
+    const VU sig = hn::IfThenElse(sub, mant, hn::Or(mant, hn::Set(du, 1U << p.mantissa_bits)));
+    const VI exp_sub = hn::Set(di, 1 - p.bias - p.mantissa_bits);
+    const VI exp_normal = hn::Sub(hn::BitCast(di, field), hn::Set(di, p.bias + p.mantissa_bits));
+    VU bits = magnitude_bits(sig, hn::IfThenElse(hn::RebindMask(di, sub), exp_sub, exp_normal));
+    const VU nan_bits = hn::Set(du, 0x7FC00000U);
+    if (p.ieee_specials) {
+      const VU special = hn::IfThenElse(hn::Eq(mant, hn::Zero(du)), hn::Set(du, 0x7F800000U), nan_bits);
+      bits = hn::IfThenElse(hn::Eq(field, hn::Set(du, p.exponent_mask)), special, bits);
+    }
+    if (p.has_nan_codes) {
+      bits = hn::IfThenElse(hn::Eq(hn::And(c, hn::Set(du, p.nan_code_mask)), hn::Set(du, p.nan_code)), nan_bits, bits);
+    }
+    return hn::Or(bits, sign);
+  }
+}
+
+}  // namespace mxlab::kernel_detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
