@@ -2,6 +2,7 @@
 // block amax, fused and exact error metrics) against a memory copy measured in the same run and against the
 // scalar reference on one thread. It only reports; it never checks results (the tests do).
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -83,7 +84,8 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   if (!args) return bad_input(io, "bench", args.error().message);
   if (args->help) {
     io.out << "usage: mxlab bench [--quick] [--threads N] [--max-mib MIB] [--csv|--json|--md] [--out FILE]\n\n"
-              "Throughput of the SIMD kernels on float32 inputs from L2-resident sizes (256 KiB) to main memory:\n"
+              "Throughput of the SIMD kernels on float32 inputs (bfloat16 in the 'bf16-in' rows) from L2-resident\n"
+              "sizes (256 KiB of float32) to main memory:\n"
               "elements/s, GB/s (bytes read + written), the ratio to a memory copy measured in the same run, and\n"
               "the speed-up over the scalar reference on one thread (at the smallest size). --out FILE.json\n"
               "writes JSON. The benchmark reports only; correctness is the tests' job.\n\n"
@@ -140,6 +142,9 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
     }
     for (std::size_t i = pattern; i < n_max; ++i) x[i] = std::ldexp(x[i % pattern], static_cast<int>((i / pattern) % 7) - 3);
   }
+  // The same values as bfloat16 (the top half of each float32: a bfloat16 near it).
+  std::vector<std::uint16_t> xb16(n_max);
+  for (std::size_t i = 0; i < n_max; ++i) xb16[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(x[i]) >> 16);
   std::vector<float> fout(n_max, 0.0F);
   std::vector<std::uint8_t> out8(n_max, 0);
   std::vector<std::uint16_t> out16(n_max, 0);
@@ -193,6 +198,7 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
 
   std::vector<std::uint8_t> scales(n_max / 16 + 1, 0);
   std::vector<float> amax_out(n_max / 16 + 1, 0.0F);
+  TensorScale tensor_scale;  // of the last packed quantization, for the dequantization that follows it
   for (const char* name : {"mxfp8_e4m3", "mxfp4", "nvfp4"}) {
     auto bf = parse_block_format(name);
     if (!bf) return bad_input(io, "bench", bf.error().message);
@@ -216,17 +222,25 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
     cases.push_back({"block packed", name, 4.0 + packed_bytes,
                      [&, kernel, shape](std::size_t n, unsigned t) {
                        (void)kernel->quantize_packed(std::span<const float>(x.data(), n), shape(n), out8, scales,
-                                                     BlockRun{t});
+                                                     BlockRun{t}, nullptr, &tensor_scale);
                      },
                      [reference, f](std::size_t n) {
                        auto q = reference(n);
                        if (q) (void)pack(f, *q);
                      },
                      why});
-    if (std::string(name) == "nvfp4") continue;  // the other kernels of an unsupported format add no rows of use
+    if (!kernel) continue;  // the other kernels of an unsupported format add no rows of use
+    // Reads the codes the packed case just wrote (cases run in order at each size).
     cases.push_back({"dequantize", name, 4.0 + packed_bytes,
                      [&, kernel, shape](std::size_t n, unsigned t) {
-                       (void)kernel->dequantize(out8, scales, shape(n), std::span<float>(fout.data(), n), BlockRun{t});
+                       (void)kernel->dequantize(out8, scales, shape(n), std::span<float>(fout.data(), n), BlockRun{t},
+                                                tensor_scale.value);
+                     },
+                     {}, why});
+    cases.push_back({"block packed bf16-in", name, 2.0 + packed_bytes,
+                     [&, kernel, shape](std::size_t n, unsigned t) {
+                       (void)kernel->quantize_packed(BlockInput::bf16(std::span<const std::uint16_t>(xb16.data(), n)),
+                                                     shape(n), out8, scales, BlockRun{t});
                      },
                      {}, why});
     cases.push_back({"block amax", name, 4.0 + 4.0 / block,

@@ -143,9 +143,19 @@ void check_format(const BlockFormat& f, const BlockInput& x, const std::vector<s
       REQUIRE(p.ok());
       CHECK(p->elements == packed.elements);
       CHECK(p->scales == packed.scales);
+      CHECK(p->tensor_scale == packed.tensor_scale);
+
+      // Without the metrics (the kernels' loops differ), the same outputs.
+      std::vector<float> fake_only(x.size, -1.0F);
+      REQUIRE(k->fake_quantize(x, shape, fake_only, run).ok());
+      CHECK(first_value_difference(fake_only, q->values) < 0);
+      auto p_only = k->quantize_packed(x, shape, run);
+      REQUIRE(p_only.ok());
+      CHECK(p_only->elements == packed.elements);
+      CHECK(p_only->scales == packed.scales);
 
       std::vector<float> back(x.size, -1.0F);
-      REQUIRE(k->dequantize(p->elements, p->scales, shape, back, run).ok());
+      REQUIRE(k->dequantize(p->elements, p->scales, shape, back, run, q->tensor_scale).ok());
       CHECK(first_value_difference(back, deq) < 0);
 
       std::vector<float> amax(static_cast<std::size_t>(k->block_count(shape)), -1.0F);
@@ -185,12 +195,16 @@ const std::vector<std::int64_t> kShape = {27, 100};
 
 TEST_CASE("block kernels: every format and rounding mode under the floor rule", "[kernels][block]") {
   const auto x = make_input(11, kShape[0], kShape[1]);
+  // Rows of whole blocks (the kernels' contiguous-block loop) as well as ragged ones.
+  const std::vector<std::int64_t> whole = {27, 128};
+  const auto xw = make_input(19, whole[0], whole[1]);
   for (const auto& name : kFormats) {
     for (Rounding r : kRoundings) {
       BlockFormat f = parse(name);
       f.options.element.rounding = r;
       f.options.seed = 1234567;
       check_format(f, x, kShape);
+      check_format(f, xw, whole);
     }
   }
 }
@@ -212,6 +226,7 @@ TEST_CASE("block kernels: bfloat16 and float16 inputs", "[kernels][block]") {
   std::vector<float> small(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) small[i] = std::ldexp(x[i], -std::max(0, std::ilogb(x[i]) / 8));
   const auto bf16 = to_16bit(x, "bfloat16");
+  const auto bf16_whole = to_16bit(make_input(20, 27, 128), "bfloat16");
   const auto f16 = to_16bit(small, "float16");
   for (const auto& name : kFormats) {
     for (Rounding r : {Rounding::NearestEven, Rounding::Up, Rounding::Stochastic}) {
@@ -220,10 +235,95 @@ TEST_CASE("block kernels: bfloat16 and float16 inputs", "[kernels][block]") {
       f.options.seed = 77;
       INFO("bfloat16 input");
       check_format(f, BlockInput::bf16(bf16), kShape);
+      check_format(f, BlockInput::bf16(bf16_whole), {27, 128});  // rows of whole blocks
       INFO("float16 input");
       check_format(f, BlockInput::f16(f16), kShape);
     }
   }
+}
+
+/// Inputs for float block scales (rule amax) under a tensor scale over max_scale * 6 (E2M1) or another element
+/// maximum: element 0 is the tensor's amax, anchor * 2^k, so that g = 2^k when anchor = max_scale * max_elem
+/// (a pow2_g input) and an arbitrary float otherwise. Rows: normal values; blocks built from a scale value s0
+/// (amax = max_elem * s0 * g, so the block scale is s0) and elements v * s0 * g for element grid points and
+/// midpoints v (exact ties), some moved by one float32 ulp; blocks far below the tensor's amax (zero block
+/// scales); NaN and Inf; zeros.
+std::vector<float> make_float_scale_input(std::uint64_t seed, std::int64_t rows, std::int64_t cols, bool pow2_g,
+                                          double max_elem, double max_scale, const Format& scale) {
+  Rng rng(seed);
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  const int k = static_cast<int>(rng.next_u32() % 9) - 4;
+  const double anchor = pow2_g ? max_scale * max_elem : max_elem * max_scale * (1 + rng.uniform());
+  const double g = pow2_g ? std::ldexp(1.0, k) : 1.0;  // pow2_g: the tensor scale; otherwise unused below
+  const std::vector<double> grid = {0,    0.25, 0.5, 0.75, 1,   1.25, 1.5, 1.75, 2,
+                                    2.25, 2.5,  3,   3.5,  4,   4.5,  5,   5.5,  6};
+  double s0 = 1;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const auto i = static_cast<std::size_t>(r * cols + c);
+      double v = normal(rng);
+      switch (r % 5) {
+        case 0: v = std::ldexp(v, k); break;
+        case 1: {
+          if (c % 16 == 0) {
+            // A positive scale value below the largest, found by a random code.
+            do {
+              s0 = scale.decode(static_cast<std::uint32_t>(rng.next_u32() % scale.code_count()));
+            } while (!(s0 > 0) || !std::isfinite(s0) || s0 >= max_scale);
+            v = max_elem * s0 * g;
+            break;
+          }
+          const double m = grid[rng.next_u32() % grid.size()] * max_elem / 6;
+          v = (rng.next_u32() % 2 ? -m : m) * s0 * g;
+          const std::uint32_t nudge = rng.next_u32() % 6;
+          if (nudge == 0) v = std::nextafter(static_cast<float>(v), std::numeric_limits<float>::infinity());
+          if (nudge == 1) v = std::nextafter(static_cast<float>(v), -std::numeric_limits<float>::infinity());
+          break;
+        }
+        case 2: v = std::ldexp(v, k - 12 - static_cast<int>(c / 16) * 2); break;
+        case 3:
+          v = std::ldexp(v, k);
+          if (c == 5) v = std::numeric_limits<double>::quiet_NaN();
+          if (c == 37) v = -std::numeric_limits<double>::infinity();
+          break;
+        case 4: v = (c % 3 == 0) ? 0.0 : (c % 3 == 1 ? -0.0 : std::ldexp(v, k)); break;
+      }
+      x[i] = static_cast<float>(v);
+    }
+  }
+  x[0] = static_cast<float>(pow2_g ? anchor * g : anchor);
+  return x;
+}
+
+TEST_CASE("block kernels: float block scales and NVFP4's two levels", "[kernels][block]") {
+  const std::vector<std::int64_t> shape = {20, 96};
+  for (const char* name : {"nvfp4", "e2m1:e4m3_float32_t16", "e2m1:e4m3_t16", "e4m3:ue4m3_float32_t32",
+                           "int8:e4m3_bfloat16_t32", "e3m2:e4m3_float32_t16"}) {
+    const BlockFormat base = parse(name);
+    const double max_scale = base.layout.scale->max_finite();
+    const double max_elem = base.element.max_finite();
+    for (bool pow2_g : {true, false}) {
+      const auto x = make_float_scale_input(pow2_g ? 31 : 32, shape[0], shape[1], pow2_g, max_elem, max_scale,
+                                            *base.layout.scale);
+      for (Rounding r : kRoundings) {
+        BlockFormat f = base;
+        f.options.element.rounding = r;
+        f.options.seed = 4242;
+        INFO(name << (pow2_g ? ", g a power of two" : ", g any float"));
+        check_format(f, x, shape);
+      }
+    }
+    for (ZeroBlock z : {ZeroBlock::One, ZeroBlock::Smallest}) {
+      BlockFormat f = base;
+      f.options.zero_block = z;
+      f.options.min_block_scale = z == ZeroBlock::Smallest ? 0.0 : 0.015625;
+      check_format(f, make_float_scale_input(33, shape[0], shape[1], true, max_elem, max_scale, *base.layout.scale),
+                   shape);
+    }
+  }
+  // Ragged rows (odd lengths: packed nibbles through the bit writer) and an all-zero tensor (g = 1).
+  check_format(parse("nvfp4"), make_input(34, 6, 45), {6, 45});
+  check_format(parse("nvfp4"), std::vector<float>(64, 0.0F), {4, 16});
 }
 
 TEST_CASE("block kernels: every scale rule, clamp site and zero-block rule", "[kernels][block]") {
@@ -287,7 +387,10 @@ TEST_CASE("block kernels: a whole-axis block and an empty tensor", "[kernels][bl
 }
 
 TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
-  CHECK_FALSE(BlockKernel::unsupported_reason(parse("nvfp4")).empty());
+  BlockFormat four = parse("nvfp4");
+  four.options.rule = ScaleRule::FourOverSix;
+  CHECK_FALSE(BlockKernel::unsupported_reason(four).empty());
+  CHECK_FALSE(BlockKernel::unsupported_reason(parse("e2m1:e5m2_t16")).empty());  // rule amax, a scale with Inf
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxsf@8x8")).empty());
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxint8:e8m0_t16s2")).empty());
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("e4m3:e8m0_t32n2m4")).empty());

@@ -34,7 +34,18 @@ void dequant_dispatch(const BlockParams& p, const DequantCall& call) {
 
 }  // namespace kernel_detail
 
-enum class BlockKernel::Mode : std::uint8_t { Fake, Packed, Metrics, Amax };
+enum class BlockKernel::Mode : std::uint8_t { Fake, Packed, Metrics, Amax, TensorAmax };
+
+/// Where a run writes (null: not wanted).
+struct BlockKernel::Outputs {
+  float* fake = nullptr;
+  std::uint8_t* elements = nullptr;
+  std::uint8_t* scales = nullptr;
+  float* amax = nullptr;
+  BlockMetrics* metrics = nullptr;
+  TensorScale* tensor_scale = nullptr;
+  float* tensor_amax = nullptr;
+};
 
 namespace {
 
@@ -100,6 +111,17 @@ bool is_default_peer(const QuantOptions& o, std::string* why) {
   return true;
 }
 
+/// The decoded value of every scale code (NaN past the format's codes) and the NaN scale code.
+void fill_scale_values(const Format& sf, BlockParams* p) {
+  for (std::uint32_t c = 0; c < 256; ++c) {
+    const double v = c < (1U << sf.bits()) ? sf.decode(c) : std::numeric_limits<double>::quiet_NaN();
+    p->scale_value_d[c] = v;
+    p->scale_value[c] = static_cast<float>(v);
+  }
+  p->scale_has_nan = sf.has_nan();
+  p->scale_nan_code = sf.has_nan() ? static_cast<std::uint8_t>(sf.nan_code(false)) : 0;
+}
+
 /// Scale codes of every power-of-two scale 2^X, X in the format's range; empty reason when each decodes
 /// back to 2^X exactly and fits one byte.
 std::string scale_table(const Format& sf, const CastOptions& so, BlockParams* p) {
@@ -118,13 +140,7 @@ std::string scale_table(const Format& sf, const CastOptions& so, BlockParams* p)
   if (p != nullptr) {
     p->x_min = x_min;
     p->x_max = x_max;
-    for (std::uint32_t c = 0; c < 256; ++c) {
-      const double v = c < (1U << sf.bits()) ? sf.decode(c) : std::numeric_limits<double>::quiet_NaN();
-      p->scale_value_d[c] = v;
-      p->scale_value[c] = static_cast<float>(v);
-    }
-    p->scale_has_nan = sf.has_nan();
-    p->scale_nan_code = sf.has_nan() ? static_cast<std::uint8_t>(sf.nan_code(false)) : 0;
+    fill_scale_values(sf, p);
   }
   return {};
 }
@@ -159,9 +175,12 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
   const ScaleLayout& l = f.layout;
   const QuantOptions& o = f.options;
   if (!l.scale) return "a format without scales is an elementwise cast: use CastKernel";
-  if (l.tensor_scale) return "two-level scaling (a tensor scale over the block scales, as NVFP4) is not supported";
-  if (o.rule == ScaleRule::Amax || o.rule == ScaleRule::FourOverSix)
-    return "scale rule '" + std::string(to_string(o.rule)) + "' gives float block scales, which are not supported";
+  if (o.rule == ScaleRule::FourOverSix)
+    return "scale rule '4over6' (two candidate scales per block, compared by their errors) is not supported";
+  const bool float_scales = o.rule == ScaleRule::Amax;
+  if (l.tensor_scale && !float_scales) return "a tensor scale needs float block scales (rule amax)";
+  if (l.tensor_scale && (l.tensor_scale->kind() != FormatKind::Float || l.tensor_scale->spec().mantissa_bits > 23))
+    return "tensor scale format '" + l.tensor_scale->name() + "' is not a float format of at most 24 significant bits";
   if (l.channel_axis != ScaleLayout::kNoAxis) return "per-channel scales are not supported";
   if (l.tiles.empty()) return "a per-tensor scale is not supported (1-D blocks along the last axis only)";
   if (l.tiles.size() != 1) return "2-D tiles are not supported (1-D blocks along the last axis only)";
@@ -191,6 +210,16 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
     return "flushing subnormal quotients of a non-f64 source type is not supported";
   auto so = resolve_options(*l.scale, o.scale);
   if (!so) return "scale options: " + so.error().message;
+  if (float_scales) {
+    if (l.scale->bits() > 8) return "scale format '" + l.scale->name() + "' is wider than 8 bits";
+    if (l.scale->has_inf()) return "float scale format '" + l.scale->name() + "' has infinities";
+    if (l.scale->kind() != FormatKind::Float) return "float scales need a float scale format";
+    if (const std::string why = CastKernel::unsupported_reason(*l.scale); !why.empty()) return "scale format: " + why;
+    const bool scale_flush_input = so->subnormals == SubnormalMode::FlushInput || so->subnormals == SubnormalMode::Flush;
+    if (scale_flush_input && so->source != SourceType::F64)
+      return "flushing subnormal scale quotients of a non-f64 source type is not supported";
+    return {};
+  }
   return scale_table(*l.scale, *so, nullptr);
 }
 
@@ -205,7 +234,21 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   p->cast = element_params(e, eo, o.specials);
   p->bits = e.bits();
   p->block = f.layout.tiles[0].size;
-  if (std::string why = scale_table(*f.layout.scale, so, p.get()); !why.empty()) return make_error(why);
+  p->float_scales = o.rule == ScaleRule::Amax;
+  p->two_level = f.layout.tensor_scale.has_value();
+  p->scale_target = e.max_finite();
+  p->scale_opts = so;
+  p->element_opts = eo;
+  if (p->float_scales) {
+    const Format& sf = *f.layout.scale;
+    fill_scale_values(sf, p.get());
+    p->scale_cast = kernel_detail::build_cast_params(sf, so);
+    p->scale_one_code = cast(sf, 1.0, so).code;
+    p->min_block_scale = o.min_block_scale;
+    if (o.min_block_scale > 0) p->min_block_scale_code = cast(sf, o.min_block_scale, so).code;
+  } else if (std::string why = scale_table(*f.layout.scale, so, p.get()); !why.empty()) {
+    return make_error(why);
+  }
   p->nan_block_code = static_cast<std::uint8_t>(e.has_nan() ? e.nan_code(false) : e.zero_code(false));
   p->specials = o.specials;
   p->element_has_inf = e.has_inf();
@@ -233,6 +276,7 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   p->element = &p->owner->element;
   p->options = &p->owner->options;
   int zx = p->x_min;
+  if (p->float_scales) return BlockKernel(f, std::move(p));
   switch (o.zero_block) {
     case ZeroBlock::Smallest: zx = p->x_min; break;
     case ZeroBlock::One: zx = 0; break;
@@ -262,17 +306,25 @@ std::size_t BlockKernel::packed_element_bytes(std::size_t elements) const {
 }
 
 Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<std::int64_t>& shape,
-                                     float* fake, std::uint8_t* elements, std::uint8_t* scales, float* amax,
-                                     const BlockRun& br, BlockMetrics* metrics) const {
+                                     const Outputs& o, const BlockRun& br) const {
   for (auto d : shape)
     if (d < 0) return make_error("negative dimension in the tensor shape");
   const std::int64_t n = element_count(shape);
   if (static_cast<std::size_t>(n) != x.size)
     return make_error("tensor shape holds " + std::to_string(n) + " elements but " + std::to_string(x.size) +
                       " values were given");
-  if (metrics != nullptr) *metrics = BlockMetrics{};
-  if (n == 0) return std::size_t{0};
+  if (o.metrics != nullptr) *o.metrics = BlockMetrics{};
   const BlockParams& p = *params_;
+  // Two-level formats: a first pass finds the tensor's largest finite magnitude, which sets the tensor scale.
+  double g = 1.0;
+  const bool element_pass = mode == Mode::Fake || mode == Mode::Packed || mode == Mode::Metrics;
+  if (p.two_level && element_pass) {
+    auto ts = tensor_scale(x, shape, br);
+    if (!ts) return ts.error();
+    g = ts->value;
+    if (o.tensor_scale != nullptr) *o.tensor_scale = *ts;
+  }
+  if (n == 0) return std::size_t{0};
   const std::int64_t row = shape.empty() ? 1 : shape.back();
   const std::int64_t k = block_size(row);
   const std::int64_t per_row = (row + k - 1) / k;
@@ -290,6 +342,7 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     std::int64_t b0 = 0, b1 = 0;
     std::unique_ptr<kernel_detail::PackWriter> writer;
     std::unique_ptr<kernel_detail::MetricsAcc> acc;
+    float tensor_amax = 0;
   };
   std::vector<Part> parts(threads);
   for (unsigned t = 0; t < threads; ++t) {
@@ -300,8 +353,8 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     const std::int64_t first = r * row + (part.b0 - r * per_row) * k;
     if (mode == Mode::Packed)
       part.writer = std::make_unique<kernel_detail::PackWriter>(
-          elements, static_cast<std::size_t>(first) * static_cast<std::size_t>(p.bits), p.bits, p.low_first);
-    if (metrics != nullptr) part.acc = std::make_unique<kernel_detail::MetricsAcc>();
+          o.elements, static_cast<std::size_t>(first) * static_cast<std::size_t>(p.bits), p.bits, p.low_first);
+    if (o.metrics != nullptr) part.acc = std::make_unique<kernel_detail::MetricsAcc>();
   }
   // Outputs of this size are written with non-temporal stores (BlockCall::stream).
   constexpr std::size_t kStreamBytes = std::size_t{16} << 20;
@@ -318,14 +371,15 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     call.b0 = part.b0;
     call.b1 = part.b1;
     call.out = out;
-    call.fake = fake;
+    call.fake = o.fake;
     call.writer = part.writer.get();
-    call.elements = elements;
-    call.scales = scales;
-    call.amax = mode == Mode::Amax ? amax : nullptr;
+    call.elements = o.elements;
+    call.scales = o.scales;
+    call.amax = mode == Mode::Amax ? o.amax : nullptr;
     call.metrics = part.acc.get();
     call.stream = output_bytes >= kStreamBytes;
-    call.direct4 = p.bits == 4 && !p.remap && row % 2 == 0 && k % 2 == 0;
+    call.g = g;
+    call.tensor_amax = mode == Mode::TensorAmax ? &part.tensor_amax : nullptr;
     kernel_detail::block_dispatch(p, call);
     if (part.writer) part.writer->finish();
   };
@@ -337,25 +391,43 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
   if (mode == Mode::Packed) {
     // Bytes shared by two parts (or the tensor's last partial byte): zero, then OR every contribution.
     for (const Part& part : parts)
-      for (const auto& e : part.writer->edge) elements[e.index] = 0;
+      for (const auto& e : part.writer->edge) o.elements[e.index] = 0;
     for (const Part& part : parts)
-      for (const auto& e : part.writer->edge) elements[e.index] = static_cast<std::uint8_t>(elements[e.index] | e.bits);
+      for (const auto& e : part.writer->edge)
+        o.elements[e.index] = static_cast<std::uint8_t>(o.elements[e.index] | e.bits);
   }
-  if (metrics != nullptr) {
+  if (mode == Mode::TensorAmax) {
+    float m = 0;
+    for (const Part& part : parts) m = std::max(m, part.tensor_amax);
+    *o.tensor_amax = m;
+  }
+  if (o.metrics != nullptr) {
     for (const Part& part : parts) {
       const kernel_detail::MetricsAcc& a = *part.acc;
-      metrics->count += a.count;
-      metrics->nonzero_inputs += a.nonzero_inputs;
-      metrics->underflows += a.underflows;
-      metrics->saturations += a.saturations;
-      metrics->nan_outputs += a.nan_outputs;
-      a.sse.add_to(metrics->sse);
-      metrics->sse.add(a.rare);
-      a.signal.add_to(metrics->signal);
-      metrics->max_abs_error = std::max(metrics->max_abs_error, a.max_abs_error);
+      BlockMetrics& m = *o.metrics;
+      m.count += a.count;
+      m.nonzero_inputs += a.nonzero_inputs;
+      m.underflows += a.underflows;
+      m.saturations += a.saturations;
+      m.nan_outputs += a.nan_outputs;
+      a.sse.add_to(m.sse);
+      m.sse.add(a.rare);
+      a.signal.add_to(m.signal);
+      m.max_abs_error = std::max(m.max_abs_error, a.max_abs_error);
     }
   }
   return x.size;
+}
+
+Result<TensorScale> BlockKernel::tensor_scale(BlockInput x, const std::vector<std::int64_t>& shape,
+                                              const BlockRun& br) const {
+  if (!params_->two_level) return make_error("format '" + format_.name + "' has no tensor scale");
+  float amax = 0;
+  Outputs o;
+  o.tensor_amax = &amax;
+  auto r = run(Mode::TensorAmax, x, shape, o, br);
+  if (!r) return r.error();
+  return choose_tensor_scale(*params_->owner, static_cast<double>(amax));
 }
 
 Result<std::size_t> BlockKernel::fake_quantize(BlockInput x, const std::vector<std::int64_t>& shape,
@@ -363,12 +435,16 @@ Result<std::size_t> BlockKernel::fake_quantize(BlockInput x, const std::vector<s
   if (out.size() < x.size)
     return make_error("fake quantization: output holds " + std::to_string(out.size()) + " values for " +
                       std::to_string(x.size) + " inputs");
-  return run(Mode::Fake, x, shape, out.data(), nullptr, nullptr, nullptr, br, metrics);
+  Outputs o;
+  o.fake = out.data();
+  o.metrics = metrics;
+  return run(Mode::Fake, x, shape, o, br);
 }
 
 Result<std::size_t> BlockKernel::quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                                  std::span<std::uint8_t> elements, std::span<std::uint8_t> scales,
-                                                 const BlockRun& br, BlockMetrics* metrics) const {
+                                                 const BlockRun& br, BlockMetrics* metrics,
+                                                 TensorScale* tensor_scale) const {
   if (elements.size() < packed_element_bytes(x.size))
     return make_error("packed quantization: element output holds " + std::to_string(elements.size()) +
                       " bytes, " + std::to_string(packed_element_bytes(x.size)) + " needed");
@@ -377,7 +453,12 @@ Result<std::size_t> BlockKernel::quantize_packed(BlockInput x, const std::vector
   if (scales.size() < static_cast<std::size_t>(block_count(shape)))
     return make_error("packed quantization: scale output holds " + std::to_string(scales.size()) + " bytes, " +
                       std::to_string(block_count(shape)) + " needed");
-  return run(Mode::Packed, x, shape, nullptr, elements.data(), scales.data(), nullptr, br, metrics);
+  Outputs o;
+  o.elements = elements.data();
+  o.scales = scales.data();
+  o.metrics = metrics;
+  o.tensor_scale = tensor_scale;
+  return run(Mode::Packed, x, shape, o, br);
 }
 
 Result<BlockPacked> BlockKernel::quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
@@ -387,15 +468,23 @@ Result<BlockPacked> BlockKernel::quantize_packed(BlockInput x, const std::vector
   BlockPacked out;
   out.elements.resize(packed_element_bytes(x.size));
   out.scales.resize(static_cast<std::size_t>(std::max<std::int64_t>(block_count(shape), 0)));
-  auto r = quantize_packed(x, shape, out.elements, out.scales, br, metrics);
+  TensorScale ts;
+  auto r = quantize_packed(x, shape, out.elements, out.scales, br, metrics, &ts);
   if (!r) return r.error();
+  if (params_->two_level) {
+    // Little-endian code bytes, as mxlab::pack stores the tensor scale.
+    const int bytes = (format_.layout.tensor_scale->bits() + 7) / 8;
+    for (int i = 0; i < bytes; ++i) out.tensor_scale.push_back(static_cast<std::uint8_t>(ts.code >> (8 * i)));
+  }
   return out;
 }
 
 Result<BlockMetrics> BlockKernel::metrics(BlockInput x, const std::vector<std::int64_t>& shape,
                                           const BlockRun& br) const {
   BlockMetrics m;
-  auto r = run(Mode::Metrics, x, shape, nullptr, nullptr, nullptr, nullptr, br, &m);
+  Outputs o;
+  o.metrics = &m;
+  auto r = run(Mode::Metrics, x, shape, o, br);
   if (!r) return r.error();
   return m;
 }
@@ -407,13 +496,15 @@ Result<std::size_t> BlockKernel::block_amax(BlockInput x, const std::vector<std:
   if (amax.size() < static_cast<std::size_t>(block_count(shape)))
     return make_error("block amax: output holds " + std::to_string(amax.size()) + " values for " +
                       std::to_string(block_count(shape)) + " blocks");
-  return run(Mode::Amax, x, shape, nullptr, nullptr, nullptr, amax.data(), br, nullptr);
+  Outputs o;
+  o.amax = amax.data();
+  return run(Mode::Amax, x, shape, o, br);
 }
 
 Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elements,
                                             std::span<const std::uint8_t> scales,
                                             const std::vector<std::int64_t>& shape, std::span<float> out,
-                                            const BlockRun& br) const {
+                                            const BlockRun& br, double tensor_scale) const {
   for (auto d : shape)
     if (d < 0) return make_error("negative dimension in the tensor shape");
   const std::int64_t n = element_count(shape);
@@ -426,6 +517,8 @@ Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elemen
   if (scales.size() < static_cast<std::size_t>(block_count(shape)))
     return make_error("dequantization: " + std::to_string(scales.size()) + " scale codes for " +
                       std::to_string(block_count(shape)) + " blocks");
+  if (!(tensor_scale > 0) || !std::isfinite(tensor_scale))
+    return make_error("dequantization: the tensor scale must be a positive finite number");
   if (n == 0) return std::size_t{0};
   const std::int64_t row = shape.empty() ? 1 : shape.back();
   const std::int64_t k = block_size(row);
@@ -445,6 +538,7 @@ Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elemen
     call.blocks_per_row = per_row;
     call.b0 = nblocks * t / threads;
     call.b1 = nblocks * (t + 1) / threads;
+    call.g = params_->two_level ? tensor_scale : 1.0;
     kernel_detail::dequant_dispatch(*params_, call);
   };
   std::vector<std::thread> workers;
@@ -464,6 +558,7 @@ Result<BlockPacked> BlockKernel::reference_packed(const BlockFormat& f, BlockInp
   BlockPacked out;
   out.elements = std::move(p.elements);
   out.scales = std::move(p.scales);
+  out.tensor_scale = std::move(p.tensor_scale);
   return out;
 }
 

@@ -21,6 +21,7 @@
 
 #include "block_params.hpp"
 #include "grid_cast-inl.h"
+#include "mxlab/core/random.hpp"
 #include "mxlab/quantize/quantize.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -160,10 +161,8 @@ struct CodeSink {
   HWY_ALIGN std::uint8_t codes[kChunk + kMaxLanes];
   HWY_ALIGN std::uint8_t packed[kChunk / 2 + kMaxLanes];
 
-  bool direct4;
-
   CodeSink(const BlockParams& params, const BlockCall& c)
-      : p(params), call(c), direct8(params.bits == 8 && !params.remap), direct4(c.direct4 && HWY_TARGET != HWY_SCALAR) {}
+      : p(params), call(c), direct8(params.bits == 8 && !params.remap) {}
 
   void flush() {
     if (p.remap)
@@ -177,14 +176,17 @@ struct CodeSink {
     buffered = 0;
   }
 
-  /// The codes of elements [index, index + count) of the tensor (count <= lanes; the rest are padding).
-  HWY_INLINE void put(VU code, std::size_t index, std::size_t count) {
-    const D8 d8;
+  /// The codes of elements [index, index + count) of the tensor, in the uint32_t lanes of tag D (count <=
+  /// Lanes(D); the other lanes are padding).
+  template <class D>
+  HWY_INLINE void put(D d, hn::Vec<D> code, std::size_t index, std::size_t count) {
+    const hn::Rebind<std::uint8_t, D> d8;
+    const std::size_t lanes = hn::Lanes(d);
     const auto code8 = hn::TruncateTo(d8, code);
     if (direct8) {
       std::uint8_t* dst = call.elements + index;
-      if (count == hn::Lanes(d8)) {
-        if (call.stream && hn::Lanes(d8) >= 16 && reinterpret_cast<std::uintptr_t>(dst) % 16 == 0) {
+      if (count == lanes) {
+        if (call.stream && lanes >= 16 && reinterpret_cast<std::uintptr_t>(dst) % 16 == 0) {
           hn::Stream(code8, d8, dst);
         } else {
           hn::StoreU(code8, d8, dst);
@@ -196,26 +198,7 @@ struct CodeSink {
       }
       return;
     }
-    if constexpr (HWY_TARGET != HWY_SCALAR) {
-      if (direct4) {
-        // Two codes per 64-bit lane: its low byte becomes the packed pair.
-        const hn::Repartition<std::uint64_t, DU> d64;
-        const hn::Rebind<std::uint8_t, decltype(d64)> d8p;
-        const auto v = hn::BitCast(d64, code);
-        const auto pair = p.low_first ? hn::Or(v, hn::ShiftRight<28>(v)) : hn::Or(hn::ShiftLeft<4>(v), hn::ShiftRight<32>(v));
-        const auto bytes = hn::TruncateTo(d8p, pair);
-        std::uint8_t* dst = call.elements + index / 2;
-        if (count == hn::Lanes(d8)) {
-          hn::StoreU(bytes, d8p, dst);
-        } else {
-          HWY_ALIGN std::uint8_t tail[kMaxLanes];
-          hn::Store(bytes, d8p, tail);
-          std::memcpy(dst, tail, count / 2);
-        }
-        return;
-      }
-    }
-    if (buffered + hn::Lanes(d8) > kChunk) flush();
+    if (buffered + lanes > kChunk) flush();
     hn::StoreU(code8, d8, codes + buffered);
     buffered += count;
   }
@@ -223,11 +206,6 @@ struct CodeSink {
   void put_repeated(std::uint8_t code, std::size_t index, std::size_t count) {
     if (direct8) {
       std::memset(call.elements + index, code, count);
-      return;
-    }
-    if (direct4) {
-      const auto c = static_cast<unsigned>(code & 0xFU);
-      std::memset(call.elements + index / 2, static_cast<int>(c | (c << 4)), count / 2);
       return;
     }
     for (std::size_t k = 0; k < count; ++k) {
@@ -295,7 +273,7 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
         value = hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(di, code)), scale_v);
       }
     }
-    if constexpr (kOut == BlockOut::Packed) sink.put(code, start + k, count);
+    if constexpr (kOut == BlockOut::Packed) sink.put(du, code, start + k, count);
     if constexpr (kOut == BlockOut::Fake) {
       float* dst = call.fake + start + k;
       if (!tail) {
@@ -321,6 +299,251 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
   }
 }
 
+/// The element pass of a block with a float scale s (rule amax) under tensor scale g: the reference's
+/// cast_quotient of every element by d = s * g, in double lanes.
+///
+/// cast_quotient casts the double q = x / d, except that a q within 4 ulp of a rounding boundary b (a grid
+/// point or a midpoint of the element grid) is moved to b or next to it, on the side of the exact quotient.
+/// Here b has at most 8 significant bits (8-bit elements), the scale s at most 7 and the tensor scale g at
+/// most 24 (BlockKernel::unsupported_reason), so b * d has at most 39 and x (a float32) 24: a nonzero
+/// x - b * d is more than 2^-40 of b * d, and q, within 2^-53 of x / d, lies more than 2^-41 of b away from
+/// b, far outside the window of 2^-50. Inside it q = b exactly and stays. The quotient the reference casts
+/// is therefore the correctly rounded x / d.
+template <class Round, InputKind kIn, BlockOut kOut>
+HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call, const CastVectors64& c64,
+                                     CodeSink& sink, const std::uint8_t* xb, std::size_t len, std::size_t start,
+                                     double s) {
+  const DF64 df;
+  const D64 du;
+  const DUh duh;
+  const DFh dfh;
+  const hn::RebindToSigned<DUh> dih;
+  const std::size_t lanes = hn::Lanes(df);
+  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
+  const bool want_metrics = call.metrics != nullptr;
+  const double d = s * call.g;  // exact: 8-bit scale times a tensor scale of at most 24 significant bits
+  const VF64 dv = hn::Set(df, d);
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN float out_buf[kMaxLanes];
+  HWY_ALIGN std::uint32_t lane_x[kMaxLanes];
+  HWY_ALIGN std::uint32_t lane_codes[kMaxLanes];
+  HWY_ALIGN std::uint64_t lane_over[kMaxLanes];
+  for (std::size_t k = 0; k < len; k += lanes) {
+    const std::size_t count = std::min(lanes, len - k);
+    hn::Vec<DUh> u;
+    if (count == lanes) {
+      u = load_input<kIn>(xb, k, duh);
+    } else {
+      std::memset(in_buf, 0, sizeof(in_buf));
+      std::memcpy(in_buf, xb + k * kInBytes, count * kInBytes);
+      u = load_input<kIn>(in_buf, 0, duh);
+    }
+    const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
+    const VF64 q = hn::Div(x, dv);
+    V64 random = hn::Zero(du);
+    if constexpr (std::is_same_v<Round, RoundingTag<Rounding::Stochastic>>) {
+      random = hn::PromoteTo(du, stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start + k), duh));
+    }
+    M64 over = hn::FirstN(du, 0);
+    const auto code = hn::TruncateTo(duh, cast_lanes64<Round>(c64, q, random, want_metrics ? &over : nullptr));
+    if constexpr (kOut == BlockOut::Packed) sink.put(duh, code, start + k, count);
+    if constexpr (kOut == BlockOut::Fake) {
+      // decode(code) * s * g: exact in double, rounded once to float32.
+      const VF64 e = hn::PromoteTo(df, hn::GatherIndex(dfh, p.decode_f32.data(), hn::BitCast(dih, code)));
+      const auto value = hn::DemoteTo(dfh, hn::Mul(e, dv));
+      hn::Store(value, dfh, out_buf);
+      std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
+    }
+    if (want_metrics) {
+      hn::Store(u, duh, lane_x);
+      hn::Store(code, duh, lane_codes);
+      hn::Store(hn::VecFromMask(du, over), du, lane_over);
+      for (std::size_t l = 0; l < count; ++l) {
+        const double deq = p.decode_f64[lane_codes[l]] * d;
+        add_metric(*call.metrics, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
+      }
+    }
+  }
+}
+
+/// A block whose float scale is zero: finite elements become zeros of their sign, others are cast as they
+/// are (the reference's rule).
+template <InputKind kIn, BlockOut kOut>
+HWY_NOINLINE void zero_scale_elements(const BlockParams& p, const BlockCall& call, CodeSink& sink,
+                                      const std::uint8_t* xb, std::size_t len, std::size_t start) {
+  const DUh duh;
+  const std::size_t lanes = hn::Lanes(duh);
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN std::uint32_t bits[kMaxLanes];
+  HWY_ALIGN std::uint32_t codes[kMaxLanes];
+  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
+  for (std::size_t k = 0; k < len; k += lanes) {
+    const std::size_t count = std::min(lanes, len - k);
+    std::memset(in_buf, 0, sizeof(in_buf));
+    std::memcpy(in_buf, xb + k * kInBytes, count * kInBytes);
+    hn::Store(load_input<kIn>(in_buf, 0, duh), duh, bits);
+    for (std::size_t l = 0; l < lanes; ++l) {
+      const float xf = std::bit_cast<float>(bits[l]);
+      double value = 0;
+      bool over = false;
+      if (std::isfinite(xf)) {
+        codes[l] = p.cast.zero_code[std::signbit(xf) ? 1 : 0];
+        value = std::signbit(xf) ? -0.0 : 0.0;
+      } else {
+        const std::uint32_t random = p.stochastic ? stochastic_bits(p.options->seed, start + k + l) : 0U;
+        const CastResult r = cast(*p.element, static_cast<double>(xf), p.element_opts, random);
+        codes[l] = r.code;
+        value = p.decode_f64[r.code];
+        over = r.overflow;
+      }
+      if (l >= count) continue;
+      if constexpr (kOut == BlockOut::Fake) call.fake[start + k + l] = static_cast<float>(value);
+      if (call.metrics != nullptr) add_metric(*call.metrics, static_cast<double>(xf), value, over);
+    }
+    if constexpr (kOut == BlockOut::Packed) sink.put(duh, hn::Load(duh, codes), start + k, count);
+  }
+}
+
+/// Statistics of one block: the largest finite magnitude (float32 bits order like the magnitudes), NaN, Inf.
+struct BlockStats {
+  std::uint32_t amax_bits = 0;
+  bool finite = true;  ///< neither NaN nor Inf in the block
+  bool has_nan = false;
+  bool has_inf = false;
+};
+
+/// One reduction in the common case: the largest magnitude bits, specials included; only a block whose
+/// largest bits are Inf or NaN needs the finite amax and the two flags separately. The block's last partial
+/// vector (rest > 0 elements from full on) is read from in_buf, zero-padded: zeros change nothing here.
+template <InputKind kIn>
+HWY_INLINE BlockStats block_stats(const std::uint8_t* xb, const std::uint8_t* in_buf, std::size_t len,
+                                  std::size_t full) {
+  const DU du;
+  const std::size_t lanes = hn::Lanes(du);
+  const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
+  const VU inf_bits = hn::Set(du, 0x7F800000U);
+  BlockStats st;
+  VU vmax = hn::Zero(du);
+  for (std::size_t k = 0; k < full; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
+  if (full != len) vmax = hn::Max(vmax, hn::And(load_input<kIn>(in_buf, 0), abs_mask));
+  st.amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
+  st.finite = st.amax_bits < 0x7F800000U;
+  if (!st.finite) {
+    VU vfin = hn::Zero(du);
+    VU vinf = hn::Zero(du);
+    for (std::size_t k = 0; k < len; k += lanes) {
+      const VU a = hn::And(k == full ? load_input<kIn>(in_buf, 0) : load_input<kIn>(xb, k), abs_mask);
+      vfin = hn::Max(vfin, hn::IfThenElseZero(hn::Lt(a, inf_bits), a));
+      vinf = hn::Or(vinf, hn::VecFromMask(du, hn::Eq(a, inf_bits)));
+    }
+    st.has_nan = st.amax_bits > 0x7F800000U;
+    st.has_inf = hn::GetLane(hn::MaxOfLanes(du, vinf)) != 0;
+    st.amax_bits = hn::GetLane(hn::MaxOfLanes(du, vfin));
+  }
+  return st;
+}
+
+/// Whether a block with these statistics is all NaN under the policy (when the scale format has NaN).
+HWY_INLINE bool nan_block(const BlockParams& p, const BlockStats& st) {
+  switch (p.specials) {
+    case SpecialsPolicy::BlockNan: return st.has_nan || (st.has_inf && !p.element_has_inf);
+    case SpecialsPolicy::BlockNanAny: return st.has_nan || st.has_inf;
+    default: return false;
+  }
+}
+
+/// A block of NaN elements (NaN scale code, NaN outputs).
+template <BlockOut kOut>
+HWY_INLINE void nan_elements(const BlockParams& p, const BlockCall& call, CodeSink& sink, std::size_t start,
+                             std::size_t len) {
+  if constexpr (kOut == BlockOut::Packed) sink.put_repeated(p.nan_block_code, start, len);
+  if constexpr (kOut == BlockOut::Fake) {
+    std::fill(call.fake + start, call.fake + start + len, std::numeric_limits<float>::quiet_NaN());
+  }
+  if (call.metrics != nullptr) call.metrics->nan_outputs += static_cast<std::int64_t>(len);
+}
+
+/// Float block scales (rule amax), in groups of blocks: statistics of each block, then the scale codes of
+/// the group in one vector cast of the double quotients amax / (target * g) (correctly rounded, as
+/// float_scale_elements explains for the elements; the scale cast takes no random bits), then the element
+/// passes, each block still in the caches.
+template <class Round, InputKind kIn, BlockOut kOut>
+HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) {
+  const DU du;
+  const DF64 df;
+  const D64 d64;
+  const std::size_t lanes = hn::Lanes(du);
+  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
+  constexpr std::size_t kGroup = 64;
+  const CastVectors64 c64(p.cast);
+  const CastVectors64 s64(p.scale_cast);
+  const VF64 target_g = hn::Set(df, p.scale_target * call.g);
+  const bool elements = kOut != BlockOut::None || call.metrics != nullptr;
+  const auto* in = static_cast<const std::uint8_t*>(call.x);
+  CodeSink sink(p, call);
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN double amax[kGroup + kMaxLanes];
+  HWY_ALIGN std::uint64_t codes[kGroup + kMaxLanes];
+  BlockStats stats[kGroup];
+  std::size_t starts[kGroup];
+  std::size_t lens[kGroup];
+
+  BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
+  for (std::int64_t g0 = call.b0; g0 < call.b1; g0 += static_cast<std::int64_t>(kGroup)) {
+    const auto count = static_cast<std::size_t>(std::min<std::int64_t>(kGroup, call.b1 - g0));
+    for (std::size_t i = 0; i < count; ++i) {
+      cursor.next(&starts[i], &lens[i]);
+      const std::uint8_t* xb = in + static_cast<std::size_t>(starts[i]) * kInBytes;
+      const std::size_t full = lens[i] - lens[i] % lanes;
+      if (full != lens[i]) {
+        std::memset(in_buf, 0, sizeof(in_buf));
+        std::memcpy(in_buf, xb + full * kInBytes, (lens[i] - full) * kInBytes);
+      }
+      if constexpr (HWY_TARGET != HWY_SCALAR) {
+        for (std::size_t k = 0; k < lens[i] * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+      }
+      stats[i] = block_stats<kIn>(xb, in_buf, lens[i], full);
+      const float a = std::bit_cast<float>(stats[i].amax_bits);
+      amax[i] = a;
+      const auto b = static_cast<std::size_t>(g0) + i;
+      if (call.amax != nullptr) call.amax[b] = a;
+      if (call.tensor_amax != nullptr) *call.tensor_amax = std::max(*call.tensor_amax, a);
+    }
+    if (!elements) continue;
+    const std::size_t l64 = hn::Lanes(df);
+    for (std::size_t i = count; i % l64 != 0; ++i) amax[i] = 0;
+    for (std::size_t i = 0; i < count; i += l64) {
+      const VF64 q = hn::Div(hn::Load(df, amax + i), target_g);
+      hn::Store(cast_lanes64<AnyRounding>(s64, q, hn::Zero(d64), nullptr), d64, codes + i);
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto b = static_cast<std::size_t>(g0) + i;
+      const std::size_t start = starts[i];
+      if (nan_block(p, stats[i]) && p.scale_has_nan) {
+        if constexpr (kOut == BlockOut::Packed) call.scales[b] = p.scale_nan_code;
+        nan_elements<kOut>(p, call, sink, start, lens[i]);
+        continue;
+      }
+      std::uint32_t code = static_cast<std::uint32_t>(codes[i]);
+      // The zero-block and minimum-scale rules of float_block_scale_code.
+      if (amax[i] == 0 && p.options->zero_block == ZeroBlock::One) code = p.scale_one_code;
+      if (p.min_block_scale > 0 && p.scale_value_d[code] < p.min_block_scale) code = p.min_block_scale_code;
+      if constexpr (kOut == BlockOut::Packed) call.scales[b] = static_cast<std::uint8_t>(code);
+      const double s = p.scale_value_d[code];
+      const std::uint8_t* xb = in + start * kInBytes;
+      if (std::isnan(s)) {  // a scale that overflowed to NaN: the block's elements are NaN codes
+        nan_elements<kOut>(p, call, sink, start, lens[i]);
+      } else if (s == 0) {
+        zero_scale_elements<kIn, kOut>(p, call, sink, xb, lens[i], start);
+      } else {
+        float_scale_elements<Round, kIn, kOut>(p, call, c64, sink, xb, lens[i], start, s);
+      }
+    }
+  }
+  if constexpr (kOut == BlockOut::Packed) sink.finish();
+  if (call.stream) hwy::FlushStream();
+}
+
 /// Whether the floating-point environment is the default one the fast path relies on: round to nearest,
 /// no flush-to-zero, no denormals-are-zero.
 HWY_INLINE bool default_fp_environment() {
@@ -331,102 +554,133 @@ HWY_INLINE bool default_fp_environment() {
 #endif
 }
 
+/// One block of the power-of-two scale path: statistics, scale, element codes, and the requested outputs.
+template <class Round, InputKind kIn, BlockOut kOut>
+HWY_INLINE void one_block(const BlockParams& p, const BlockCall& call, const CastVectors& c, const FastVectors& fv,
+                          bool fast_ok, CodeSink& sink, std::uint8_t* in_buf, std::int64_t b, std::int64_t start,
+                          std::size_t len) {
+  const DU du;
+  const std::size_t lanes = hn::Lanes(du);
+  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
+  const auto* xb = static_cast<const std::uint8_t*>(call.x) + static_cast<std::size_t>(start) * kInBytes;
+  const std::size_t full = len - len % lanes;
+  const std::size_t rest = len - full;
+  if (rest != 0) {
+    // The last partial vector through a zero-padded buffer: zeros change neither amax nor the flags.
+    std::memset(in_buf, 0, kMaxLanes * 4);
+    std::memcpy(in_buf, xb + full * kInBytes, rest * kInBytes);
+  }
+  // Every 64-byte line of the input, a little ahead: the hardware prefetcher alone leaves the loop waiting
+  // on memory for tensors beyond the caches.
+  if constexpr (HWY_TARGET != HWY_SCALAR) {
+    for (std::size_t k = 0; k < len * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+  }
+  const BlockStats st = block_stats<kIn>(xb, in_buf, len, full);
+  if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(st.amax_bits);
+  if (call.tensor_amax != nullptr) *call.tensor_amax = std::max(*call.tensor_amax, std::bit_cast<float>(st.amax_bits));
+  if (kOut == BlockOut::None && call.metrics == nullptr) return;
+
+  const auto out_index = static_cast<std::size_t>(start);
+  if (nan_block(p, st) && p.scale_has_nan) {
+    if constexpr (kOut == BlockOut::Packed) call.scales[b] = p.scale_nan_code;
+    nan_elements<kOut>(p, call, sink, out_index, len);
+    return;
+  }
+  BlockScale bs;
+  bs.xe = block_exponent(p, st.amax_bits);
+  bs.scode = p.scale_code[static_cast<std::size_t>(bs.xe - p.x_min)];
+  bs.scale_d = p.scale_value_d[bs.scode];
+  if constexpr (kOut == BlockOut::Packed) call.scales[b] = bs.scode;
+  if (fast_ok && st.finite) {
+    if constexpr (std::is_same_v<Round, RoundingTag<Rounding::NearestEven>>) {
+      block_elements<Round, kIn, kOut, true>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
+    }
+  } else {
+    block_elements<Round, kIn, kOut, false>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
+  }
+}
+
+/// The common MX case in a tight loop: nearest-even fast path, rule floor, no metrics, rows of whole blocks
+/// of whole vectors (blocks are contiguous). A block holding NaN or Inf goes through one_block.
+template <InputKind kIn, BlockOut kOut>
+HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, const CastVectors& c,
+                                  const FastVectors& fv, CodeSink& sink) {
+  using Rne = RoundingTag<Rounding::NearestEven>;
+  const DU du;
+  const DF df;
+  const std::size_t lanes = hn::Lanes(du);
+  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
+  const auto block = static_cast<std::size_t>(call.block);
+  const auto* in = static_cast<const std::uint8_t*>(call.x);
+  const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  for (std::int64_t b = call.b0; b < call.b1; ++b) {
+    const std::size_t start = static_cast<std::size_t>(b) * block;
+    const std::uint8_t* xb = in + start * kInBytes;
+    if constexpr (HWY_TARGET != HWY_SCALAR) {
+      for (std::size_t k = 0; k < block * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+    }
+    VU vmax = hn::Zero(du);
+    for (std::size_t k = 0; k < block; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
+    const std::uint32_t amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
+    if (amax_bits >= 0x7F800000U) {
+      one_block<Rne, kIn, kOut>(p, call, c, fv, true, sink, in_buf, b, static_cast<std::int64_t>(start), block);
+      continue;
+    }
+    if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(amax_bits);
+    const int xe = block_exponent(p, amax_bits);
+    const auto xi = static_cast<std::size_t>(xe - p.x_min);
+    const std::uint8_t scode = p.scale_code[xi];
+    const VF inverse = hn::Set(df, p.scale_inverse[xi]);
+    const VF scale_v = hn::Set(df, p.scale_value[scode]);
+    if constexpr (kOut == BlockOut::Packed) call.scales[b] = scode;
+    for (std::size_t k = 0; k < block; k += lanes) {
+      const VU u = load_input<kIn>(xb, k);
+      MU over;
+      VF r;
+      const VU code = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
+      if constexpr (kOut == BlockOut::Packed) sink.put(du, code, start + k, lanes);
+      if constexpr (kOut == BlockOut::Fake) {
+        VF value = hn::Mul(hn::BitCast(df, hn::Or(hn::BitCast(du, r), hn::And(u, hn::Set(du, 0x80000000U)))), scale_v);
+        if (!hn::AllFalse(du, over)) {
+          const VF special =
+              hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(DI(), code)), scale_v);
+          value = hn::IfThenElse(hn::RebindMask(df, over), special, value);
+        }
+        float* dst = call.fake + start + k;
+        if (call.stream && reinterpret_cast<std::uintptr_t>(dst) % (lanes * sizeof(float)) == 0) {
+          hn::Stream(value, df, dst);
+        } else {
+          hn::StoreU(value, df, dst);
+        }
+      }
+    }
+  }
+}
+
 /// One pass over blocks [b0, b1): block statistics, scale, element codes, and the requested outputs.
 template <class Round, InputKind kIn, BlockOut kOut>
 HWY_NOINLINE void block_loop(const BlockParams& p, const BlockCall& call) {
+  if (p.float_scales) return float_scale_loop<Round, kIn, kOut>(p, call);
   const DU du;
   const std::size_t lanes = hn::Lanes(du);
   const CastVectors c(p.cast);
   constexpr bool kRne = std::is_same_v<Round, RoundingTag<Rounding::NearestEven>>;
   const FastVectors fv(p.fast);
   const bool fast_ok = kRne && p.fast.on && default_fp_environment();
-  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
-  const bool want_metrics = call.metrics != nullptr;
-  const bool elements = kOut != BlockOut::None || want_metrics;
-  const auto* in = static_cast<const std::uint8_t*>(call.x);
   CodeSink sink(p, call);
-  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
-  const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
-  const VU inf_bits = hn::Set(du, 0x7F800000U);
-
-  // Row and block-in-row advance incrementally: no division per block.
-  std::int64_t r = call.b0 / call.blocks_per_row;
-  std::int64_t j = call.b0 - r * call.blocks_per_row;
-  for (std::int64_t b = call.b0; b < call.b1; ++b, ++j) {
-    if (j == call.blocks_per_row) {
-      j = 0;
-      ++r;
-    }
-    const std::int64_t start = r * call.row + j * call.block;
-    const auto len = static_cast<std::size_t>(std::min(call.block, call.row - j * call.block));
-    const std::uint8_t* xb = in + static_cast<std::size_t>(start) * kInBytes;
-    const std::size_t full = len - len % lanes;
-    const std::size_t rest = len - full;
-    if (rest != 0) {
-      // The last partial vector through a zero-padded buffer: zeros change neither amax nor the flags.
-      std::memset(in_buf, 0, sizeof(in_buf));
-      std::memcpy(in_buf, xb + full * kInBytes, rest * kInBytes);
-    }
-    // Every 64-byte line of the input, 4 KiB ahead: the hardware prefetcher alone leaves the loop waiting
-    // on memory for tensors beyond the caches.
-    if constexpr (HWY_TARGET != HWY_SCALAR) {
-      for (std::size_t k = 0; k < len * kInBytes; k += 64) hwy::Prefetch(xb + k + 8192);
-    }
-
-    // Block statistics: the largest finite magnitude (float32 bits order like the magnitudes), NaN, Inf.
-    // One reduction in the common case: the largest magnitude bits, specials included; only a block whose
-    // largest bits are Inf or NaN needs the finite amax and the two flags separately.
-    VU vmax = hn::Zero(du);
-    for (std::size_t k = 0; k < full; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
-    if (rest != 0) vmax = hn::Max(vmax, hn::And(load_input<kIn>(in_buf, 0), abs_mask));
-    std::uint32_t amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
-    const bool finite = amax_bits < 0x7F800000U;
-    bool has_nan = false;
-    bool has_inf = false;
-    if (!finite) {
-      VU vfin = hn::Zero(du);
-      VU vinf = hn::Zero(du);
-      for (std::size_t k = 0; k < len; k += lanes) {
-        const VU a = hn::And(k == full ? load_input<kIn>(in_buf, 0) : load_input<kIn>(xb, k), abs_mask);
-        vfin = hn::Max(vfin, hn::IfThenElseZero(hn::Lt(a, inf_bits), a));
-        vinf = hn::Or(vinf, hn::VecFromMask(du, hn::Eq(a, inf_bits)));
-      }
-      has_nan = amax_bits > 0x7F800000U;
-      has_inf = hn::GetLane(hn::MaxOfLanes(du, vinf)) != 0;
-      amax_bits = hn::GetLane(hn::MaxOfLanes(du, vfin));
-    }
-    if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(amax_bits);
-    if (!elements) continue;
-
-    bool nan_block = false;
-    switch (p.specials) {
-      case SpecialsPolicy::BlockNan: nan_block = has_nan || (has_inf && !p.element_has_inf); break;
-      case SpecialsPolicy::BlockNanAny: nan_block = has_nan || has_inf; break;
-      default: break;
-    }
-    const auto out_index = static_cast<std::size_t>(start);
-    if (nan_block && p.scale_has_nan) {
-      if constexpr (kOut == BlockOut::Packed) {
-        call.scales[b] = p.scale_nan_code;
-        sink.put_repeated(p.nan_block_code, out_index, len);
-      }
-      if constexpr (kOut == BlockOut::Fake) {
-        std::fill(call.fake + out_index, call.fake + out_index + len, std::numeric_limits<float>::quiet_NaN());
-      }
-      if (want_metrics) call.metrics->nan_outputs += static_cast<std::int64_t>(len);
-      continue;
-    }
-    BlockScale bs;
-    bs.xe = block_exponent(p, amax_bits);
-    bs.scode = p.scale_code[static_cast<std::size_t>(bs.xe - p.x_min)];
-    bs.scale_d = p.scale_value_d[bs.scode];
-    if constexpr (kOut == BlockOut::Packed) call.scales[b] = bs.scode;
-    if (fast_ok && finite) {
-      if constexpr (kRne) {
-        block_elements<Round, kIn, kOut, true>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
-      }
-    } else {
-      block_elements<Round, kIn, kOut, false>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
+  const bool uniform = call.metrics == nullptr && p.rule == ScaleRule::Floor &&
+                       static_cast<std::size_t>(call.block) % lanes == 0 && call.row % call.block == 0;
+  if (kOut != BlockOut::None && fast_ok && uniform) {
+    if constexpr (kRne && kOut != BlockOut::None) fast_floor_loop<kIn, kOut>(p, call, c, fv, sink);
+  } else {
+    HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+    BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
+    for (std::int64_t b = call.b0; b < call.b1; ++b) {
+      std::size_t start = 0;
+      std::size_t len = 0;
+      cursor.next(&start, &len);
+      one_block<Round, kIn, kOut>(p, call, c, fv, fast_ok, sink, in_buf, b, static_cast<std::int64_t>(start), len);
     }
   }
   if constexpr (kOut == BlockOut::Packed) sink.finish();
@@ -463,6 +717,33 @@ void block_kernel_impl(const BlockParams& p, const BlockCall& call) {
   }
 }
 
+/// Unpacks count 4-bit codes from byte pairs (a byte widened to 16 bits becomes (first code) | (second code)
+/// << 8 in the writer's nibble order).
+HWY_INLINE void unpack_nibbles(const std::uint8_t* src, std::size_t count, bool low_first, std::uint8_t* codes) {
+  std::size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
+  {
+    const hn::ScalableTag<std::uint16_t> d16;
+    const hn::Rebind<std::uint8_t, decltype(d16)> d8b;
+    const hn::Repartition<std::uint8_t, decltype(d16)> d8c;
+    const std::size_t l16 = hn::Lanes(d16);
+    const auto nibble = hn::Set(d16, 0x000F);
+    for (; i + l16 <= count / 2; i += l16) {
+      const auto w = hn::PromoteTo(d16, hn::LoadU(d8b, src + i));
+      const auto lo = hn::And(w, nibble);
+      const auto hi = hn::ShiftRight<4>(w);
+      const auto two = low_first ? hn::Or(lo, hn::ShiftLeft<8>(hi)) : hn::Or(hi, hn::ShiftLeft<8>(lo));
+      hn::StoreU(hn::BitCast(d8c, two), d8c, codes + 2 * i);
+    }
+  }
+#endif
+  for (std::size_t c = 2 * i; c < count; ++c) {
+    const std::uint32_t byte = src[c / 2];
+    const bool second = c % 2 == 1;
+    codes[c] = static_cast<std::uint8_t>((second == low_first ? byte >> 4 : byte) & 0xFU);
+  }
+}
+
 /// Dequantization: codes unpacked per block, decoded by table and multiplied by the block scale.
 void dequant_kernel_impl(const BlockParams& p, const DequantCall& call) {
   using block::kChunk;
@@ -475,17 +756,23 @@ void dequant_kernel_impl(const BlockParams& p, const DequantCall& call) {
   HWY_ALIGN float out_buf[kMaxLanes];
   const std::uint32_t mask = (1U << p.bits) - 1U;
   const auto bits = static_cast<std::size_t>(p.bits);
+  // Codes of at most 4 bits index a table that fits one vector (16 float32 lanes or more): a permutation
+  // instead of a gather.
+  const bool in_vector = p.bits <= 4 && lanes >= 16;
+  const VF table = hn::LoadU(df, p.decode_f32.data());
+  BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
   for (std::int64_t b = call.b0; b < call.b1; ++b) {
-    const std::int64_t r = b / call.blocks_per_row;
-    const std::int64_t j = b - r * call.blocks_per_row;
-    const auto start = static_cast<std::size_t>(r * call.row + j * call.block);
-    const auto len = static_cast<std::size_t>(std::min(call.block, call.row - j * call.block));
+    std::size_t start = 0;
+    std::size_t len = 0;
+    cursor.next(&start, &len);
     const auto scale_v = hn::Set(df, p.scale_value[call.scales[b]]);
     for (std::size_t done = 0; done < len; done += kChunk) {
       const std::size_t count = std::min(kChunk, len - done);
       const std::size_t first = start + done;
       if (bits == 8) {
         std::memcpy(codes, call.elements + first, count);
+      } else if (bits == 4 && first % 2 == 0) {
+        unpack_nibbles(call.elements + first / 2, count, p.low_first, codes);
       } else {
         for (std::size_t i = 0; i < count; ++i) {
           const std::size_t k = (first + i) * bits;
@@ -501,7 +788,37 @@ void dequant_kernel_impl(const BlockParams& p, const DequantCall& call) {
       if (p.remap)
         for (std::size_t i = 0; i < count; ++i) codes[i] = p.code_unmap[codes[i]];
       float* out = call.out + first;
+      if (p.float_scales) {
+        // decode(code) * s * g, exact in double and rounded once (a zero scale gives +0 for finite codes).
+        const double s = p.scale_value_d[call.scales[b]];
+        const double d = s * call.g;
+        std::size_t i = 0;
+        if (s != 0 && !std::isnan(s)) {
+          const DF64 df64;
+          const DUh duh;
+          const DFh dfh;
+          const hn::Rebind<std::uint8_t, DUh> d8h;
+          const std::size_t lh = hn::Lanes(df64);
+          const VF64 dv = hn::Set(df64, d);
+          for (; i + lh <= count; i += lh) {
+            const auto idx = hn::BitCast(hn::RebindToSigned<DUh>(), hn::PromoteTo(duh, hn::LoadU(d8h, codes + i)));
+            const VF64 e = hn::PromoteTo(df64, hn::GatherIndex(dfh, p.decode_f32.data(), idx));
+            hn::StoreU(hn::DemoteTo(dfh, hn::Mul(e, dv)), dfh, out + i);
+          }
+        }
+        for (; i < count; ++i) {
+          const double e = p.decode_f64[codes[i]];
+          out[i] = static_cast<float>((s == 0 && std::isfinite(e)) ? 0.0 : e * d);
+        }
+        continue;
+      }
       std::size_t i = 0;
+      if (in_vector) {
+        for (; i + lanes <= count; i += lanes) {
+          const VI idx = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, codes + i)));
+          hn::StoreU(hn::Mul(hn::TableLookupLanes(table, hn::IndicesFromVec(df, idx)), scale_v), df, out + i);
+        }
+      }
       for (; i + lanes <= count; i += lanes) {
         const VI idx = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, codes + i)));
         hn::StoreU(hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), idx), scale_v), df, out + i);

@@ -40,36 +40,38 @@ constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(std::uint32_t);
 // Inputs, widened to float32 bits.
 
 /// float16 bits to float32 bits, exactly: subnormal halves go through an exact int->float conversion.
-HWY_INLINE VU f16_to_f32_bits(VU h) {
-  const DU du;
-  const DF df;
-  const DI di;
-  const VU sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000U)));
-  const VU exp = hn::And(h, hn::Set(du, 0x7C00U));
-  const VU man = hn::And(h, hn::Set(du, 0x03FFU));
+/// D is any tag of uint32_t lanes (the full vector DU, or a narrower one).
+template <class D>
+HWY_INLINE hn::Vec<D> f16_to_f32_bits(D du, hn::Vec<D> h) {
+  const hn::Rebind<float, D> df;
+  const hn::RebindToSigned<D> di;
+  using V = hn::Vec<D>;
+  const V sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000U)));
+  const V exp = hn::And(h, hn::Set(du, 0x7C00U));
+  const V man = hn::And(h, hn::Set(du, 0x03FFU));
   // Normal: rebias 15 -> 127 (112 = 127 - 15). Inf/NaN: all-ones exponent, payload kept.
-  const VU normal = hn::Add(hn::ShiftLeft<13>(hn::And(h, hn::Set(du, 0x7FFFU))), hn::Set(du, 112U << 23));
-  const VU special = hn::Or(hn::ShiftLeft<13>(man), hn::Set(du, 0x7F800000U));
+  const V normal = hn::Add(hn::ShiftLeft<13>(hn::And(h, hn::Set(du, 0x7FFFU))), hn::Set(du, 112U << 23));
+  const V special = hn::Or(hn::ShiftLeft<13>(man), hn::Set(du, 0x7F800000U));
   // Subnormal: man * 2^-24; float(man) is exact and its exponent is lowered by 24.
-  const VU man_f = hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, man)));
-  const VU sub = hn::IfThenElseZero(hn::Not(hn::Eq(man, hn::Zero(du))), hn::Sub(man_f, hn::Set(du, 24U << 23)));
-  VU bits = hn::IfThenElse(hn::Eq(exp, hn::Set(du, 0x7C00U)), special, normal);
+  const V man_f = hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, man)));
+  const V sub = hn::IfThenElseZero(hn::Not(hn::Eq(man, hn::Zero(du))), hn::Sub(man_f, hn::Set(du, 24U << 23)));
+  V bits = hn::IfThenElse(hn::Eq(exp, hn::Set(du, 0x7C00U)), special, normal);
   bits = hn::IfThenElse(hn::Eq(exp, hn::Zero(du)), sub, bits);
   return hn::Or(bits, sign);
 }
 
-template <InputKind kIn>
-HWY_INLINE VU load_input(const void* in, std::size_t i) {
-  const DU du;
+/// Elements [i, i + Lanes(du)) of an input array as float32 bits (exact for every input kind).
+template <InputKind kIn, class D = DU>
+HWY_INLINE hn::Vec<D> load_input(const void* in, std::size_t i, D du = D()) {
   if constexpr (kIn == InputKind::F32) {
     return hn::LoadU(du, static_cast<const std::uint32_t*>(in) + i);
   } else {
-    const D16 d16;
-    const VU h = hn::PromoteTo(du, hn::LoadU(d16, static_cast<const std::uint16_t*>(in) + i));
+    const hn::Rebind<std::uint16_t, D> d16;
+    const auto h = hn::PromoteTo(du, hn::LoadU(d16, static_cast<const std::uint16_t*>(in) + i));
     if constexpr (kIn == InputKind::BF16) {
       return hn::ShiftLeft<16>(h);
     } else {
-      return f16_to_f32_bits(h);
+      return f16_to_f32_bits(du, h);
     }
   }
 }
@@ -77,8 +79,9 @@ HWY_INLINE VU load_input(const void* in, std::size_t i) {
 // ---------------------------------------------------------------------------------------------------
 // Stochastic rounding bits: stochastic_bits(seed, index) of core/random.hpp, one index per lane.
 
-HWY_INLINE VU mix32_lanes(VU x) {
-  const DU du;
+template <class V>
+HWY_INLINE V mix32_lanes(V x) {
+  const hn::DFromV<V> du;
   x = hn::Xor(x, hn::ShiftRight<16>(x));
   x = hn::Mul(x, hn::Set(du, 0x7FEB352DU));
   x = hn::Xor(x, hn::ShiftRight<15>(x));
@@ -86,14 +89,16 @@ HWY_INLINE VU mix32_lanes(VU x) {
   return hn::Xor(x, hn::ShiftRight<16>(x));
 }
 
-HWY_INLINE VU stochastic_bits_lanes(std::uint64_t key, std::uint64_t index) {
-  const DU du;
+/// The random words of stream indices index, index + 1, ... (one per uint32_t lane of D).
+template <class D = DU>
+HWY_INLINE hn::Vec<D> stochastic_bits_lanes(std::uint64_t key, std::uint64_t index, D du = D()) {
+  using V = hn::Vec<D>;
   const auto lo0 = static_cast<std::uint32_t>(index);
   const auto hi0 = static_cast<std::uint32_t>(index >> 32);
-  const VU lo = hn::Add(hn::Set(du, lo0), hn::Iota(du, 0));
+  const V lo = hn::Add(hn::Set(du, lo0), hn::Iota(du, 0));
   // A lane whose low word wrapped past 2^32 carries into the high word (mask lanes are all ones = -1).
-  const VU hi = hn::Sub(hn::Set(du, hi0), hn::VecFromMask(du, hn::Lt(lo, hn::Set(du, lo0))));
-  VU x = mix32_lanes(hn::Xor(lo, hn::Set(du, static_cast<std::uint32_t>(key))));
+  const V hi = hn::Sub(hn::Set(du, hi0), hn::VecFromMask(du, hn::Lt(lo, hn::Set(du, lo0))));
+  V x = mix32_lanes(hn::Xor(lo, hn::Set(du, static_cast<std::uint32_t>(key))));
   x = hn::Xor(x, hn::Set(du, static_cast<std::uint32_t>(key >> 32)));
   x = hn::Xor(x, hn::Mul(hi, hn::Set(du, 0x9E3779B9U)));
   return mix32_lanes(x);
@@ -132,7 +137,6 @@ struct CastVectors {
         zero_input_below(hn::Set(DU(), p.flush_input_below_bits > 0 ? p.flush_input_below_bits : 1U)),
         mantissa_shift(p.mantissa_shift),
         random_bits(p.random_bits),
-        random_bits_v(hn::Set(DI(), p.random_bits)),
         rounding(p.rounding),
         has_tiny(p.has_tiny),
         is_unsigned(p.is_unsigned),
@@ -144,7 +148,6 @@ struct CastVectors {
   VU inf_pos, inf_neg, nan_pos, nan_neg, negative_unsigned, zero_input_below;
   int mantissa_shift;
   int random_bits;
-  VI random_bits_v;
   Rounding rounding;
   bool has_tiny;
   bool is_unsigned;
@@ -152,12 +155,12 @@ struct CastVectors {
 };
 
 /// The rounding decision on magnitudes (reference choose_away): whether to take the neighbour away from
-/// zero of the truncated code tz, given the discarded bits rem, half a quantum, and k discarded bits.
-template <Rounding kRound>
-HWY_INLINE MU round_away(const CastVectors& c, MU neg, VU tz, VU rem, VU half, VI k, VU random) {
-  const DU du;
-  const DI di;
-  const VU one = hn::Set(du, 1U);
+/// zero of the truncated code tz, given the discarded bits rem, half a quantum, k discarded bits, and for
+/// stochastic rounding the random word (below 2^32) and its bit count R. For 32- and 64-bit lanes.
+template <Rounding kRound, class V, class M, class VK>
+HWY_INLINE M round_away(M neg, V tz, V rem, V half, VK k, V random, int random_bits) {
+  const hn::DFromV<V> du;
+  const V one = hn::Set(du, 1U);
   if constexpr (kRound == Rounding::NearestEven) {
     return hn::Or(hn::Gt(rem, half), hn::And(hn::Eq(rem, half), hn::TestBit(tz, one)));
   } else if constexpr (kRound == Rounding::NearestAway) {
@@ -175,31 +178,38 @@ HWY_INLINE MU round_away(const CastVectors& c, MU neg, VU tz, VU rem, VU half, V
   } else {
     static_assert(kRound == Rounding::Stochastic);
     // t = floor(rem / 2^k * 2^R); one of the two shifts is zero. Away iff t + r >= 2^R with
-    // r = random >> (32 - R), i.e. t > (2^R - 1) - r, the top R bits of ~random.
-    const VI kr = hn::Sub(k, c.random_bits_v);
-    const VU down = hn::BitCast(du, hn::Min(hn::Max(kr, hn::Zero(di)), hn::Set(di, 31)));
-    const VU up = hn::BitCast(du, hn::Max(hn::Neg(kr), hn::Zero(di)));
-    const VU t = (rem << up) >> down;
-    const VU threshold = hn::ShiftRightSame(hn::Not(random), 32 - c.random_bits);
+    // r = random >> (32 - R), i.e. t > (2^R - 1) - r, the top R bits of the complement of the 32-bit word.
+    const hn::DFromV<VK> di;
+    constexpr int kTopShift = static_cast<int>(sizeof(hn::TFromV<V>) * 8 - 1);
+    const VK kr = hn::Sub(k, hn::Set(di, random_bits));
+    const V down = hn::BitCast(du, hn::Min(hn::Max(kr, hn::Zero(di)), hn::Set(di, kTopShift)));
+    const V up = hn::BitCast(du, hn::Max(hn::Neg(kr), hn::Zero(di)));
+    const V t = (rem << up) >> down;
+    const V threshold = hn::ShiftRightSame(hn::Xor(random, hn::Set(du, 0xFFFFFFFFU)), 32 - random_bits);
     return hn::Gt(t, threshold);
   }
 }
 
-/// Rounding chosen at run time (c.rounding): one predictable branch per vector.
+/// Rounding chosen at run time (CastParams::rounding): one predictable branch per vector.
 struct AnyRounding {};
 
-HWY_INLINE MU round_away_any(const CastVectors& c, MU neg, VU tz, VU rem, VU half, VI k, VU random) {
-  switch (c.rounding) {
-    case Rounding::NearestEven: return round_away<Rounding::NearestEven>(c, neg, tz, rem, half, k, random);
-    case Rounding::NearestAway: return round_away<Rounding::NearestAway>(c, neg, tz, rem, half, k, random);
-    case Rounding::NearestZero: return round_away<Rounding::NearestZero>(c, neg, tz, rem, half, k, random);
-    case Rounding::TowardZero: return round_away<Rounding::TowardZero>(c, neg, tz, rem, half, k, random);
-    case Rounding::Up: return round_away<Rounding::Up>(c, neg, tz, rem, half, k, random);
-    case Rounding::Down: return round_away<Rounding::Down>(c, neg, tz, rem, half, k, random);
-    case Rounding::Odd: return round_away<Rounding::Odd>(c, neg, tz, rem, half, k, random);
-    case Rounding::Stochastic: return round_away<Rounding::Stochastic>(c, neg, tz, rem, half, k, random);
+template <class Round, class V, class M, class VK>
+HWY_INLINE M choose_away(Rounding rounding, M neg, V tz, V rem, V half, VK k, V random, int random_bits) {
+  if constexpr (std::is_same_v<Round, AnyRounding>) {
+    switch (rounding) {
+      case Rounding::NearestEven: return round_away<Rounding::NearestEven>(neg, tz, rem, half, k, random, random_bits);
+      case Rounding::NearestAway: return round_away<Rounding::NearestAway>(neg, tz, rem, half, k, random, random_bits);
+      case Rounding::NearestZero: return round_away<Rounding::NearestZero>(neg, tz, rem, half, k, random, random_bits);
+      case Rounding::TowardZero: return round_away<Rounding::TowardZero>(neg, tz, rem, half, k, random, random_bits);
+      case Rounding::Up: return round_away<Rounding::Up>(neg, tz, rem, half, k, random, random_bits);
+      case Rounding::Down: return round_away<Rounding::Down>(neg, tz, rem, half, k, random, random_bits);
+      case Rounding::Odd: return round_away<Rounding::Odd>(neg, tz, rem, half, k, random, random_bits);
+      case Rounding::Stochastic: return round_away<Rounding::Stochastic>(neg, tz, rem, half, k, random, random_bits);
+    }
+    return hn::FirstN(hn::DFromV<V>(), 0);
+  } else {
+    return round_away<Round::value>(neg, tz, rem, half, k, random, random_bits);
   }
-  return hn::FirstN(DU(), 0);
 }
 
 /// Codes of the float32 bit patterns u divided by 2^X, with minus_x = -X added to their exponents (zero for
@@ -238,12 +248,7 @@ HWY_INLINE VU cast_lanes(const CastVectors& c, VU u, VU random, VI minus_x, MU* 
   const VU half = one << hn::Sub(ks, one);
   const VU tz = hn::Add(hn::ShiftLeftSame(hn::BitCast(du, hn::Add(qe, c.field_base)), c.mantissa_shift), kept);
 
-  MU away;
-  if constexpr (std::is_same_v<Round, AnyRounding>) {
-    away = round_away_any(c, neg, tz, rem, half, k, random);
-  } else {
-    away = round_away<Round::value>(c, neg, tz, rem, half, k, random);
-  }
+  const MU away = choose_away<Round>(c.rounding, neg, tz, rem, half, k, random, c.random_bits);
   const VU chosen = hn::Sub(tz, hn::VecFromMask(du, away));  // mask lanes are -1
 
   // Overflow, zero and flush-output results, then the sign.
@@ -275,6 +280,107 @@ HWY_INLINE VU cast_lanes(const CastVectors& c, VU u, VU random, VI minus_x, MU* 
 /// A Rounding as a type for cast_lanes.
 template <Rounding kRound>
 using RoundingTag = std::integral_constant<Rounding, kRound>;
+
+// ---------------------------------------------------------------------------------------------------
+// Casts of doubles in 64-bit lanes, for the quotients x / d of float block scales (block_kernels-inl.h).
+
+using D64 = hn::Repartition<std::uint64_t, DU>;
+using DI64 = hn::RebindToSigned<D64>;
+using DF64 = hn::RebindToFloat<D64>;
+using DUh = hn::Rebind<std::uint32_t, D64>;  ///< uint32_t lanes, as many as D64 has
+using DFh = hn::Rebind<float, D64>;
+using V64 = hn::Vec<D64>;
+using VI64 = hn::Vec<DI64>;
+using VF64 = hn::Vec<DF64>;
+using M64 = hn::Mask<D64>;
+
+/// CastParams as 64-bit vectors: the same grid, read on the 53-bit significand of a double.
+struct CastVectors64 {
+  explicit CastVectors64(const CastParams& p)
+      : exponent_clamp(hn::Set(DI64(), p.exponent_clamp)),
+        quantum_drop(hn::Set(DI64(), p.quantum_drop)),
+        quantum_min(hn::Set(DI64(), p.quantum_min)),
+        field_base(hn::Set(DI64(), p.field_offset - p.quantum_min)),
+        tiny_below(hn::Set(DI64(), p.tiny_below_exponent)),
+        tiny_code(hn::Set(D64(), p.tiny_code)),
+        limit_pos(hn::Set(D64(), p.limit[0])),
+        limit_neg(hn::Set(D64(), p.limit[1])),
+        flush_below(hn::Set(D64(), p.flush_below)),
+        neg_xor(hn::Set(D64(), p.neg_xor)),
+        neg_add(hn::Set(D64(), p.neg_add)),
+        neg_mask(hn::Set(D64(), p.neg_mask)),
+        neg_or(hn::Set(D64(), p.neg_or)),
+        zero_pos(hn::Set(D64(), p.zero_code[0])),
+        zero_neg(hn::Set(D64(), p.zero_code[1])),
+        overflow_pos(hn::Set(D64(), p.overflow_code[0])),
+        overflow_neg(hn::Set(D64(), p.overflow_code[1])),
+        zero_input_pos(hn::Set(D64(), p.zero_input_code[0])),
+        zero_input_neg(hn::Set(D64(), p.zero_input_code[1])),
+        inf_pos(hn::Set(D64(), p.inf_code[0])),
+        inf_neg(hn::Set(D64(), p.inf_code[1])),
+        nan_pos(hn::Set(D64(), p.nan_code[0])),
+        nan_neg(hn::Set(D64(), p.nan_code[1])),
+        mantissa_shift(p.mantissa_shift),
+        random_bits(p.random_bits),
+        rounding(p.rounding),
+        has_tiny(p.has_tiny),
+        inf_overflows(p.inf_overflows) {}
+
+  VI64 exponent_clamp, quantum_drop, quantum_min, field_base, tiny_below;
+  V64 tiny_code, limit_pos, limit_neg, flush_below, neg_xor, neg_add, neg_mask, neg_or;
+  V64 zero_pos, zero_neg, overflow_pos, overflow_neg, zero_input_pos, zero_input_neg;
+  V64 inf_pos, inf_neg, nan_pos, nan_neg;
+  int mantissa_shift;
+  int random_bits;
+  Rounding rounding;
+  bool has_tiny;
+  bool inf_overflows;
+};
+
+/// Codes of the doubles q (never subnormal: quotients of float32 values by moderate divisors), with the
+/// same rules as cast_lanes (signed formats; flush-input does not apply to f64 sources). *over as there.
+template <class Round>
+HWY_INLINE V64 cast_lanes64(const CastVectors64& c, VF64 q, V64 random, M64* over_out) {
+  const D64 du;
+  const DI64 di;
+  const V64 one = hn::Set(du, 1U);
+  const V64 u = hn::BitCast(du, q);
+  const V64 abs = hn::And(u, hn::Set(du, 0x7FFFFFFFFFFFFFFFULL));
+  const M64 neg = hn::RebindMask(du, hn::Lt(hn::BitCast(di, u), hn::Zero(di)));
+  const V64 sig = hn::Or(hn::And(abs, hn::Set(du, 0x000FFFFFFFFFFFFFULL)), hn::Set(du, 0x0010000000000000ULL));
+  const VI64 e = hn::Sub(hn::BitCast(di, hn::ShiftRight<52>(abs)), hn::Set(di, 1023));
+
+  const VI64 ec = hn::Min(e, c.exponent_clamp);
+  const VI64 qe = hn::Max(hn::Sub(ec, c.quantum_drop), c.quantum_min);
+  const VI64 k = hn::Add(hn::Sub(qe, ec), hn::Set(di, 52));
+  // Past 53 discarded bits nothing is kept; 54 keeps the half-quantum test (sig < 2^53 = half) exact.
+  const V64 ks = hn::BitCast(du, hn::Min(k, hn::Set(di, 54)));
+  const V64 kept = sig >> ks;
+  const V64 rem = hn::And(sig, hn::Sub(one << ks, one));
+  const V64 half = one << hn::Sub(ks, one);
+  const V64 tz = hn::Add(hn::ShiftLeftSame(hn::BitCast(du, hn::Add(qe, c.field_base)), c.mantissa_shift), kept);
+  const M64 away = choose_away<Round>(c.rounding, neg, tz, rem, half, k, random, c.random_bits);
+  const V64 chosen = hn::Sub(tz, hn::VecFromMask(du, away));
+
+  M64 over = hn::Gt(chosen, hn::IfThenElse(neg, c.limit_neg, c.limit_pos));
+  const V64 negative = hn::Or(hn::And(hn::Add(hn::Xor(chosen, c.neg_xor), c.neg_add), c.neg_mask), c.neg_or);
+  V64 code = hn::IfThenElse(neg, negative, chosen);
+  code = hn::IfThenElse(hn::Lt(chosen, c.flush_below), hn::IfThenElse(neg, c.zero_neg, c.zero_pos), code);
+  code = hn::IfThenElse(over, hn::IfThenElse(neg, c.overflow_neg, c.overflow_pos), code);
+  if (c.has_tiny) code = hn::IfThenElse(hn::RebindMask(du, hn::Lt(e, c.tiny_below)), c.tiny_code, code);
+  const M64 zero_input = hn::Eq(abs, hn::Zero(du));
+  code = hn::IfThenElse(zero_input, hn::IfThenElse(neg, c.zero_input_neg, c.zero_input_pos), code);
+  const V64 inf_bits = hn::Set(du, 0x7FF0000000000000ULL);
+  const M64 is_inf = hn::Eq(abs, inf_bits);
+  code = hn::IfThenElse(is_inf, hn::IfThenElse(neg, c.inf_neg, c.inf_pos), code);
+  code = hn::IfThenElse(hn::Gt(abs, inf_bits), hn::IfThenElse(neg, c.nan_neg, c.nan_pos), code);
+  if (over_out != nullptr) {
+    over = hn::AndNot(zero_input, hn::And(over, hn::Lt(abs, inf_bits)));
+    if (c.inf_overflows) over = hn::Or(over, is_inf);
+    *over_out = over;
+  }
+  return code;
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Decoding codes to float32.

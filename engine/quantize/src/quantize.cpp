@@ -66,6 +66,35 @@ void adjacent_values(const Format& f, double v, double* prev, double* next) {
 
 }  // namespace
 
+Result<TensorScale> choose_tensor_scale(const BlockFormat& f, double tensor_amax) {
+  if (!f.layout.tensor_scale || !f.layout.scale) return make_error("format '" + f.name + "' has no tensor scale");
+  const Format& tf = *f.layout.tensor_scale;
+  const Format& sf = *f.layout.scale;
+  const QuantOptions& o = f.options;
+  auto to = resolve_options(tf, CastOptions{});
+  if (!to) return make_error("tensor scale format: " + to.error().message);
+  CastResult r;
+  const double smax = o.tensor_scale_max > 0 ? o.tensor_scale_max : sf.max_finite();
+  if (tensor_amax == 0 || !o.tensor_scale_from_amax) {
+    r = cast(tf, 1.0, *to);  // an all-zero tensor keeps scale 1 (its codes are all zero)
+  } else {
+    r = cast_quotient(tf, tensor_amax, smax * f.element.max_finite(), *to);
+  }
+  TensorScale ts{r.code, tf.decode(r.code)};
+  if (!(ts.value > 0) || !std::isfinite(ts.value)) ts = {cast(tf, 1.0, *to).code, 1.0};
+  return ts;
+}
+
+std::uint32_t float_block_scale_code(const BlockFormat& f, const CastOptions& scale_opts, double amax, double target,
+                                     double g) {
+  const Format& sf = *f.layout.scale;
+  const QuantOptions& o = f.options;
+  CastResult r = cast_quotient(sf, amax, target * g, scale_opts);
+  if (amax == 0 && o.zero_block == ZeroBlock::One) r = cast(sf, 1.0, scale_opts);
+  if (o.min_block_scale > 0 && sf.decode(r.code) < o.min_block_scale) r = cast(sf, o.min_block_scale, scale_opts);
+  return r.code;
+}
+
 CastResult cast_quotient(const Format& f, double n, double d, const CastOptions& o, std::uint32_t random) {
   if (!std::isfinite(n)) return cast(f, n, o, random);
   if (is_pow2(d)) {
@@ -812,25 +841,11 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
   // Second level: the tensor scale g = amax / (max_scale * max_elem), rounded in its format.
   double g = 1.0;
   if (f.layout.tensor_scale) {
-    const Format& tf = *f.layout.tensor_scale;
-    auto to = resolve_options(tf, CastOptions{});
-    if (!to) return make_error("tensor scale format: " + to.error().message);
+    auto ts = choose_tensor_scale(f, tensor_amax);
+    if (!ts) return ts.error();
     q.has_tensor_scale = true;
-    CastResult r;
-    const double smax = o.tensor_scale_max > 0 ? o.tensor_scale_max : sf.max_finite();
-    if (tensor_amax == 0 || !o.tensor_scale_from_amax) {
-      r = cast(tf, 1.0, *to);  // an all-zero tensor keeps scale 1 (its codes are all zero)
-    } else {
-      r = cast_quotient(tf, tensor_amax, smax * f.element.max_finite(), *to);
-    }
-    q.tensor_scale_code = r.code;
-    g = tf.decode(r.code);
-    if (!(g > 0) || !std::isfinite(g)) {
-      r = cast(tf, 1.0, *to);
-      q.tensor_scale_code = r.code;
-      g = 1.0;
-    }
-    q.tensor_scale = g;
+    q.tensor_scale_code = ts->code;
+    q.tensor_scale = g = ts->value;
   }
 
   const int x_min = floor_log2(sf.min_positive());
@@ -920,12 +935,7 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
       }
       continue;
     }
-    auto scale_for = [&](double target) {
-      CastResult r = cast_quotient(sf, st.amax, target * g, scale_opts);
-      if (st.amax == 0 && o.zero_block == ZeroBlock::One) r = cast(sf, 1.0, scale_opts);
-      if (o.min_block_scale > 0 && sf.decode(r.code) < o.min_block_scale) r = cast(sf, o.min_block_scale, scale_opts);
-      return r.code;
-    };
+    auto scale_for = [&](double target) { return float_block_scale_code(f, scale_opts, st.amax, target, g); };
     std::uint32_t code = scale_for(f.element.max_finite());
     if (o.rule == ScaleRule::FourOverSix && st.amax > 0) {
       // Seed of "Four Over Six": also try mapping amax to 2/3 of max (4 for E2M1); keep the lower SSE.

@@ -16,6 +16,7 @@
 #include "mxlab/core/error.hpp"
 #include "mxlab/core/exact_sum.hpp"
 #include "mxlab/quantize/block_format.hpp"
+#include "mxlab/quantize/quantize.hpp"
 
 namespace mxlab {
 
@@ -74,18 +75,22 @@ struct BlockMetrics {
 struct BlockPacked {
   std::vector<std::uint8_t> elements;  ///< element codes bit-packed at their width
   std::vector<std::uint8_t> scales;    ///< one scale code per block, in block order
+  std::vector<std::uint8_t> tensor_scale;  ///< two-level formats: the tensor scale code, little-endian
 };
 
 /// A block quantizer for one block format, reduced once to the constants the SIMD code takes.
 ///
 /// Supported: element formats CastKernel supports of at most 8 bits (the MX float and integer elements),
-/// an 8-bit power-of-two scale format (E8M0), 1-D blocks along the last axis (a fixed size or the whole
-/// axis), every scale rule giving a power-of-two scale (floor, ceil, rceil, even, midmax), both clamp sites,
+/// 1-D blocks along the last axis (a fixed size or the whole axis), and either
+///  - an 8-bit power-of-two scale format (E8M0) under every scale rule giving a power-of-two scale (floor,
+///    ceil, rceil, even, midmax), both clamp sites, or
+///  - an 8-bit float scale format without Inf (E4M3, UE4M3) under rule amax, optionally below a tensor
+///    scale of at most 32 bits (NVFP4's two levels), with the zero-block and minimum-scale rules;
 /// every zero-block rule, the NaN/Inf policies block-nan, block-nan-any and element, every element rounding
 /// mode (stochastic with stochastic_bits(seed, element index)), overflow policy and the subnormal modes
-/// keep and flush-output, both nibble orders and both integer encodings. Everything else (float block
-/// scales such as NVFP4, tensor scales, peer profiles' options, subtiles, 2-D tiles, channel scales,
-/// sparsity, codebook elements) is reported by unsupported_reason().
+/// keep and flush-output, both nibble orders and both integer encodings. Everything else (4over6, peer
+/// profiles' arithmetic options, subtiles, 2-D tiles, channel scales, sparsity, codebook elements) is
+/// reported by unsupported_reason().
 class BlockKernel {
  public:
   /// Why the SIMD kernel cannot quantize with this block format, or an empty string when it can.
@@ -111,17 +116,23 @@ class BlockKernel {
   Result<BlockPacked> quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                       const BlockRun& run = {}, BlockMetrics* metrics = nullptr) const;
   /// As quantize_packed, into caller-provided arrays of packed_element_bytes(n) and block_count(shape)
-  /// bytes.
+  /// bytes; two-level formats report their tensor scale in *tensor_scale if given.
   Result<std::size_t> quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                       std::span<std::uint8_t> elements, std::span<std::uint8_t> scales,
-                                      const BlockRun& run = {}, BlockMetrics* metrics = nullptr) const;
+                                      const BlockRun& run = {}, BlockMetrics* metrics = nullptr,
+                                      TensorScale* tensor_scale = nullptr) const;
   /// The error metrics alone (the quantize pass without outputs).
   Result<BlockMetrics> metrics(BlockInput x, const std::vector<std::int64_t>& shape,
                                const BlockRun& run = {}) const;
-  /// Dequantizes packed codes and scale codes to float32 (mxlab::dequantize rounded to float32).
+  /// Dequantizes packed codes and scale codes to float32 (mxlab::dequantize rounded to float32); two-level
+  /// formats multiply by the decoded tensor scale.
   Result<std::size_t> dequantize(std::span<const std::uint8_t> elements, std::span<const std::uint8_t> scales,
                                  const std::vector<std::int64_t>& shape, std::span<float> out,
-                                 const BlockRun& run = {}) const;
+                                 const BlockRun& run = {}, double tensor_scale = 1.0) const;
+  /// The tensor scale of a two-level format for this tensor (as mxlab::quantize picks it); an error for
+  /// other formats.
+  Result<TensorScale> tensor_scale(BlockInput x, const std::vector<std::int64_t>& shape,
+                                   const BlockRun& run = {}) const;
   /// Largest finite magnitude of every block (0 if none), as QuantizedTensor::block_amax.
   Result<std::size_t> block_amax(BlockInput x, const std::vector<std::int64_t>& shape,
                                  std::span<float> amax, const BlockRun& run = {}) const;
@@ -133,9 +144,9 @@ class BlockKernel {
  private:
   enum class Mode : std::uint8_t;
   BlockKernel(BlockFormat f, std::shared_ptr<const kernel_detail::BlockParams> p);
-  Result<std::size_t> run(Mode mode, BlockInput x, const std::vector<std::int64_t>& shape,
-                          float* fake, std::uint8_t* elements, std::uint8_t* scales, float* amax,
-                          const BlockRun& run, BlockMetrics* metrics) const;
+  struct Outputs;
+  Result<std::size_t> run(Mode mode, BlockInput x, const std::vector<std::int64_t>& shape, const Outputs& out,
+                          const BlockRun& run) const;
 
   BlockFormat format_;
   std::shared_ptr<const kernel_detail::BlockParams> params_;

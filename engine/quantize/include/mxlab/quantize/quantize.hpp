@@ -65,6 +65,22 @@ std::vector<double> dequantize(const BlockFormat& f, const QuantizedTensor& q);
 /// stochastic rounding uses the fraction of the double quotient when d is not a power of two.
 CastResult cast_quotient(const Format& f, double n, double d, const CastOptions& o, std::uint32_t random = 0);
 
+/// The tensor scale of a two-level format (layout.tensor_scale) for a tensor whose largest finite
+/// magnitude is tensor_amax: g = amax / (max block scale * max element) rounded in the tensor scale's
+/// format, or 1 for an all-zero tensor, when the options do not take it from the amax, or when the rounded
+/// value is not a positive finite number.
+struct TensorScale {
+  std::uint32_t code = 0;
+  double value = 1.0;
+};
+Result<TensorScale> choose_tensor_scale(const BlockFormat& f, double tensor_amax);
+
+/// The code of a float block scale (rule amax) for a block with finite amax under tensor scale g: amax /
+/// (target * g) rounded in the scale format (scale_opts resolved for it), then the zero-block and minimum
+/// block-scale rules of the options.
+std::uint32_t float_block_scale_code(const BlockFormat& f, const CastOptions& scale_opts, double amax, double target,
+                                     double g);
+
 /// The power-of-two scale exponent X of a block under the options (amax finite and > 0), before
 /// clamping to the scale format.
 int scale_exponent(const Format& element, double amax, const QuantOptions& o);
