@@ -28,8 +28,9 @@ const std::vector<Rounding> kRoundings = {Rounding::NearestEven, Rounding::Neare
 const std::vector<ScaleRule> kRules = {ScaleRule::Floor, ScaleRule::Ceil, ScaleRule::RCeil, ScaleRule::Even,
                                        ScaleRule::MidMax};
 const std::vector<Overflow> kOverflows = {Overflow::Saturate, Overflow::Inf, Overflow::Nan};
-const std::vector<std::string> kFormats = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3",
-                                           "mxfp4",      "mxint8",     "boost_e2m5", "mxfp4@16"};
+const std::vector<std::string> kFormats = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4",
+                                           "mxint8",     "mxint4",     "mxint2",     "boost_e2m5", "mxsf",
+                                           "mxfp4@16"};
 
 double normal(Rng& rng) {
   const double u1 = 1.0 - rng.uniform();
@@ -391,7 +392,7 @@ TEST_CASE("block kernels: unsupported options are reported, never computed", "[k
   four.options.rule = ScaleRule::FourOverSix;
   CHECK_FALSE(BlockKernel::unsupported_reason(four).empty());
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("e2m1:e5m2_t16")).empty());  // rule amax, a scale with Inf
-  CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxsf@8x8")).empty());
+  CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxsf@8x8")).empty());  // 2-D tiles
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxint8:e8m0_t16s2")).empty());
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("e4m3:e8m0_t32n2m4")).empty());
   auto peer = apply_profile(parse("mxfp8_e4m3"), "torchao");

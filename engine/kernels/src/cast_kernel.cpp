@@ -126,8 +126,14 @@ std::string CastKernel::unsupported_reason(const Format& f) {
   const FormatSpec& s = f.spec();
   if (s.kind == FormatKind::Codebook)
     return "codebook formats are cast by a search of their value table, which the SIMD cast does not do";
-  if (s.sub_exponent_bits > 0)
-    return "its exponent field 0 is read again as a second format (as in MX-SAFE), which the SIMD cast does not do";
+  if (s.sub_exponent_bits > 0) {
+    // The second reading of field 0 must continue the grid up to the first reading's smallest normal, so
+    // that codes stay consecutive in value across the two readings (MX-SAFE: 2^-3 * 1.75 then 2^-2).
+    const int sub_top = (1 << s.sub_exponent_bits) - 1 - s.sub_bias;  // exponent of its largest binade
+    if (s.kind != FormatKind::Float || !s.subnormals || sub_top + 1 != min_normal_exponent(s) ||
+        s.sub_exponent_bits + s.sub_mantissa_bits != s.mantissa_bits)
+      return "its exponent field 0 is read again as a second format that does not continue the first one's grid";
+  }
   if (f.bits() > 16) return std::to_string(f.bits()) + "-bit codes; the SIMD cast writes codes of at most 16 bits";
   return {};
 }

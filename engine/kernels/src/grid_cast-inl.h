@@ -135,20 +135,28 @@ struct CastVectors {
         nan_neg(hn::Set(DU(), p.nan_code[1])),
         negative_unsigned(hn::Set(DU(), p.negative_unsigned_code)),
         zero_input_below(hn::Set(DU(), p.flush_input_below_bits > 0 ? p.flush_input_below_bits : 1U)),
+        split_exponent(hn::Set(DI(), p.split_exponent)),
+        low_quantum_drop(hn::Set(DI(), p.low_quantum_drop)),
+        low_field_base(hn::Set(DI(), p.low_field_base)),
+        low_mantissa_shift(hn::Set(DI(), p.low_mantissa_shift)),
+        high_mantissa_shift(hn::Set(DI(), p.mantissa_shift)),
         mantissa_shift(p.mantissa_shift),
         random_bits(p.random_bits),
         rounding(p.rounding),
+        split(p.split),
         has_tiny(p.has_tiny),
         is_unsigned(p.is_unsigned),
         inf_overflows(p.inf_overflows) {}
 
   VI exponent_clamp, quantum_drop, quantum_min, field_base, tiny_below;
+  VI split_exponent, low_quantum_drop, low_field_base, low_mantissa_shift, high_mantissa_shift;
   VU tiny_code, limit_pos, limit_neg, flush_below, neg_xor, neg_add, neg_mask, neg_or;
   VU zero_pos, zero_neg, overflow_pos, overflow_neg, zero_input_pos, zero_input_neg;
   VU inf_pos, inf_neg, nan_pos, nan_neg, negative_unsigned, zero_input_below;
   int mantissa_shift;
   int random_bits;
   Rounding rounding;
+  bool split;
   bool has_tiny;
   bool is_unsigned;
   bool inf_overflows;
@@ -239,14 +247,23 @@ HWY_INLINE VU cast_lanes(const CastVectors& c, VU u, VU random, VI minus_x, MU* 
 
   // Grid position: quantum 2^qe, k = number of significand bits below the quantum.
   const VI ec = hn::Min(e, c.exponent_clamp);
-  const VI qe = hn::Max(hn::Sub(ec, c.quantum_drop), c.quantum_min);
+  // A format with a re-read field 0 takes the second reading's grid below split_exponent.
+  const auto high = hn::Not(hn::Lt(ec, c.split_exponent));
+  const VI qe = hn::Max(hn::Sub(ec, c.split ? hn::IfThenElse(high, c.quantum_drop, c.low_quantum_drop) : c.quantum_drop),
+                        c.quantum_min);
   const VI k = hn::Add(hn::Sub(qe, ec), hn::Set(di, 23));
   // Past 24 discarded bits nothing is kept; 25 keeps the half-quantum test (sig < 2^24 = half) exact.
   const VU ks = hn::BitCast(du, hn::Min(k, hn::Set(di, 25)));
   const VU kept = sig >> ks;
   const VU rem = hn::And(sig, hn::Sub(one << ks, one));
   const VU half = one << hn::Sub(ks, one);
-  const VU tz = hn::Add(hn::ShiftLeftSame(hn::BitCast(du, hn::Add(qe, c.field_base)), c.mantissa_shift), kept);
+  VU tz;
+  if (c.split) {
+    const VU field = hn::BitCast(du, hn::Add(qe, hn::IfThenElse(high, c.field_base, c.low_field_base)));
+    tz = hn::Add(field << hn::BitCast(du, hn::IfThenElse(high, c.high_mantissa_shift, c.low_mantissa_shift)), kept);
+  } else {
+    tz = hn::Add(hn::ShiftLeftSame(hn::BitCast(du, hn::Add(qe, c.field_base)), c.mantissa_shift), kept);
+  }
 
   const MU away = choose_away<Round>(c.rounding, neg, tz, rem, half, k, random, c.random_bits);
   const VU chosen = hn::Sub(tz, hn::VecFromMask(du, away));  // mask lanes are -1
@@ -320,19 +337,27 @@ struct CastVectors64 {
         inf_neg(hn::Set(D64(), p.inf_code[1])),
         nan_pos(hn::Set(D64(), p.nan_code[0])),
         nan_neg(hn::Set(D64(), p.nan_code[1])),
+        split_exponent(hn::Set(DI64(), p.split_exponent)),
+        low_quantum_drop(hn::Set(DI64(), p.low_quantum_drop)),
+        low_field_base(hn::Set(DI64(), p.low_field_base)),
+        low_mantissa_shift(hn::Set(DI64(), p.low_mantissa_shift)),
+        high_mantissa_shift(hn::Set(DI64(), p.mantissa_shift)),
         mantissa_shift(p.mantissa_shift),
         random_bits(p.random_bits),
         rounding(p.rounding),
+        split(p.split),
         has_tiny(p.has_tiny),
         inf_overflows(p.inf_overflows) {}
 
   VI64 exponent_clamp, quantum_drop, quantum_min, field_base, tiny_below;
+  VI64 split_exponent, low_quantum_drop, low_field_base, low_mantissa_shift, high_mantissa_shift;
   V64 tiny_code, limit_pos, limit_neg, flush_below, neg_xor, neg_add, neg_mask, neg_or;
   V64 zero_pos, zero_neg, overflow_pos, overflow_neg, zero_input_pos, zero_input_neg;
   V64 inf_pos, inf_neg, nan_pos, nan_neg;
   int mantissa_shift;
   int random_bits;
   Rounding rounding;
+  bool split;
   bool has_tiny;
   bool inf_overflows;
 };
@@ -351,14 +376,22 @@ HWY_INLINE V64 cast_lanes64(const CastVectors64& c, VF64 q, V64 random, M64* ove
   const VI64 e = hn::Sub(hn::BitCast(di, hn::ShiftRight<52>(abs)), hn::Set(di, 1023));
 
   const VI64 ec = hn::Min(e, c.exponent_clamp);
-  const VI64 qe = hn::Max(hn::Sub(ec, c.quantum_drop), c.quantum_min);
+  const auto high = hn::Not(hn::Lt(ec, c.split_exponent));
+  const VI64 qe = hn::Max(
+      hn::Sub(ec, c.split ? hn::IfThenElse(high, c.quantum_drop, c.low_quantum_drop) : c.quantum_drop), c.quantum_min);
   const VI64 k = hn::Add(hn::Sub(qe, ec), hn::Set(di, 52));
   // Past 53 discarded bits nothing is kept; 54 keeps the half-quantum test (sig < 2^53 = half) exact.
   const V64 ks = hn::BitCast(du, hn::Min(k, hn::Set(di, 54)));
   const V64 kept = sig >> ks;
   const V64 rem = hn::And(sig, hn::Sub(one << ks, one));
   const V64 half = one << hn::Sub(ks, one);
-  const V64 tz = hn::Add(hn::ShiftLeftSame(hn::BitCast(du, hn::Add(qe, c.field_base)), c.mantissa_shift), kept);
+  V64 tz;
+  if (c.split) {
+    const V64 field = hn::BitCast(du, hn::Add(qe, hn::IfThenElse(high, c.field_base, c.low_field_base)));
+    tz = hn::Add(field << hn::BitCast(du, hn::IfThenElse(high, c.high_mantissa_shift, c.low_mantissa_shift)), kept);
+  } else {
+    tz = hn::Add(hn::ShiftLeftSame(hn::BitCast(du, hn::Add(qe, c.field_base)), c.mantissa_shift), kept);
+  }
   const M64 away = choose_away<Round>(c.rounding, neg, tz, rem, half, k, random, c.random_bits);
   const V64 chosen = hn::Sub(tz, hn::VecFromMask(du, away));
 

@@ -13,7 +13,8 @@ namespace mxlab::kernel_detail {
 inline std::uint32_t low_bits(int n) { return n >= 32 ? 0xFFFFFFFFU : (std::uint32_t{1} << n) - 1; }
 
 /// Fills the grid fields every element-cast parameter set has (rounding, quantum, limits, flush,
-/// negative-code construction) for a Float format without a re-read field 0, or an Integer format.
+/// negative-code construction) for a Float format (also one whose field 0 is read again, as MX-SAFE) or an
+/// Integer format.
 template <typename P>
 void fill_grid_params(P& p, const Format& f, const CastOptions& o) {
   const FormatSpec& s = f.spec();
@@ -35,6 +36,23 @@ void fill_grid_params(P& p, const Format& f, const CastOptions& o) {
     // Without subnormals code 0 is the smallest value, not zero: nothing rounds to zero.
     p.flush_below = !s.subnormals ? 0 : (flush_output ? std::uint32_t{1} << s.mantissa_bits : 1);
     p.neg_or = s.is_signed ? std::uint32_t{1} << (s.exponent_bits + s.mantissa_bits) : 0;
+    if (s.sub_exponent_bits > 0) {
+      // Field 0 read again as a float with sub_mantissa_bits and sub_bias, IEEE subnormals at its field 0:
+      // a normal binade e of the second reading has codes ((e + sub_bias) << sm) + mantissa, i.e.
+      // tz = ((qe + sub_bias + sm - 1) << sm) + kept; the first reading's binades e >= emin give
+      // tz = ((qe + bias + m - 1) << m) + kept. Its smallest quantum is the second reading's.
+      const int sm = s.sub_mantissa_bits;
+      p.split = true;
+      p.split_exponent = emin;
+      p.low_quantum_drop = sm;
+      p.low_mantissa_shift = sm;
+      p.low_field_base = s.sub_bias + sm - 1;
+      p.quantum_min = 1 - s.sub_bias - sm;
+      p.field_offset = (s.bias + s.mantissa_bits - 1) + p.quantum_min;  // field_base = bias + m - 1 above
+      p.has_tiny = false;
+      // Flush-output flushes the second reading's subnormals (codes below its first normal, 1 << sm).
+      p.flush_below = flush_output ? std::uint32_t{1} << sm : 1;
+    }
   } else {  // Integer: one quantum 2^-frac_bits everywhere; two's complement negatives
     // Any drop larger than the exponent span of the integer (at most 16 binades here) keeps qe at its minimum.
     p.quantum_drop = 64;

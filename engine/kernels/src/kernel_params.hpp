@@ -31,6 +31,15 @@ struct CastParams {
   std::int32_t quantum_min = 0;
   std::int32_t field_offset = 0;  ///< 0 with subnormals (field 0 holds the lowest grid), -1 without
   std::int32_t mantissa_shift = 0;
+  /// Formats whose exponent field 0 is read again as a second float (MX-SAFE): below 2^split_exponent the
+  /// grid is the second reading's, with its own mantissa width; codes stay consecutive across the split.
+  /// There tz = ((qe + low_field_base) << low_mantissa_shift) + kept with qe = max(ec - low_quantum_drop,
+  /// quantum_min), and above it the formula of the fields above.
+  bool split = false;
+  std::int32_t split_exponent = 0;
+  std::int32_t low_quantum_drop = 0;
+  std::int32_t low_mantissa_shift = 0;
+  std::int32_t low_field_base = 0;
   /// Formats without subnormals: inputs below 2^tiny_below_exponent give tiny_code (the smallest value).
   bool has_tiny = false;
   std::int32_t tiny_below_exponent = 0;

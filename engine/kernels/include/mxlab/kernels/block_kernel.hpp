@@ -80,7 +80,8 @@ struct BlockPacked {
 
 /// A block quantizer for one block format, reduced once to the constants the SIMD code takes.
 ///
-/// Supported: element formats CastKernel supports of at most 8 bits (the MX float and integer elements),
+/// Supported: element formats CastKernel supports of at most 8 bits (the MX float and integer elements,
+/// BOOST E2M5, the MX-SAFE element),
 /// 1-D blocks along the last axis (a fixed size or the whole axis), and either
 ///  - an 8-bit power-of-two scale format (E8M0) under every scale rule giving a power-of-two scale (floor,
 ///    ceil, rceil, even, midmax), both clamp sites, or

@@ -33,8 +33,8 @@ struct KernelRun {
 };
 
 /// A cast to one format with one set of options, reduced once to the numbers the SIMD code takes.
-/// Supported: Float formats without a re-read exponent field 0 and Integer formats, up to 16 bits, every
-/// rounding mode, overflow policy, subnormal mode and source type. Codes of formats up to 8 bits can be
+/// Supported: Float formats (also the MX-SAFE element, whose re-read exponent field 0 continues the grid)
+/// and Integer formats, up to 16 bits, every rounding mode, overflow policy, subnormal mode and source type. Codes of formats up to 8 bits can be
 /// written as uint8_t or uint16_t, wider ones as uint16_t.
 class CastKernel {
  public:
