@@ -33,6 +33,17 @@ namespace block {
 /// Codes buffered before they are bit-packed.
 constexpr std::size_t kChunk = 4096;
 
+/// load_input for an input kind known at run time (one predictable branch per vector).
+template <class D = DU>
+HWY_INLINE hn::Vec<D> load_any(InputKind kind, const void* in, std::size_t i, D d = D()) {
+  switch (kind) {
+    case InputKind::F32: return load_input<InputKind::F32>(in, i, d);
+    case InputKind::BF16: return load_input<InputKind::BF16>(in, i, d);
+    case InputKind::F16: break;
+  }
+  return load_input<InputKind::F16>(in, i, d);
+}
+
 /// floor(log2 a) of a positive float32 given by its bits, subnormals included.
 HWY_INLINE int floor_log2_bits(std::uint32_t a) {
   const auto biased = static_cast<int>(a >> 23);
@@ -227,7 +238,7 @@ struct BlockScale {
 };
 
 /// The element pass over one block of len elements at xb (rest > 0: the last partial vector is in in_buf).
-template <class Round, InputKind kIn, BlockOut kOut, bool kFast>
+template <class Round, BlockOut kOut, bool kFast>
 HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, const CastVectors& c,
                                const FastVectors& fv, CodeSink& sink, const std::uint8_t* xb,
                                const std::uint8_t* in_buf, std::size_t len, std::size_t full, std::size_t start,
@@ -236,6 +247,7 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
   const DF df;
   const DI di;
   const std::size_t lanes = hn::Lanes(du);
+  const InputKind in_kind = call.input;
   const bool want_metrics = call.metrics != nullptr;
   const VI minus_x = hn::Set(di, -bs.xe);
   const VF scale_v = hn::Set(df, p.scale_value[bs.scode]);
@@ -247,7 +259,7 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
   for (std::size_t k = 0; k < len; k += lanes) {
     const bool tail = k == full;  // only when len is not a multiple of lanes
     const std::size_t count = tail ? len - full : lanes;
-    const VU u = tail ? load_input<kIn>(in_buf, 0) : load_input<kIn>(xb, k);
+    const VU u = tail ? load_any(in_kind, in_buf, 0) : load_any(in_kind, xb, k);
     MU over = hn::FirstN(du, 0);
     VU code;
     VF value;
@@ -265,9 +277,7 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
       }
     } else {
       VU random = hn::Zero(du);
-      if constexpr (std::is_same_v<Round, RoundingTag<Rounding::Stochastic>>) {
-        random = stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start) + k);
-      }
+      if (p.stochastic) random = stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start) + k);
       code = cast_lanes<Round>(c, u, random, minus_x, want_metrics ? &over : nullptr);
       if constexpr (kOut == BlockOut::Fake) {
         value = hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(di, code)), scale_v);
@@ -309,7 +319,7 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
 /// x - b * d is more than 2^-40 of b * d, and q, within 2^-53 of x / d, lies more than 2^-41 of b away from
 /// b, far outside the window of 2^-50. Inside it q = b exactly and stays. The quotient the reference casts
 /// is therefore the correctly rounded x / d.
-template <class Round, InputKind kIn, BlockOut kOut>
+template <class Round>
 HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call, const CastVectors64& c64,
                                      CodeSink& sink, const std::uint8_t* xb, std::size_t len, std::size_t start,
                                      double s) {
@@ -319,7 +329,8 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
   const DFh dfh;
   const hn::RebindToSigned<DUh> dih;
   const std::size_t lanes = hn::Lanes(df);
-  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
+  const InputKind in_kind = call.input;
+  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
   const bool want_metrics = call.metrics != nullptr;
   const double d = s * call.g;  // exact: 8-bit scale times a tensor scale of at most 24 significant bits
   const VF64 dv = hn::Set(df, d);
@@ -332,22 +343,22 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
     const std::size_t count = std::min(lanes, len - k);
     hn::Vec<DUh> u;
     if (count == lanes) {
-      u = load_input<kIn>(xb, k, duh);
+      u = load_any(in_kind, xb, k, duh);
     } else {
       std::memset(in_buf, 0, sizeof(in_buf));
-      std::memcpy(in_buf, xb + k * kInBytes, count * kInBytes);
-      u = load_input<kIn>(in_buf, 0, duh);
+      std::memcpy(in_buf, xb + k * in_bytes, count * in_bytes);
+      u = load_any(in_kind, in_buf, 0, duh);
     }
     const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
     const VF64 q = hn::Div(x, dv);
     V64 random = hn::Zero(du);
-    if constexpr (std::is_same_v<Round, RoundingTag<Rounding::Stochastic>>) {
+    if (p.stochastic) {
       random = hn::PromoteTo(du, stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start + k), duh));
     }
     M64 over = hn::FirstN(du, 0);
     const auto code = hn::TruncateTo(duh, cast_lanes64<Round>(c64, q, random, want_metrics ? &over : nullptr));
-    if constexpr (kOut == BlockOut::Packed) sink.put(duh, code, start + k, count);
-    if constexpr (kOut == BlockOut::Fake) {
+    if (call.out == BlockOut::Packed) sink.put(duh, code, start + k, count);
+    if (call.out == BlockOut::Fake) {
       // decode(code) * s * g: exact in double, rounded once to float32.
       const VF64 e = hn::PromoteTo(df, hn::GatherIndex(dfh, p.decode_f32.data(), hn::BitCast(dih, code)));
       const auto value = hn::DemoteTo(dfh, hn::Mul(e, dv));
@@ -368,7 +379,6 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
 
 /// A block whose float scale is zero: finite elements become zeros of their sign, others are cast as they
 /// are (the reference's rule).
-template <InputKind kIn, BlockOut kOut>
 HWY_NOINLINE void zero_scale_elements(const BlockParams& p, const BlockCall& call, CodeSink& sink,
                                       const std::uint8_t* xb, std::size_t len, std::size_t start) {
   const DUh duh;
@@ -376,12 +386,13 @@ HWY_NOINLINE void zero_scale_elements(const BlockParams& p, const BlockCall& cal
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
   HWY_ALIGN std::uint32_t bits[kMaxLanes];
   HWY_ALIGN std::uint32_t codes[kMaxLanes];
-  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
+  const InputKind in_kind = call.input;
+  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
   for (std::size_t k = 0; k < len; k += lanes) {
     const std::size_t count = std::min(lanes, len - k);
     std::memset(in_buf, 0, sizeof(in_buf));
-    std::memcpy(in_buf, xb + k * kInBytes, count * kInBytes);
-    hn::Store(load_input<kIn>(in_buf, 0, duh), duh, bits);
+    std::memcpy(in_buf, xb + k * in_bytes, count * in_bytes);
+    hn::Store(load_any(in_kind, in_buf, 0, duh), duh, bits);
     for (std::size_t l = 0; l < lanes; ++l) {
       const float xf = std::bit_cast<float>(bits[l]);
       double value = 0;
@@ -397,10 +408,10 @@ HWY_NOINLINE void zero_scale_elements(const BlockParams& p, const BlockCall& cal
         over = r.overflow;
       }
       if (l >= count) continue;
-      if constexpr (kOut == BlockOut::Fake) call.fake[start + k + l] = static_cast<float>(value);
+      if (call.out == BlockOut::Fake) call.fake[start + k + l] = static_cast<float>(value);
       if (call.metrics != nullptr) add_metric(*call.metrics, static_cast<double>(xf), value, over);
     }
-    if constexpr (kOut == BlockOut::Packed) sink.put(duh, hn::Load(duh, codes), start + k, count);
+    if (call.out == BlockOut::Packed) sink.put(duh, hn::Load(duh, codes), start + k, count);
   }
 }
 
@@ -415,8 +426,7 @@ struct BlockStats {
 /// One reduction in the common case: the largest magnitude bits, specials included; only a block whose
 /// largest bits are Inf or NaN needs the finite amax and the two flags separately. The block's last partial
 /// vector (rest > 0 elements from full on) is read from in_buf, zero-padded: zeros change nothing here.
-template <InputKind kIn>
-HWY_INLINE BlockStats block_stats(const std::uint8_t* xb, const std::uint8_t* in_buf, std::size_t len,
+HWY_INLINE BlockStats block_stats(InputKind in_kind, const std::uint8_t* xb, const std::uint8_t* in_buf, std::size_t len,
                                   std::size_t full) {
   const DU du;
   const std::size_t lanes = hn::Lanes(du);
@@ -424,15 +434,15 @@ HWY_INLINE BlockStats block_stats(const std::uint8_t* xb, const std::uint8_t* in
   const VU inf_bits = hn::Set(du, 0x7F800000U);
   BlockStats st;
   VU vmax = hn::Zero(du);
-  for (std::size_t k = 0; k < full; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
-  if (full != len) vmax = hn::Max(vmax, hn::And(load_input<kIn>(in_buf, 0), abs_mask));
+  for (std::size_t k = 0; k < full; k += lanes) vmax = hn::Max(vmax, hn::And(load_any(in_kind, xb, k), abs_mask));
+  if (full != len) vmax = hn::Max(vmax, hn::And(load_any(in_kind, in_buf, 0), abs_mask));
   st.amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
   st.finite = st.amax_bits < 0x7F800000U;
   if (!st.finite) {
     VU vfin = hn::Zero(du);
     VU vinf = hn::Zero(du);
     for (std::size_t k = 0; k < len; k += lanes) {
-      const VU a = hn::And(k == full ? load_input<kIn>(in_buf, 0) : load_input<kIn>(xb, k), abs_mask);
+      const VU a = hn::And(k == full ? load_any(in_kind, in_buf, 0) : load_any(in_kind, xb, k), abs_mask);
       vfin = hn::Max(vfin, hn::IfThenElseZero(hn::Lt(a, inf_bits), a));
       vinf = hn::Or(vinf, hn::VecFromMask(du, hn::Eq(a, inf_bits)));
     }
@@ -453,11 +463,10 @@ HWY_INLINE bool nan_block(const BlockParams& p, const BlockStats& st) {
 }
 
 /// A block of NaN elements (NaN scale code, NaN outputs).
-template <BlockOut kOut>
 HWY_INLINE void nan_elements(const BlockParams& p, const BlockCall& call, CodeSink& sink, std::size_t start,
                              std::size_t len) {
-  if constexpr (kOut == BlockOut::Packed) sink.put_repeated(p.nan_block_code, start, len);
-  if constexpr (kOut == BlockOut::Fake) {
+  if (call.out == BlockOut::Packed) sink.put_repeated(p.nan_block_code, start, len);
+  if (call.out == BlockOut::Fake) {
     std::fill(call.fake + start, call.fake + start + len, std::numeric_limits<float>::quiet_NaN());
   }
   if (call.metrics != nullptr) call.metrics->nan_outputs += static_cast<std::int64_t>(len);
@@ -467,18 +476,18 @@ HWY_INLINE void nan_elements(const BlockParams& p, const BlockCall& call, CodeSi
 /// the group in one vector cast of the double quotients amax / (target * g) (correctly rounded, as
 /// float_scale_elements explains for the elements; the scale cast takes no random bits), then the element
 /// passes, each block still in the caches.
-template <class Round, InputKind kIn, BlockOut kOut>
 HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) {
   const DU du;
   const DF64 df;
   const D64 d64;
   const std::size_t lanes = hn::Lanes(du);
-  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
+  const InputKind in_kind = call.input;
+  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
   constexpr std::size_t kGroup = 64;
   const CastVectors64 c64(p.cast);
   const CastVectors64 s64(p.scale_cast);
   const VF64 target_g = hn::Set(df, p.scale_target * call.g);
-  const bool elements = kOut != BlockOut::None || call.metrics != nullptr;
+  const bool elements = call.out != BlockOut::None || call.metrics != nullptr;
   const auto* in = static_cast<const std::uint8_t*>(call.x);
   CodeSink sink(p, call);
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
@@ -493,16 +502,16 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
     const auto count = static_cast<std::size_t>(std::min<std::int64_t>(kGroup, call.b1 - g0));
     for (std::size_t i = 0; i < count; ++i) {
       cursor.next(&starts[i], &lens[i]);
-      const std::uint8_t* xb = in + static_cast<std::size_t>(starts[i]) * kInBytes;
+      const std::uint8_t* xb = in + static_cast<std::size_t>(starts[i]) * in_bytes;
       const std::size_t full = lens[i] - lens[i] % lanes;
       if (full != lens[i]) {
         std::memset(in_buf, 0, sizeof(in_buf));
-        std::memcpy(in_buf, xb + full * kInBytes, (lens[i] - full) * kInBytes);
+        std::memcpy(in_buf, xb + full * in_bytes, (lens[i] - full) * in_bytes);
       }
       if constexpr (HWY_TARGET != HWY_SCALAR) {
-        for (std::size_t k = 0; k < lens[i] * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+        for (std::size_t k = 0; k < lens[i] * in_bytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
       }
-      stats[i] = block_stats<kIn>(xb, in_buf, lens[i], full);
+      stats[i] = block_stats(in_kind, xb, in_buf, lens[i], full);
       const float a = std::bit_cast<float>(stats[i].amax_bits);
       amax[i] = a;
       const auto b = static_cast<std::size_t>(g0) + i;
@@ -520,27 +529,27 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
       const auto b = static_cast<std::size_t>(g0) + i;
       const std::size_t start = starts[i];
       if (nan_block(p, stats[i]) && p.scale_has_nan) {
-        if constexpr (kOut == BlockOut::Packed) call.scales[b] = p.scale_nan_code;
-        nan_elements<kOut>(p, call, sink, start, lens[i]);
+        if (call.out == BlockOut::Packed) call.scales[b] = p.scale_nan_code;
+        nan_elements(p, call, sink, start, lens[i]);
         continue;
       }
       std::uint32_t code = static_cast<std::uint32_t>(codes[i]);
       // The zero-block and minimum-scale rules of float_block_scale_code.
       if (amax[i] == 0 && p.options->zero_block == ZeroBlock::One) code = p.scale_one_code;
       if (p.min_block_scale > 0 && p.scale_value_d[code] < p.min_block_scale) code = p.min_block_scale_code;
-      if constexpr (kOut == BlockOut::Packed) call.scales[b] = static_cast<std::uint8_t>(code);
+      if (call.out == BlockOut::Packed) call.scales[b] = static_cast<std::uint8_t>(code);
       const double s = p.scale_value_d[code];
-      const std::uint8_t* xb = in + start * kInBytes;
+      const std::uint8_t* xb = in + start * in_bytes;
       if (std::isnan(s)) {  // a scale that overflowed to NaN: the block's elements are NaN codes
-        nan_elements<kOut>(p, call, sink, start, lens[i]);
+        nan_elements(p, call, sink, start, lens[i]);
       } else if (s == 0) {
-        zero_scale_elements<kIn, kOut>(p, call, sink, xb, lens[i], start);
+        zero_scale_elements(p, call, sink, xb, lens[i], start);
       } else {
-        float_scale_elements<Round, kIn, kOut>(p, call, c64, sink, xb, lens[i], start, s);
+        float_scale_elements<AnyRounding>(p, call, c64, sink, xb, lens[i], start, s);
       }
     }
   }
-  if constexpr (kOut == BlockOut::Packed) sink.finish();
+  if (call.out == BlockOut::Packed) sink.finish();
   if (call.stream) hwy::FlushStream();
 }
 
@@ -555,27 +564,28 @@ HWY_INLINE bool default_fp_environment() {
 }
 
 /// One block of the power-of-two scale path: statistics, scale, element codes, and the requested outputs.
-template <class Round, InputKind kIn, BlockOut kOut>
+template <class Round, BlockOut kOut>
 HWY_INLINE void one_block(const BlockParams& p, const BlockCall& call, const CastVectors& c, const FastVectors& fv,
                           bool fast_ok, CodeSink& sink, std::uint8_t* in_buf, std::int64_t b, std::int64_t start,
                           std::size_t len) {
   const DU du;
   const std::size_t lanes = hn::Lanes(du);
-  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
-  const auto* xb = static_cast<const std::uint8_t*>(call.x) + static_cast<std::size_t>(start) * kInBytes;
+  const InputKind in_kind = call.input;
+  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
+  const auto* xb = static_cast<const std::uint8_t*>(call.x) + static_cast<std::size_t>(start) * in_bytes;
   const std::size_t full = len - len % lanes;
   const std::size_t rest = len - full;
   if (rest != 0) {
     // The last partial vector through a zero-padded buffer: zeros change neither amax nor the flags.
     std::memset(in_buf, 0, kMaxLanes * 4);
-    std::memcpy(in_buf, xb + full * kInBytes, rest * kInBytes);
+    std::memcpy(in_buf, xb + full * in_bytes, rest * in_bytes);
   }
   // Every 64-byte line of the input, a little ahead: the hardware prefetcher alone leaves the loop waiting
   // on memory for tensors beyond the caches.
   if constexpr (HWY_TARGET != HWY_SCALAR) {
-    for (std::size_t k = 0; k < len * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+    for (std::size_t k = 0; k < len * in_bytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
   }
-  const BlockStats st = block_stats<kIn>(xb, in_buf, len, full);
+  const BlockStats st = block_stats(in_kind, xb, in_buf, len, full);
   if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(st.amax_bits);
   if (call.tensor_amax != nullptr) *call.tensor_amax = std::max(*call.tensor_amax, std::bit_cast<float>(st.amax_bits));
   if (kOut == BlockOut::None && call.metrics == nullptr) return;
@@ -583,7 +593,7 @@ HWY_INLINE void one_block(const BlockParams& p, const BlockCall& call, const Cas
   const auto out_index = static_cast<std::size_t>(start);
   if (nan_block(p, st) && p.scale_has_nan) {
     if constexpr (kOut == BlockOut::Packed) call.scales[b] = p.scale_nan_code;
-    nan_elements<kOut>(p, call, sink, out_index, len);
+    nan_elements(p, call, sink, out_index, len);
     return;
   }
   BlockScale bs;
@@ -593,10 +603,10 @@ HWY_INLINE void one_block(const BlockParams& p, const BlockCall& call, const Cas
   if constexpr (kOut == BlockOut::Packed) call.scales[b] = bs.scode;
   if (fast_ok && st.finite) {
     if constexpr (std::is_same_v<Round, RoundingTag<Rounding::NearestEven>>) {
-      block_elements<Round, kIn, kOut, true>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
+      block_elements<Round, kOut, true>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
     }
   } else {
-    block_elements<Round, kIn, kOut, false>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
+    block_elements<Round, kOut, false>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
   }
 }
 
@@ -624,7 +634,7 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
     for (std::size_t k = 0; k < block; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
     const std::uint32_t amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
     if (amax_bits >= 0x7F800000U) {
-      one_block<Rne, kIn, kOut>(p, call, c, fv, true, sink, in_buf, b, static_cast<std::int64_t>(start), block);
+      one_block<Rne, kOut>(p, call, c, fv, true, sink, in_buf, b, static_cast<std::int64_t>(start), block);
       continue;
     }
     if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(amax_bits);
@@ -659,9 +669,9 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
 }
 
 /// One pass over blocks [b0, b1): block statistics, scale, element codes, and the requested outputs.
-template <class Round, InputKind kIn, BlockOut kOut>
+template <class Round, BlockOut kOut>
 HWY_NOINLINE void block_loop(const BlockParams& p, const BlockCall& call) {
-  if (p.float_scales) return float_scale_loop<Round, kIn, kOut>(p, call);
+  if (p.float_scales) return float_scale_loop(p, call);  // one instance: mode and output chosen at run time
   const DU du;
   const std::size_t lanes = hn::Lanes(du);
   const CastVectors c(p.cast);
@@ -672,7 +682,13 @@ HWY_NOINLINE void block_loop(const BlockParams& p, const BlockCall& call) {
   const bool uniform = call.metrics == nullptr && p.rule == ScaleRule::Floor &&
                        static_cast<std::size_t>(call.block) % lanes == 0 && call.row % call.block == 0;
   if (kOut != BlockOut::None && fast_ok && uniform) {
-    if constexpr (kRne && kOut != BlockOut::None) fast_floor_loop<kIn, kOut>(p, call, c, fv, sink);
+    if constexpr (kRne && kOut != BlockOut::None) {
+      switch (call.input) {
+        case InputKind::F32: fast_floor_loop<InputKind::F32, kOut>(p, call, c, fv, sink); break;
+        case InputKind::BF16: fast_floor_loop<InputKind::BF16, kOut>(p, call, c, fv, sink); break;
+        case InputKind::F16: fast_floor_loop<InputKind::F16, kOut>(p, call, c, fv, sink); break;
+      }
+    }
   } else {
     HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
     BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
@@ -680,41 +696,30 @@ HWY_NOINLINE void block_loop(const BlockParams& p, const BlockCall& call) {
       std::size_t start = 0;
       std::size_t len = 0;
       cursor.next(&start, &len);
-      one_block<Round, kIn, kOut>(p, call, c, fv, fast_ok, sink, in_buf, b, static_cast<std::int64_t>(start), len);
+      one_block<Round, kOut>(p, call, c, fv, fast_ok, sink, in_buf, b, static_cast<std::int64_t>(start), len);
     }
   }
   if constexpr (kOut == BlockOut::Packed) sink.finish();
   if (call.stream) hwy::FlushStream();
 }
 
-template <class Round, InputKind kIn>
-HWY_INLINE void block_for_input(const BlockParams& p, const BlockCall& call) {
-  switch (call.out) {
-    case BlockOut::None: return block_loop<Round, kIn, BlockOut::None>(p, call);
-    case BlockOut::Fake: return block_loop<Round, kIn, BlockOut::Fake>(p, call);
-    case BlockOut::Packed: return block_loop<Round, kIn, BlockOut::Packed>(p, call);
-  }
-}
-
 template <class Round>
-HWY_INLINE void block_for_rounding(const BlockParams& p, const BlockCall& call) {
-  switch (call.input) {
-    case InputKind::F32: return block_for_input<Round, InputKind::F32>(p, call);
-    case InputKind::BF16: return block_for_input<Round, InputKind::BF16>(p, call);
-    case InputKind::F16: return block_for_input<Round, InputKind::F16>(p, call);
+HWY_INLINE void block_for_output(const BlockParams& p, const BlockCall& call) {
+  switch (call.out) {
+    case BlockOut::None: return block_loop<Round, BlockOut::None>(p, call);
+    case BlockOut::Fake: return block_loop<Round, BlockOut::Fake>(p, call);
+    case BlockOut::Packed: return block_loop<Round, BlockOut::Packed>(p, call);
   }
 }
 
 }  // namespace block
 
 /// Entry point of one target (exported by block_kernel.cpp). Nearest-even, the default of every format,
-/// and stochastic rounding have their own instances; the other modes share one that picks at run time.
+/// has its own instance; the other modes share one that picks the mode (and draws random bits for
+/// stochastic rounding) at run time, as does the input kind.
 void block_kernel_impl(const BlockParams& p, const BlockCall& call) {
-  switch (p.cast.rounding) {
-    case Rounding::NearestEven: return block::block_for_rounding<RoundingTag<Rounding::NearestEven>>(p, call);
-    case Rounding::Stochastic: return block::block_for_rounding<RoundingTag<Rounding::Stochastic>>(p, call);
-    default: return block::block_for_rounding<AnyRounding>(p, call);
-  }
+  if (p.cast.rounding == Rounding::NearestEven) return block::block_for_output<RoundingTag<Rounding::NearestEven>>(p, call);
+  return block::block_for_output<AnyRounding>(p, call);
 }
 
 /// Unpacks count 4-bit codes from byte pairs (a byte widened to 16 bits becomes (first code) | (second code)

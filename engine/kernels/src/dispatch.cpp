@@ -1,7 +1,7 @@
 // Highway dynamic dispatch: the one translation unit that compiles cast_kernels-inl.h once per target
 // and picks the best target the CPU supports at run time. The build passes no -march: the targets are
-// Highway's defaults for x86-64 (AVX3, AVX2, SSE4, SSSE3, and the fallback: SCALAR with g++ before 12.3,
-// whose EMU128 code Highway marks broken, EMU128 otherwise).
+// Highway's defaults for x86-64 minus SSSE3 (engine/kernels/CMakeLists.txt): AVX3, AVX2, SSE4, and the
+// fallback (SCALAR with g++ before 12.3, whose EMU128 code Highway marks broken, EMU128 otherwise).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cast_kernels-inl.h"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
