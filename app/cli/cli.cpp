@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 namespace mxlab::cli {
 namespace {
@@ -40,6 +41,14 @@ std::string main_help() {
 }
 
 }  // namespace
+
+std::string fixed_digits(double v, int digits) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(digits);
+  s << v;
+  return s.str();
+}
 
 std::string hex_code(std::uint32_t code, int bits) {
   char buf[16];

@@ -55,6 +55,9 @@ Table codepoint_table(const Format& f, std::uint64_t first, std::uint64_t last);
 /// A code in hexadecimal with as many digits as its bits need ("0x7E").
 std::string hex_code(std::uint32_t code, int bits);
 
+/// v with a fixed number of digits after the point (timings, rates).
+std::string fixed_digits(double v, int digits);
+
 /// First line of every golden file.
 std::string golden_header_line();
 

@@ -39,13 +39,7 @@ std::string cpu_model() {
   return "unknown";
 }
 
-std::string fixed(double v, int digits) {
-  std::ostringstream s;
-  s.setf(std::ios::fixed);
-  s.precision(digits);
-  s << v;
-  return s.str();
-}
+std::string fixed(double v, int digits) { return fixed_digits(v, digits); }
 
 /// Best wall time of fn over repetitions lasting at least `budget` seconds (at least `min_reps` runs).
 double best_seconds(const std::function<void()>& fn, double budget, int min_reps) {

@@ -1,7 +1,9 @@
 // `mxlab verify-cast`: every float32 bit pattern through the SIMD cast and the scalar reference.
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 
 #include "cli/cli.hpp"
 #include "mxlab/formats/cast.hpp"
@@ -112,8 +114,9 @@ int cmd_verify_cast(const std::vector<std::string>& argv, Io io) {
     t.add_column(c, std::string(c) == "checked" || std::string(c) == "mismatches" || std::string(c) == "seconds");
   auto ro = resolve_options(*f, o);
   t.rows.push_back({f->name(), std::string(to_string(o.rounding)), std::string(to_string(ro ? ro->overflow : o.overflow)),
-                    std::string(to_string(o.subnormals)), report->simd_target, std::to_string(vo.threads),
-                    std::to_string(report->checked), std::to_string(report->mismatches), g17(report->seconds)});
+                    std::string(to_string(o.subnormals)), report->simd_target,
+                    std::to_string(vo.threads != 0 ? vo.threads : std::max(1U, std::thread::hardware_concurrency())),
+                    std::to_string(report->checked), std::to_string(report->mismatches), fixed_digits(report->seconds, 3)});
   Provenance p = build_provenance();
   p.simd_target = report->simd_target;
   p.inputs = {{"format", f->name()}, {"seed", std::to_string(vo.seed)}};
