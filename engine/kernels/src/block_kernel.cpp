@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <thread>
 
 #include "grid_params.hpp"
+#include "parallel.hpp"
 #include "mxlab/core/random.hpp"
 #include "mxlab/kernels/block_kernel.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
@@ -330,9 +330,7 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
   const std::int64_t per_row = (row + k - 1) / k;
   const std::int64_t nblocks = n / row * per_row;
 
-  unsigned threads = br.threads == 0 ? std::max(1U, std::thread::hardware_concurrency()) : br.threads;
-  constexpr std::int64_t kMinPerThread = std::int64_t{1} << 14;
-  threads = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n / kMinPerThread)));
+  const unsigned threads = kernel_detail::useful_threads(static_cast<std::size_t>(n), br.threads);
 
   kernel_detail::BlockOut out = kernel_detail::BlockOut::None;
   if (mode == Mode::Fake) out = kernel_detail::BlockOut::Fake;
@@ -383,10 +381,7 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     kernel_detail::block_dispatch(p, call);
     if (part.writer) part.writer->finish();
   };
-  std::vector<std::thread> workers;
-  for (unsigned t = 1; t < threads; ++t) workers.emplace_back([&, t] { work(parts[t]); });
-  work(parts[0]);
-  for (auto& w : workers) w.join();
+  kernel_detail::run_parts(threads, [&](unsigned t) { work(parts[t]); });
 
   if (mode == Mode::Packed) {
     // Bytes shared by two parts (or the tensor's last partial byte): zero, then OR every contribution.
@@ -524,9 +519,7 @@ Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elemen
   const std::int64_t k = block_size(row);
   const std::int64_t per_row = (row + k - 1) / k;
   const std::int64_t nblocks = n / row * per_row;
-  unsigned threads = br.threads == 0 ? std::max(1U, std::thread::hardware_concurrency()) : br.threads;
-  constexpr std::int64_t kMinPerThread = std::int64_t{1} << 14;
-  threads = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n / kMinPerThread)));
+  const unsigned threads = kernel_detail::useful_threads(static_cast<std::size_t>(n), br.threads);
   auto work = [&](unsigned t) {
     kernel_detail::DequantCall call;
     call.elements = elements.data();
@@ -541,10 +534,7 @@ Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elemen
     call.g = params_->two_level ? tensor_scale : 1.0;
     kernel_detail::dequant_dispatch(*params_, call);
   };
-  std::vector<std::thread> workers;
-  for (unsigned t = 1; t < threads; ++t) workers.emplace_back(work, t);
-  work(0);
-  for (auto& w : workers) w.join();
+  kernel_detail::run_parts(threads, work);
   return static_cast<std::size_t>(n);
 }
 

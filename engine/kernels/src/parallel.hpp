@@ -16,13 +16,27 @@ inline unsigned resolve_threads(unsigned requested) {
   return hw == 0 ? 1 : hw;
 }
 
+/// Threads worth starting for n elements (at least 16 Ki elements each, at least one thread).
+inline unsigned useful_threads(std::size_t n, unsigned requested) {
+  constexpr std::size_t kMinPerThread = std::size_t{1} << 14;
+  const std::size_t useful = std::max<std::size_t>(1, n / kMinPerThread);
+  return static_cast<unsigned>(std::min<std::size_t>(resolve_threads(requested), useful));
+}
+
+/// Calls fn(t) for t in [0, parts), t = 0 on the caller's thread, and waits for all.
+template <typename Fn>
+void run_parts(unsigned parts, Fn&& fn) {
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < parts; ++t) workers.emplace_back([&fn, t] { fn(t); });
+  fn(0U);
+  for (auto& w : workers) w.join();
+}
+
 /// Calls fn(begin, end) on contiguous parts of [0, n), one per thread; small ranges stay on the caller's
 /// thread. Part boundaries are multiples of 64 elements so that no part splits a SIMD vector needlessly.
 template <typename Fn>
 void parallel_ranges(std::size_t n, unsigned threads, Fn&& fn) {
-  constexpr std::size_t kMinPerThread = std::size_t{1} << 14;
-  const std::size_t useful = std::max<std::size_t>(1, n / kMinPerThread);
-  const auto parts = static_cast<std::size_t>(std::min<std::size_t>(resolve_threads(threads), useful));
+  const std::size_t parts = useful_threads(n, threads);
   if (parts <= 1) {
     fn(std::size_t{0}, n);
     return;
