@@ -193,15 +193,30 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   std::vector<std::uint8_t> scales(n_max / 16 + 1, 0);
   std::vector<float> amax_out(n_max / 16 + 1, 0.0F);
   TensorScale tensor_scale;  // of the last packed quantization, for the dequantization that follows it
-  for (const char* name : {"mxfp8_e4m3", "mxfp4", "nvfp4"}) {
-    auto bf = parse_block_format(name);
+  std::vector<std::uint8_t> subtile_out(n_max / 2 + 1, 0);
+  // The standard formats get every kernel; a peer profile (the general power-of-two path) and a subtile
+  // format (MX9-like) get the quantize kernels.
+  struct BlockCase {
+    const char* spec;
+    const char* profile;
+  };
+  for (const BlockCase bc : {BlockCase{"mxfp8_e4m3", ""}, BlockCase{"mxfp4", ""}, BlockCase{"nvfp4", ""},
+                             BlockCase{"mxfp8_e4m3", "microxcaling"}, BlockCase{"mxfp4", "torchao-floor"},
+                             BlockCase{"mxint8:e8m0_t16s2", ""}}) {
+    auto bf = parse_block_format(bc.spec);
+    if (!bf) return bad_input(io, "bench", bf.error().message);
+    if (*bc.profile != 0) bf = apply_profile(*bf, bc.profile);
     if (!bf) return bad_input(io, "bench", bf.error().message);
     const BlockFormat f = *bf;
+    const bool extra = *bc.profile != 0 || f.layout.tiles[0].subtile > 0;
+    const std::string name = *bc.profile != 0 ? std::string(bc.spec) + "/" + bc.profile : std::string(bc.spec);
     auto k = BlockKernel::make(f);
     const std::string why = k ? "" : k.error().message;
     std::shared_ptr<BlockKernel> kernel = k ? std::make_shared<BlockKernel>(*k) : nullptr;
     const double block = static_cast<double>(f.block_elements());
-    const double packed_bytes = f.element.bits() / 8.0 + 1.0 / block;
+    const std::int64_t subtile = f.layout.tiles[0].subtile;
+    const double packed_bytes =
+        f.element.bits() / 8.0 + 1.0 / block + (subtile > 0 ? 1.0 / static_cast<double>(subtile) : 0.0);
     auto shape = [](std::size_t n) { return std::vector<std::int64_t>{static_cast<std::int64_t>(n)}; };
     auto reference = [f, shape, &x](std::size_t n) {
       const std::vector<double> xd(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
@@ -216,14 +231,14 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
     cases.push_back({"block packed", name, 4.0 + packed_bytes,
                      [&, kernel, shape](std::size_t n, unsigned t) {
                        (void)kernel->quantize_packed(std::span<const float>(x.data(), n), shape(n), out8, scales,
-                                                     BlockRun{t}, nullptr, &tensor_scale);
+                                                     BlockRun{t}, nullptr, &tensor_scale, subtile_out);
                      },
                      [reference, f](std::size_t n) {
                        auto q = reference(n);
                        if (q) (void)pack(f, *q);
                      },
                      why});
-    if (!kernel) continue;  // the other kernels of an unsupported format add no rows of use
+    if (!kernel || extra) continue;  // the other kernels of an unsupported format add no rows of use
     // Reads the codes the packed case just wrote (cases run in order at each size).
     cases.push_back({"dequantize", name, 4.0 + packed_bytes,
                      [&, kernel, shape](std::size_t n, unsigned t) {

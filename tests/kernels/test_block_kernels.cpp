@@ -41,8 +41,9 @@ double normal(Rng& rng) {
 /// Rows of 100 elements (three blocks of 32 and a ragged one of 4), each row from one distribution: normal,
 /// "blockexp" (runs of 8 with a random exponent over the whole float32 range: clamped scales and quotients
 /// below the FP32 normal range), huge and tiny values mixed in one block, FP32 subnormals only, zeros,
-/// blocks holding NaN and/or Inf, and short multiples of a block's power of two: element grid points and
-/// exact midpoints between them (rounding ties for every element format), some moved by one float32 ulp.
+/// blocks holding NaN and/or Inf, short multiples of a block's power of two: element grid points and
+/// exact midpoints between them (rounding ties for every element format), some moved by one float32 ulp,
+/// and powers of two with values just below them.
 std::vector<float> make_input(std::uint64_t seed, std::int64_t rows, std::int64_t cols) {
   Rng rng(seed);
   std::vector<float> x(static_cast<std::size_t>(rows * cols));
@@ -52,7 +53,7 @@ std::vector<float> make_input(std::uint64_t seed, std::int64_t rows, std::int64_
     for (std::int64_t c = 0; c < cols; ++c) {
       const auto i = static_cast<std::size_t>(r * cols + c);
       double v = normal(rng);
-      switch (r % 9) {
+      switch (r % 10) {
         case 0: break;
         case 1:
           if (c % 8 == 0) e = static_cast<int>(rng.next_u32() % 300) - 170;
@@ -69,6 +70,15 @@ std::vector<float> make_input(std::uint64_t seed, std::int64_t rows, std::int64_
           if (c == 71) v = std::numeric_limits<double>::quiet_NaN();
           break;
         case 7: v = std::ldexp(v, 120 + static_cast<int>(rng.next_u32() % 8)); break;
+        case 9: {
+          // Powers of two and values just below them (within 2^-11 relative: where a float32 log2 may round
+          // up to the next integer), over a few binades.
+          if (c % 16 == 0) e = static_cast<int>(rng.next_u32() % 24) - 12;
+          const std::uint32_t ulps = rng.next_u32() % 8 < 6 ? rng.next_u32() % 4 : rng.next_u32() % 4096;
+          const double below = std::ldexp(static_cast<double>(ulps), -24);
+          v = std::ldexp((c % 4 == 0) ? 1.0 : 1.0 - below, e + static_cast<int>(c % 5)) * (v < 0 ? -1 : 1);
+          break;
+        }
         case 8: {
           if (c % 32 == 0) e = static_cast<int>(rng.next_u32() % 41) - 20;
           const auto n = static_cast<double>(rng.next_u32() % 1024);
@@ -145,6 +155,7 @@ void check_format(const BlockFormat& f, const BlockInput& x, const std::vector<s
       CHECK(p->elements == packed.elements);
       CHECK(p->scales == packed.scales);
       CHECK(p->tensor_scale == packed.tensor_scale);
+      CHECK(p->subtile_offsets == packed.subtile_offsets);
 
       // Without the metrics (the kernels' loops differ), the same outputs.
       std::vector<float> fake_only(x.size, -1.0F);
@@ -156,7 +167,7 @@ void check_format(const BlockFormat& f, const BlockInput& x, const std::vector<s
       CHECK(p_only->scales == packed.scales);
 
       std::vector<float> back(x.size, -1.0F);
-      REQUIRE(k->dequantize(p->elements, p->scales, shape, back, run, q->tensor_scale).ok());
+      REQUIRE(k->dequantize(p->elements, p->scales, shape, back, run, q->tensor_scale, p->subtile_offsets).ok());
       CHECK(first_value_difference(back, deq) < 0);
 
       std::vector<float> amax(static_cast<std::size_t>(k->block_count(shape)), -1.0F);
@@ -190,7 +201,7 @@ bool reference_accepts(const BlockFormat& f) {
   return quantize(f, one, {1}).ok();
 }
 
-const std::vector<std::int64_t> kShape = {27, 100};
+const std::vector<std::int64_t> kShape = {30, 100};
 
 }  // namespace
 
@@ -387,24 +398,109 @@ TEST_CASE("block kernels: a whole-axis block and an empty tensor", "[kernels][bl
   CHECK_FALSE(k->fake_quantize(x, {3, 4}, x).ok());  // shape does not match
 }
 
+TEST_CASE("block kernels: every peer profile with power-of-two scales", "[kernels][block]") {
+  const auto x = make_input(18, kShape[0], kShape[1]);
+  const std::vector<std::int64_t> whole = {30, 128};
+  const auto xw = make_input(19, whole[0], whole[1]);
+  int covered = 0;
+  for (const auto& profile : profile_names()) {
+    for (const auto& name : kFormats) {
+      auto f = apply_profile(parse(name), profile);
+      if (!f.ok() || f->options.rule == ScaleRule::Amax || f->options.rule == ScaleRule::FourOverSix) continue;
+      INFO("profile " << profile);
+      check_format(*f, x, kShape);
+      check_format(*f, xw, whole);
+      ++covered;
+    }
+  }
+  CHECK(covered >= 40);  // microxcaling (2), torchao (4), transformer-engine, modelopt-mxfp8/-mxfp4, ocp
+}
+
+TEST_CASE("block kernels: the peers' arithmetic options one by one and combined", "[kernels][block]") {
+  const auto x = make_input(20, kShape[0], kShape[1]);
+  const std::vector<SpecialsPolicy> policies = {
+      SpecialsPolicy::BlockNan,    SpecialsPolicy::Element,      SpecialsPolicy::BlockNanAny,
+      SpecialsPolicy::IgnoreNan,   SpecialsPolicy::TorchaoFloor, SpecialsPolicy::TorchaoRceil,
+      SpecialsPolicy::TensorNan,   SpecialsPolicy::NanSmallest};
+  const std::vector<std::string> formats = {"mxfp8_e4m3", "mxfp6_e2m3", "mxfp4", "mxint8", "mxsf"};
+  std::size_t n = 0;
+  for (const auto& name : formats) {
+    for (SpecialsPolicy sp : policies) {
+      for (InputPrecision in : {InputPrecision::Exact, InputPrecision::Float32}) {
+        // The other options rotate with the loop counter, so that every value of each meets every policy.
+        BlockFormat f = parse(name);
+        QuantOptions& o = f.options;
+        o.specials = sp;
+        o.input = in;
+        o.rule = kRules[n % kRules.size()];
+        o.amax_log2 = std::vector<AmaxLog2>{AmaxLog2::Exact, AmaxLog2::Field, AmaxLog2::Float32}[n % 3];
+        if (o.rule == ScaleRule::RCeil && (n / 3) % 2 == 0)
+          o.rceil_quotient = (n / 6) % 2 ? RceilQuotient::F32Div : RceilQuotient::F32MulRcp;
+        o.code0_multiplier = std::vector<Code0Multiplier>{Code0Multiplier::Exact, Code0Multiplier::One,
+                                                          Code0Multiplier::MinNormal}[(n / 2) % 3];
+        o.amax_subnormal = std::vector<AmaxSubnormal>{AmaxSubnormal::Keep, AmaxSubnormal::Flush,
+                                                      AmaxSubnormal::FlushPositive}[(n / 5) % 3];
+        o.zero_sign = std::vector<ZeroSign>{ZeroSign::Keep, ZeroSign::MinusZeroPlus, ZeroSign::ZeroMinus}[(n / 7) % 3];
+        o.zero_block = std::vector<ZeroBlock>{ZeroBlock::Smallest, ZeroBlock::One, ZeroBlock::MinNormal}[(n / 11) % 3];
+        o.element.rounding = kRoundings[n % kRoundings.size()];
+        if (in == InputPrecision::Float32 && n % 2 == 0) {
+          o.nearest_arith = NearestArith::Float32AddHalf;
+          o.element.rounding = n % 4 == 0 ? Rounding::NearestAway : Rounding::NearestEven;
+        }
+        o.seed = 5 + n;
+        ++n;
+        if (!reference_accepts(f)) {
+          // Combinations no rule defines are refused by the kernel too.
+          CHECK_FALSE(BlockKernel::supports(f));
+          continue;
+        }
+        check_format(f, x, kShape);
+      }
+    }
+  }
+}
+
+TEST_CASE("block kernels: subtiles with shared microexponents", "[kernels][block]") {
+  const auto x = make_input(22, kShape[0], kShape[1]);
+  const std::vector<std::string> formats = {"mxint8:e8m0_t16s2", "e4m3:e8m0_t32s4", "e2m1:e8m0_t32s8",
+                                            "int4:e8m0_t16s16", "e3m2:e8m0_t8s2"};
+  std::size_t n = 0;
+  for (const auto& name : formats) {
+    for (int bits : {1, 2, 3}) {
+      for (ScaleRule rule : {ScaleRule::Floor, ScaleRule::Ceil, ScaleRule::RCeil}) {
+        BlockFormat f = parse(name);
+        f.layout.subtile_bits = bits;
+        f.options.rule = rule;
+        f.options.element.rounding = kRoundings[n % kRoundings.size()];
+        f.options.input = n % 4 == 3 ? InputPrecision::Float32 : InputPrecision::Exact;
+        f.options.clamp = n % 3 == 1 ? ClampSite::Amax : ClampSite::Exponent;
+        f.options.seed = 40 + n;
+        ++n;
+        INFO("subtile bits " << bits);
+        check_format(f, x, kShape);
+        check_format(f, make_input(23, 5, 7), {5, 7});
+      }
+    }
+  }
+}
+
 TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
   BlockFormat four = parse("nvfp4");
   four.options.rule = ScaleRule::FourOverSix;
   CHECK_FALSE(BlockKernel::unsupported_reason(four).empty());
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("e2m1:e5m2_t16")).empty());  // rule amax, a scale with Inf
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxsf@8x8")).empty());  // 2-D tiles
-  CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxint8:e8m0_t16s2")).empty());
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("e4m3:e8m0_t32n2m4")).empty());
-  auto peer = apply_profile(parse("mxfp8_e4m3"), "torchao");
-  if (peer.ok()) CHECK_FALSE(BlockKernel::unsupported_reason(*peer).empty());
-  BlockFormat f = parse("mxfp4");
+  BlockFormat f = parse("nvfp4");
   f.options.input = InputPrecision::Float32;
   CHECK_FALSE(BlockKernel::supports(f));
   CHECK_FALSE(BlockKernel::make(f).ok());
   f = parse("mxfp4");
-  f.options.specials = SpecialsPolicy::TorchaoFloor;
+  f.options.rule = ScaleRule::MidMax;
+  f.options.amax_log2 = AmaxLog2::Field;  // the reference rejects this combination
   CHECK_FALSE(BlockKernel::supports(f));
   CHECK(BlockKernel::supports(parse("mxfp8_e4m3")));
+  CHECK(BlockKernel::supports(parse("mxint8:e8m0_t16s2")));
 }
 
 TEST_CASE("block kernels: every format x rounding x overflow x rule", "[kernels][block][slow]") {

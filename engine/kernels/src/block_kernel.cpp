@@ -45,6 +45,8 @@ struct BlockKernel::Outputs {
   BlockMetrics* metrics = nullptr;
   TensorScale* tensor_scale = nullptr;
   float* tensor_amax = nullptr;
+  bool* tensor_nan = nullptr;
+  std::uint8_t* subtile_offsets = nullptr;
 };
 
 namespace {
@@ -90,9 +92,10 @@ BlockParams::FastRne fast_rne_params(const Format& e, const CastOptions& o, cons
   return f;
 }
 
+/// Whether the options are the exact rules (no peer arithmetic); otherwise *why names the first that is not.
 bool is_default_peer(const QuantOptions& o, std::string* why) {
   auto bad = [&](const std::string& what) {
-    *why = "peer arithmetic option " + what + " is not supported by the SIMD block kernel (only the exact rules)";
+    *why = "peer arithmetic option " + what + " is not supported by the SIMD block kernel with float block scales";
     return false;
   };
   if (o.input != InputPrecision::Exact) return bad("input precision '" + std::string(to_string(o.input)) + "'");
@@ -109,6 +112,15 @@ bool is_default_peer(const QuantOptions& o, std::string* why) {
   if (o.nvfp4_arith != Nvfp4Arith::Exact) return bad("NVFP4 arithmetic '" + std::string(to_string(o.nvfp4_arith)) + "'");
   if (o.four_over_six != FourOverSixMetric::ExactSse) return bad("4over6 metric");
   return true;
+}
+
+/// Whether a power-of-two format needs the general path (plan_loop) rather than the plain one.
+bool needs_plan(const BlockFormat& f) {
+  const QuantOptions& o = f.options;
+  std::string why;
+  const bool plain_policy = o.specials == SpecialsPolicy::BlockNan || o.specials == SpecialsPolicy::BlockNanAny ||
+                            o.specials == SpecialsPolicy::Element;
+  return f.layout.tiles[0].subtile > 0 || !plain_policy || !is_default_peer(o, &why);
 }
 
 /// The decoded value of every scale code (NaN past the format's codes) and the NaN scale code.
@@ -185,7 +197,7 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
   if (l.tiles.empty()) return "a per-tensor scale is not supported (1-D blocks along the last axis only)";
   if (l.tiles.size() != 1) return "2-D tiles are not supported (1-D blocks along the last axis only)";
   if (l.axis != -1) return "blocks along an axis other than the last are not supported";
-  if (l.tiles[0].subtile > 0) return "subtiles (shared microexponents) are not supported";
+  if (l.tiles[0].subtile > 0 && float_scales) return "subtiles need a power-of-two scale rule";
   if (l.sparse_m > 0) return "N:M sparsity is not supported";
   const Format& e = f.element;
   if (e.kind() != FormatKind::Float && e.kind() != FormatKind::Integer)
@@ -199,10 +211,13 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
     if (!std::isnan(v) && static_cast<double>(static_cast<float>(v)) != v)
       return "element format '" + e.name() + "' has values that are not float32 numbers";
   }
-  if (o.specials != SpecialsPolicy::BlockNan && o.specials != SpecialsPolicy::BlockNanAny &&
+  if (auto err = check_block_options(f)) return err->message;
+  if (o.nearest_arith == NearestArith::Float32AddHalf && (e.kind() == FormatKind::Float ? e.spec().mantissa_bits : e.spec().frac_bits) >= 16)
+    return "float32 add-half rounding of elements with 16 or more fraction bits is not supported";
+  if (float_scales && o.specials != SpecialsPolicy::BlockNan && o.specials != SpecialsPolicy::BlockNanAny &&
       o.specials != SpecialsPolicy::Element)
-    return "NaN/Inf policy '" + std::string(to_string(o.specials)) + "' is not supported";
-  if (std::string why; !is_default_peer(o, &why)) return why;
+    return "NaN/Inf policy '" + std::string(to_string(o.specials)) + "' is not supported with float block scales";
+  if (std::string why; float_scales && !is_default_peer(o, &why)) return why;
   auto eo = resolve_options(e, o.element);
   if (!eo) return "element options: " + eo.error().message;
   const bool flush_input = eo->subnormals == SubnormalMode::FlushInput || eo->subnormals == SubnormalMode::Flush;
@@ -283,6 +298,22 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
     case ZeroBlock::MinNormal: zx = scale_exponent(e, std::ldexp(1.0, -126), o); break;
   }
   p->zero_block_exponent = std::clamp(zx, p->x_min, p->x_max);
+  if (needs_plan(f)) {
+    p->planned = true;
+    p->peer = o.input == InputPrecision::Float32;
+    p->add_half = o.nearest_arith == NearestArith::Float32AddHalf &&
+                  (eo.rounding == Rounding::NearestAway || eo.rounding == Rounding::NearestEven);
+    const FormatSpec& es = e.spec();
+    p->half_float = es.kind == FormatKind::Float;
+    p->half_mbits = p->half_float ? es.mantissa_bits : es.frac_bits;
+    p->half_min_exp = p->half_float ? min_normal_exponent(es) : 0;
+    p->zero_sign = o.zero_sign;
+    p->has_negative_zero = e.has_negative_zero();
+    p->zero_code_pos = e.zero_code(false);
+    p->zero_code_neg = e.has_negative_zero() ? e.zero_code(true) : e.zero_code(false);
+    p->subtile = f.layout.tiles[0].subtile;
+    p->subtile_dmax = (1 << f.layout.subtile_bits) - 1;
+  }
   return BlockKernel(f, std::move(p));
 }
 
@@ -299,6 +330,13 @@ std::int64_t BlockKernel::block_count(const std::vector<std::int64_t>& shape) co
   const std::int64_t row = shape.empty() ? 1 : shape.back();
   const std::int64_t k = block_size(row);
   return n / row * ((row + k - 1) / k);
+}
+
+std::int64_t BlockKernel::subtile_count(const std::vector<std::int64_t>& shape) const {
+  const std::int64_t n = element_count(shape);
+  if (n <= 0 || params_->subtile == 0) return 0;
+  const std::int64_t row = shape.empty() ? 1 : shape.back();
+  return n / row * ((row + params_->subtile - 1) / params_->subtile);
 }
 
 std::size_t BlockKernel::packed_element_bytes(std::size_t elements) const {
@@ -324,6 +362,16 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     g = ts->value;
     if (o.tensor_scale != nullptr) *o.tensor_scale = *ts;
   }
+  // NaN/Inf policy tensor-nan: a NaN anywhere makes every block NaN, so a first pass looks for one.
+  bool any_nan = false;
+  if (p.planned && p.specials == SpecialsPolicy::TensorNan && element_pass) {
+    float unused = 0;
+    Outputs first;
+    first.tensor_amax = &unused;
+    first.tensor_nan = &any_nan;
+    auto r = run(Mode::TensorAmax, x, shape, first, br);
+    if (!r) return r.error();
+  }
   if (n == 0) return std::size_t{0};
   const std::int64_t row = shape.empty() ? 1 : shape.back();
   const std::int64_t k = block_size(row);
@@ -341,6 +389,7 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     std::unique_ptr<kernel_detail::PackWriter> writer;
     std::unique_ptr<kernel_detail::MetricsAcc> acc;
     float tensor_amax = 0;
+    bool tensor_nan = false;
   };
   std::vector<Part> parts(threads);
   for (unsigned t = 0; t < threads; ++t) {
@@ -378,6 +427,10 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     call.stream = output_bytes >= kStreamBytes;
     call.g = g;
     call.tensor_amax = mode == Mode::TensorAmax ? &part.tensor_amax : nullptr;
+    call.tensor_nan = mode == Mode::TensorAmax && o.tensor_nan != nullptr ? &part.tensor_nan : nullptr;
+    call.any_nan = any_nan;
+    call.subtile_offsets = o.subtile_offsets;
+    call.subtiles_per_row = p.subtile > 0 ? (row + p.subtile - 1) / p.subtile : 0;
     kernel_detail::block_dispatch(p, call);
     if (part.writer) part.writer->finish();
   };
@@ -395,6 +448,8 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     float m = 0;
     for (const Part& part : parts) m = std::max(m, part.tensor_amax);
     *o.tensor_amax = m;
+    if (o.tensor_nan != nullptr)
+      for (const Part& part : parts) *o.tensor_nan = *o.tensor_nan || part.tensor_nan;
   }
   if (o.metrics != nullptr) {
     for (const Part& part : parts) {
@@ -439,7 +494,8 @@ Result<std::size_t> BlockKernel::fake_quantize(BlockInput x, const std::vector<s
 Result<std::size_t> BlockKernel::quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                                  std::span<std::uint8_t> elements, std::span<std::uint8_t> scales,
                                                  const BlockRun& br, BlockMetrics* metrics,
-                                                 TensorScale* tensor_scale) const {
+                                                 TensorScale* tensor_scale,
+                                                 std::span<std::uint8_t> subtile_offsets) const {
   if (elements.size() < packed_element_bytes(x.size))
     return make_error("packed quantization: element output holds " + std::to_string(elements.size()) +
                       " bytes, " + std::to_string(packed_element_bytes(x.size)) + " needed");
@@ -448,11 +504,15 @@ Result<std::size_t> BlockKernel::quantize_packed(BlockInput x, const std::vector
   if (scales.size() < static_cast<std::size_t>(block_count(shape)))
     return make_error("packed quantization: scale output holds " + std::to_string(scales.size()) + " bytes, " +
                       std::to_string(block_count(shape)) + " needed");
+  if (subtile_offsets.size() < static_cast<std::size_t>(subtile_count(shape)))
+    return make_error("packed quantization: subtile output holds " + std::to_string(subtile_offsets.size()) +
+                      " bytes, " + std::to_string(subtile_count(shape)) + " needed");
   Outputs o;
   o.elements = elements.data();
   o.scales = scales.data();
   o.metrics = metrics;
   o.tensor_scale = tensor_scale;
+  o.subtile_offsets = subtile_offsets.data();
   return run(Mode::Packed, x, shape, o, br);
 }
 
@@ -463,8 +523,9 @@ Result<BlockPacked> BlockKernel::quantize_packed(BlockInput x, const std::vector
   BlockPacked out;
   out.elements.resize(packed_element_bytes(x.size));
   out.scales.resize(static_cast<std::size_t>(std::max<std::int64_t>(block_count(shape), 0)));
+  out.subtile_offsets.resize(static_cast<std::size_t>(subtile_count(shape)));
   TensorScale ts;
-  auto r = quantize_packed(x, shape, out.elements, out.scales, br, metrics, &ts);
+  auto r = quantize_packed(x, shape, out.elements, out.scales, br, metrics, &ts, out.subtile_offsets);
   if (!r) return r.error();
   if (params_->two_level) {
     // Little-endian code bytes, as mxlab::pack stores the tensor scale.
@@ -499,7 +560,8 @@ Result<std::size_t> BlockKernel::block_amax(BlockInput x, const std::vector<std:
 Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elements,
                                             std::span<const std::uint8_t> scales,
                                             const std::vector<std::int64_t>& shape, std::span<float> out,
-                                            const BlockRun& br, double tensor_scale) const {
+                                            const BlockRun& br, double tensor_scale,
+                                            std::span<const std::uint8_t> subtile_offsets) const {
   for (auto d : shape)
     if (d < 0) return make_error("negative dimension in the tensor shape");
   const std::int64_t n = element_count(shape);
@@ -512,6 +574,9 @@ Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elemen
   if (scales.size() < static_cast<std::size_t>(block_count(shape)))
     return make_error("dequantization: " + std::to_string(scales.size()) + " scale codes for " +
                       std::to_string(block_count(shape)) + " blocks");
+  if (subtile_offsets.size() < static_cast<std::size_t>(subtile_count(shape)))
+    return make_error("dequantization: " + std::to_string(subtile_offsets.size()) + " subtile offsets for " +
+                      std::to_string(subtile_count(shape)) + " subtiles");
   if (!(tensor_scale > 0) || !std::isfinite(tensor_scale))
     return make_error("dequantization: the tensor scale must be a positive finite number");
   if (n == 0) return std::size_t{0};
@@ -532,6 +597,8 @@ Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elemen
     call.b0 = nblocks * t / threads;
     call.b1 = nblocks * (t + 1) / threads;
     call.g = params_->two_level ? tensor_scale : 1.0;
+    call.subtile_offsets = subtile_offsets.data();
+    call.subtiles_per_row = params_->subtile > 0 ? (row + params_->subtile - 1) / params_->subtile : 0;
     kernel_detail::dequant_dispatch(*params_, call);
   };
   kernel_detail::run_parts(threads, work);
@@ -549,6 +616,7 @@ Result<BlockPacked> BlockKernel::reference_packed(const BlockFormat& f, BlockInp
   out.elements = std::move(p.elements);
   out.scales = std::move(p.scales);
   out.tensor_scale = std::move(p.tensor_scale);
+  out.subtile_offsets = std::move(p.subtile_offsets);
   return out;
 }
 

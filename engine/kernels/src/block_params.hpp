@@ -62,6 +62,20 @@ struct BlockParams {
   std::uint32_t scale_one_code = 0;        ///< scale code of 1 (zero-block rule one)
   double min_block_scale = 0;              ///< QuantOptions::min_block_scale
   std::uint32_t min_block_scale_code = 0;  ///< its scale code
+  /// The general power-of-two path (block_kernels-inl.h plan_loop), for what the plain path above does not
+  /// model: the peers' float32 arithmetic, the NaN/Inf policies that feed Inf into the scale or multiply
+  /// blocks by special factors, and subtiles. Each block's decision is mxlab::pow2_block_plan's.
+  bool planned = false;
+  bool peer = false;      ///< InputPrecision::Float32: elements are cast from fl32(x / 2^X)
+  bool add_half = false;  ///< NearestArith::Float32AddHalf under a nearest rounding mode
+  bool half_float = false;        ///< add-half: a float element (else an integer one, exponent 0)
+  std::int32_t half_mbits = 0;    ///< add-half: mantissa (float) or fraction (integer) bits
+  std::int32_t half_min_exp = 0;  ///< add-half: exponent of the element's smallest normal
+  ZeroSign zero_sign = ZeroSign::Keep;
+  bool has_negative_zero = false;
+  std::uint32_t zero_code_pos = 0, zero_code_neg = 0;
+  std::int64_t subtile = 0;  ///< elements per subtile (0: none)
+  int subtile_dmax = 0;      ///< largest microexponent offset, 2^subtile_bits - 1
   CastOptions element_opts;  ///< resolved options of the element cast
   std::shared_ptr<const BlockFormat> owner;  ///< keeps element and options alive
   const Format* element = nullptr;           ///< for the rules computed by mxlab::scale_exponent
@@ -266,6 +280,10 @@ struct BlockCall {
   std::size_t prefetch = 2048;
   double g = 1.0;                ///< the tensor scale of two-level formats
   float* tensor_amax = nullptr;  ///< if set, raised to the largest finite magnitude of the blocks read
+  bool* tensor_nan = nullptr;    ///< if set, set when a block read holds NaN
+  bool any_nan = false;          ///< whether the tensor holds NaN (NaN/Inf policy tensor-nan)
+  std::uint8_t* subtile_offsets = nullptr;  ///< packed output: one microexponent offset per subtile
+  std::int64_t subtiles_per_row = 0;
 };
 
 struct DequantCall {
@@ -276,6 +294,8 @@ struct DequantCall {
   std::int64_t row = 0, block = 0, blocks_per_row = 0;
   std::int64_t b0 = 0, b1 = 0;
   double g = 1.0;  ///< the tensor scale of two-level formats
+  const std::uint8_t* subtile_offsets = nullptr;  ///< subtile formats: one offset per subtile
+  std::int64_t subtiles_per_row = 0;
 };
 
 /// Walks the blocks b0, b0 + 1, ... of a row-major tensor whose rows of `row` elements hold blocks_per_row

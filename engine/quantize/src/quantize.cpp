@@ -373,19 +373,6 @@ struct BlockStats {
   bool inf = false;
 };
 
-/// How the elements of one block are brought to the element format (power-of-two scales).
-struct BlockPlan {
-  enum class Kind : std::uint8_t {
-    Divide,    ///< x / divisor (the decoded scale, or the code-0 multiplier's divisor)
-    NanCodes,  ///< a NaN scale: every element gets the NaN code (or +0)
-    Multiply,  ///< x * factor: a peer's multiplier for a special code (0, 2^-128), or a flushed block
-    Zero,      ///< every element +0 (microxcaling C++ flush)
-  };
-  Kind kind = Kind::Divide;
-  double divisor = 1;
-  double factor = 0;
-};
-
 /// The code PyTorch gives a NaN element: c10's FP8 casts return 0x7F | sign for E4M3 and E5M2 alike;
 /// torchao's _f32_to_fpx_unpacked sends a NaN down its normal-number branch, so the FP4/FP6 code is
 /// computed from the NaN's bits (the quiet NaN 0x7FC00000 gives the code of +1.5).
@@ -739,6 +726,102 @@ Result<QuantizedTensor> quantize_nvfp4_peer(const ElementContext& c, QuantizedTe
 
 }  // namespace
 
+std::optional<Error> check_block_options(const BlockFormat& f) {
+  return check_options(f, f.options.rule != ScaleRule::Amax && f.options.rule != ScaleRule::FourOverSix);
+}
+
+Pow2BlockPlan pow2_block_plan(const BlockFormat& f, double amax, bool nan, bool inf, bool tensor_nan, int x_min,
+                              int x_max) {
+  const QuantOptions& o = f.options;
+  const Format& sf = *f.layout.scale;
+  Pow2BlockPlan plan;
+  bool block_nan = false;
+  switch (o.specials) {
+    case SpecialsPolicy::BlockNan: block_nan = nan || (inf && !f.element.has_inf()); break;
+    case SpecialsPolicy::BlockNanAny: block_nan = nan || inf; break;
+    case SpecialsPolicy::TensorNan: block_nan = tensor_nan; break;
+    default: break;
+  }
+  if (block_nan && sf.has_nan()) {
+    plan.nan_scale = true;
+    plan.kind = Pow2BlockPlan::Kind::NanCodes;
+    return plan;
+  }
+  const bool torchao = o.specials == SpecialsPolicy::TorchaoFloor || o.specials == SpecialsPolicy::TorchaoRceil;
+  if (torchao && nan && sf.has_nan()) {
+    // Code 0xFF; FLOOR divides by the float32 with that exponent field (+inf), RCEIL multiplies by
+    // exp2(127 - 255) = 2^-128. x / inf equals x * 0 for every float (and NaN stays NaN).
+    plan.nan_scale = true;
+    plan.kind = Pow2BlockPlan::Kind::Multiply;
+    plan.factor = o.specials == SpecialsPolicy::TorchaoFloor ? 0.0 : std::ldexp(1.0, -128);
+    return plan;
+  }
+  int xe = 0;
+  const bool amax_nan = nan && o.specials == SpecialsPolicy::NanSmallest;
+  const bool amax_inf = inf && policy_takes_inf(o.specials);
+  if (amax_nan) {
+    xe = x_min;  // torch.where(descale > 0, log2(descale), -127) is -127 for NaN
+  } else if (amax_inf) {
+    xe = infinite_amax_exponent(f.element, o);
+  } else if (amax == 0) {
+    switch (o.zero_block) {
+      case ZeroBlock::Smallest: xe = x_min; break;
+      case ZeroBlock::One: xe = 0; break;
+      case ZeroBlock::MinNormal: xe = scale_exponent(f.element, std::ldexp(1.0, -126), o); break;
+    }
+  } else {
+    xe = scale_exponent(f.element, amax, o);
+  }
+  xe = std::clamp(xe, x_min, x_max);
+  plan.exponent = xe;
+  plan.divisor_exponent = xe;
+  if (xe == x_min && o.code0_multiplier == Code0Multiplier::One) plan.divisor_exponent = 0;
+  if (o.code0_multiplier == Code0Multiplier::MinNormal) plan.divisor_exponent = std::max(xe, -126);
+  if (o.specials == SpecialsPolicy::IgnoreNan && xe == x_max) {
+    // Transformer Engine's exp2f_rcp builds 2^(127 - code) from bits; for code 0xFE that is the
+    // pattern 0, so the block is multiplied by 0.0 (Inf becomes NaN, finite values +-0).
+    plan.kind = Pow2BlockPlan::Kind::Multiply;
+    plan.factor = 0.0;
+  }
+  if (o.amax_subnormal != AmaxSubnormal::Keep && !amax_nan && !amax_inf && amax_below_normal(amax, o)) {
+    // flush_fp32_subnorms: Python multiplies the block by 0 (signed zeros), C++ stores +0.
+    plan.kind = o.amax_subnormal == AmaxSubnormal::Flush ? Pow2BlockPlan::Kind::Multiply : Pow2BlockPlan::Kind::Zero;
+    plan.factor = 0.0;
+  }
+  return plan;
+}
+
+CastResult pow2_element_cast(const BlockFormat& f, const CastOptions& element_opts, const Pow2BlockPlan& plan,
+                             int offset, double x, std::uint32_t random) {
+  const QuantOptions& o = f.options;
+  const Format& e = f.element;
+  CastResult r;
+  switch (plan.kind) {
+    case Pow2BlockPlan::Kind::Zero:
+      r.code = e.zero_code(false);
+      if (x != 0) r.inexact = r.underflow = true;
+      return r;
+    case Pow2BlockPlan::Kind::NanCodes:
+      r.code = e.has_nan() ? e.nan_code(false) : e.zero_code(false);
+      return r;
+    default: break;
+  }
+  if (std::isinf(x) && o.specials == SpecialsPolicy::BlockNan && e.has_inf()) {
+    r.code = e.inf_code(x < 0);  // kept as Inf (docs/quantization.md)
+    return r;
+  }
+  const bool multiply = plan.kind == Pow2BlockPlan::Kind::Multiply;
+  const double divisor = std::ldexp(1.0, plan.divisor_exponent - offset);
+  if (o.input == InputPrecision::Float32) {
+    // The peer's float32 multiply or divide by a power of two: the exact value rounded once to float32.
+    const auto v = static_cast<float>(multiply ? x * plan.factor : x / divisor);
+    return peer_cast(e, v, x, element_opts, random, o);
+  }
+  r = multiply ? cast(e, x * plan.factor, element_opts, random) : cast_quotient(e, x, divisor, element_opts, random);
+  exact_zero_sign(e, x, r, o);
+  return r;
+}
+
 std::vector<double> dequantize(const BlockFormat& f, const QuantizedTensor& q) {
   std::vector<double> out(q.codes.size());
   const BlockIndexer ix(q.shape, f.layout);
@@ -851,7 +934,7 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
   const int x_min = floor_log2(sf.min_positive());
   const int x_max = floor_log2(sf.max_finite());
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<BlockPlan> plans(nblocks);
+  std::vector<Pow2BlockPlan> plans(nblocks);  // float rules use Divide (by s * g) and NanCodes
 
   // Members of each block, for the rules that quantize a block several ways (4over6).
   std::vector<std::vector<std::size_t>> members;
@@ -874,7 +957,7 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
 
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockStats& st = stats[b];
-    BlockPlan& plan = plans[b];
+    Pow2BlockPlan& plan = plans[b];
     bool block_nan = false;
     switch (o.specials) {
       case SpecialsPolicy::BlockNan: block_nan = st.nan || (st.inf && !f.element.has_inf()); break;
@@ -882,57 +965,23 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
       case SpecialsPolicy::TensorNan: block_nan = tensor_nan; break;
       default: break;
     }
+    if (pow2_rule) {
+      const Pow2BlockPlan pp = pow2_block_plan(f, st.amax, st.nan, st.inf, tensor_nan, x_min, x_max);
+      plan = pp;
+      if (pp.nan_scale) {
+        q.scale_codes[b] = sf.nan_code(false);
+        q.scale_values[b] = nan;
+      } else {
+        q.shared_exponents[b] = pp.exponent;
+        q.scale_codes[b] = cast(sf, std::ldexp(1.0, pp.exponent), scale_opts).code;
+        q.scale_values[b] = sf.decode(q.scale_codes[b]);
+      }
+      continue;
+    }
     if (block_nan && sf.has_nan()) {
       q.scale_codes[b] = sf.nan_code(false);
       q.scale_values[b] = nan;
-      plan.kind = BlockPlan::Kind::NanCodes;
-      continue;
-    }
-    if (pow2_rule) {
-      const bool torchao = o.specials == SpecialsPolicy::TorchaoFloor || o.specials == SpecialsPolicy::TorchaoRceil;
-      if (torchao && st.nan && sf.has_nan()) {
-        // Code 0xFF; FLOOR divides by the float32 with that exponent field (+inf), RCEIL multiplies by
-        // exp2(127 - 255) = 2^-128. x / inf equals x * 0 for every float (and NaN stays NaN).
-        q.scale_codes[b] = sf.nan_code(false);
-        q.scale_values[b] = nan;
-        plan.kind = BlockPlan::Kind::Multiply;
-        plan.factor = o.specials == SpecialsPolicy::TorchaoFloor ? 0.0 : std::ldexp(1.0, -128);
-        continue;
-      }
-      int xe = 0;
-      const bool amax_nan = st.nan && o.specials == SpecialsPolicy::NanSmallest;
-      const bool amax_inf = st.inf && policy_takes_inf(o.specials);
-      if (amax_nan) {
-        xe = x_min;  // torch.where(descale > 0, log2(descale), -127) is -127 for NaN
-      } else if (amax_inf) {
-        xe = infinite_amax_exponent(f.element, o);
-      } else if (st.amax == 0) {
-        switch (o.zero_block) {
-          case ZeroBlock::Smallest: xe = x_min; break;
-          case ZeroBlock::One: xe = 0; break;
-          case ZeroBlock::MinNormal: xe = scale_exponent(f.element, std::ldexp(1.0, -126), o); break;
-        }
-      } else {
-        xe = scale_exponent(f.element, st.amax, o);
-      }
-      xe = std::clamp(xe, x_min, x_max);
-      q.shared_exponents[b] = xe;
-      q.scale_codes[b] = cast(sf, std::ldexp(1.0, xe), scale_opts).code;
-      q.scale_values[b] = sf.decode(q.scale_codes[b]);
-      plan.divisor = q.scale_values[b];
-      if (xe == x_min && o.code0_multiplier == Code0Multiplier::One) plan.divisor = 1.0;
-      if (o.code0_multiplier == Code0Multiplier::MinNormal) plan.divisor = std::max(plan.divisor, std::ldexp(1.0, -126));
-      if (o.specials == SpecialsPolicy::IgnoreNan && xe == x_max) {
-        // Transformer Engine's exp2f_rcp builds 2^(127 - code) from bits; for code 0xFE that is the
-        // pattern 0, so the block is multiplied by 0.0 (Inf becomes NaN, finite values +-0).
-        plan.kind = BlockPlan::Kind::Multiply;
-        plan.factor = 0.0;
-      }
-      if (o.amax_subnormal != AmaxSubnormal::Keep && !amax_nan && !amax_inf && amax_below_normal(st.amax, o)) {
-        // flush_fp32_subnorms: Python multiplies the block by 0 (signed zeros), C++ stores +0.
-        plan.kind = o.amax_subnormal == AmaxSubnormal::Flush ? BlockPlan::Kind::Multiply : BlockPlan::Kind::Zero;
-        plan.factor = 0.0;
-      }
+      plan.kind = Pow2BlockPlan::Kind::NanCodes;
       continue;
     }
     auto scale_for = [&](double target) { return float_block_scale_code(f, scale_opts, st.amax, target, g); };
@@ -948,7 +997,6 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
     }
     q.scale_codes[b] = code;
     q.scale_values[b] = sf.decode(code);
-    plan.divisor = q.scale_values[b];
   }
 
   // Shared microexponents: each subtile of a block with scale 2^X takes 2^(X - d), d in
@@ -980,21 +1028,17 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
 
   for (std::size_t i = 0; i < x.size(); ++i) {
     const auto b = static_cast<std::size_t>(block_of[i]);
-    const BlockPlan& plan = plans[b];
+    const Pow2BlockPlan& plan = plans[b];
     double s = q.scale_values[b];
-    double divisor = plan.divisor;
-    if (!sub_of.empty() && std::isfinite(s)) {
-      const int off = static_cast<int>(q.subtile_offsets[static_cast<std::size_t>(sub_of[i])]);
-      s = std::ldexp(s, -off);
-      divisor = std::ldexp(divisor, -off);
-    }
-    if (plan.kind == BlockPlan::Kind::Zero) {
-      q.codes[i] = f.element.zero_code(false);
-      q.values[i] = f.element.decode(q.codes[i]) * s;
-      if (x[i] != 0) q.flags[i] = QuantizedTensor::kInexact | QuantizedTensor::kUnderflow;
+    if (pow2_rule) {
+      const int off = sub_of.empty() ? 0 : static_cast<int>(q.subtile_offsets[static_cast<std::size_t>(sub_of[i])]);
+      const CastResult r = pow2_element_cast(f, elem_opts, plan, off, x[i], random_of(i));
+      q.codes[i] = r.code;
+      q.flags[i] = flags_of(r);
+      q.values[i] = f.element.decode(r.code) * std::ldexp(s, -off);
       continue;
     }
-    if (plan.kind != BlockPlan::Kind::Multiply && std::isnan(s)) {
+    if (std::isnan(s)) {
       q.codes[i] = f.element.has_nan() ? f.element.nan_code(false) : f.element.zero_code(false);
       q.values[i] = nan;
       continue;
@@ -1015,28 +1059,15 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
     }
     CastResult r;
     if (peer) {
-      // The peer's float32 multiply or divide: the exact quotient rounded once to float32.
-      float v = 0;
-      if (plan.kind == BlockPlan::Kind::Multiply) {
-        v = static_cast<float>(x[i] * plan.factor);  // factor 0 or a power of two: exact in double
-      } else if (pow2_rule) {
-        v = static_cast<float>(x[i] / divisor);  // a power of two: exact in double for float32 inputs
-      } else {
-        static const Format* f32 = find_catalogue_format("float32");
-        CastOptions rne;
-        rne.overflow = Overflow::Inf;
-        v = std::isfinite(x[i]) ? static_cast<float>(f32->decode(cast_quotient(*f32, x[i], s * g, rne).code))
-                                : static_cast<float>(x[i] / (s * g));
-      }
+      // The peer's float32 divide: the exact quotient rounded once to float32.
+      static const Format* f32 = find_catalogue_format("float32");
+      CastOptions rne;
+      rne.overflow = Overflow::Inf;
+      const float v = std::isfinite(x[i]) ? static_cast<float>(f32->decode(cast_quotient(*f32, x[i], s * g, rne).code))
+                                          : static_cast<float>(x[i] / (s * g));
       r = peer_cast(f.element, v, x[i], elem_opts, random_of(i), o);
     } else {
-      if (plan.kind == BlockPlan::Kind::Multiply) {
-        r = cast(f.element, x[i] * plan.factor, elem_opts, random_of(i));
-      } else {
-        const double d = pow2_rule ? divisor : s * g;
-        r = s == 0 ? cast(f.element, x[i], elem_opts, random_of(i))
-                   : cast_quotient(f.element, x[i], d, elem_opts, random_of(i));
-      }
+      r = s == 0 ? cast(f.element, x[i], elem_opts, random_of(i)) : cast_quotient(f.element, x[i], s * g, elem_opts, random_of(i));
       exact_zero_sign(f.element, x[i], r, o);
     }
     q.codes[i] = r.code;

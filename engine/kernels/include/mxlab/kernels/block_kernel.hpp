@@ -76,6 +76,7 @@ struct BlockPacked {
   std::vector<std::uint8_t> elements;  ///< element codes bit-packed at their width
   std::vector<std::uint8_t> scales;    ///< one scale code per block, in block order
   std::vector<std::uint8_t> tensor_scale;  ///< two-level formats: the tensor scale code, little-endian
+  std::vector<std::uint8_t> subtile_offsets;  ///< subtile formats: one microexponent offset per subtile
 };
 
 /// A block quantizer for one block format, reduced once to the constants the SIMD code takes.
@@ -89,9 +90,10 @@ struct BlockPacked {
 ///    scale of at most 32 bits (NVFP4's two levels), with the zero-block and minimum-scale rules;
 /// every zero-block rule, the NaN/Inf policies block-nan, block-nan-any and element, every element rounding
 /// mode (stochastic with stochastic_bits(seed, element index)), overflow policy and the subnormal modes
-/// keep and flush-output, both nibble orders and both integer encodings. Everything else (4over6, peer
-/// profiles' arithmetic options, subtiles, 2-D tiles, channel scales, sparsity, codebook elements) is
-/// reported by unsupported_reason().
+/// keep and flush-output, both nibble orders and both integer encodings. Power-of-two scales also take every
+/// peer arithmetic option and NaN/Inf policy (every E8M0 peer profile) and subtiles. Everything else (4over6,
+/// the NVFP4 peers' arithmetic, 2-D tiles, channel scales, sparsity, codebook elements) is reported by
+/// unsupported_reason().
 class BlockKernel {
  public:
   /// Why the SIMD kernel cannot quantize with this block format, or an empty string when it can.
@@ -105,6 +107,8 @@ class BlockKernel {
   std::int64_t block_size(std::int64_t row_length) const;
   /// Blocks of a tensor with this shape (row-major, blocks along the last axis).
   std::int64_t block_count(const std::vector<std::int64_t>& shape) const;
+  /// Subtiles of a tensor with this shape (0 for a format without subtiles), in row-major order.
+  std::int64_t subtile_count(const std::vector<std::int64_t>& shape) const;
   /// Bytes of the packed element codes of `elements` elements.
   std::size_t packed_element_bytes(std::size_t elements) const;
 
@@ -117,19 +121,22 @@ class BlockKernel {
   Result<BlockPacked> quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                       const BlockRun& run = {}, BlockMetrics* metrics = nullptr) const;
   /// As quantize_packed, into caller-provided arrays of packed_element_bytes(n) and block_count(shape)
-  /// bytes; two-level formats report their tensor scale in *tensor_scale if given.
+  /// bytes; two-level formats report their tensor scale in *tensor_scale if given; subtile formats write
+  /// subtile_count(shape) offsets.
   Result<std::size_t> quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                       std::span<std::uint8_t> elements, std::span<std::uint8_t> scales,
                                       const BlockRun& run = {}, BlockMetrics* metrics = nullptr,
-                                      TensorScale* tensor_scale = nullptr) const;
+                                      TensorScale* tensor_scale = nullptr,
+                                      std::span<std::uint8_t> subtile_offsets = {}) const;
   /// The error metrics alone (the quantize pass without outputs).
   Result<BlockMetrics> metrics(BlockInput x, const std::vector<std::int64_t>& shape,
                                const BlockRun& run = {}) const;
   /// Dequantizes packed codes and scale codes to float32 (mxlab::dequantize rounded to float32); two-level
-  /// formats multiply by the decoded tensor scale.
+  /// formats multiply by the decoded tensor scale, subtile formats take the subtiles' offsets.
   Result<std::size_t> dequantize(std::span<const std::uint8_t> elements, std::span<const std::uint8_t> scales,
                                  const std::vector<std::int64_t>& shape, std::span<float> out,
-                                 const BlockRun& run = {}, double tensor_scale = 1.0) const;
+                                 const BlockRun& run = {}, double tensor_scale = 1.0,
+                                 std::span<const std::uint8_t> subtile_offsets = {}) const;
   /// The tensor scale of a two-level format for this tensor (as mxlab::quantize picks it); an error for
   /// other formats.
   Result<TensorScale> tensor_scale(BlockInput x, const std::vector<std::int64_t>& shape,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -80,6 +81,37 @@ Result<TensorScale> choose_tensor_scale(const BlockFormat& f, double tensor_amax
 /// block-scale rules of the options.
 std::uint32_t float_block_scale_code(const BlockFormat& f, const CastOptions& scale_opts, double amax, double target,
                                      double g);
+
+/// The combinations of options no rule defines (quantize reports them as errors), or nothing.
+std::optional<Error> check_block_options(const BlockFormat& f);
+
+/// The per-block decision of a power-of-two scale rule (the reference's, shared with the SIMD kernels): the
+/// scale, and how the block's elements are brought to the element format.
+struct Pow2BlockPlan {
+  enum class Kind : std::uint8_t {
+    Divide,    ///< x / 2^divisor_exponent (the scale, or the code-0 multiplier's divisor)
+    NanCodes,  ///< a NaN scale: every element gets the NaN code (or +0)
+    Multiply,  ///< x * factor: a peer's multiplier for a special code (0, 2^-128), or a flushed block
+    Zero,      ///< every element +0 (microxcaling C++ flush)
+  };
+  Kind kind = Kind::Divide;
+  bool nan_scale = false;    ///< the scale code is the scale format's NaN (no exponent)
+  int exponent = 0;          ///< the block's scale 2^exponent, clamped to the scale format (unless nan_scale)
+  int divisor_exponent = 0;  ///< Divide: log2 of the divisor
+  double factor = 0;         ///< Multiply: 0 or a power of two
+};
+
+/// The plan of a block whose largest finite magnitude is amax, holding NaN (nan) or Inf (inf), in a tensor
+/// holding NaN (tensor_nan). x_min and x_max are the scale format's exponent range (floor(log2) of its
+/// smallest positive and largest finite values). The rule must be a power-of-two rule.
+Pow2BlockPlan pow2_block_plan(const BlockFormat& f, double amax, bool nan, bool inf, bool tensor_nan, int x_min,
+                              int x_max);
+
+/// The element code of input x in a block with power-of-two plan `plan`, in a subtile with microexponent
+/// offset `offset` (0 without subtiles): the reference's element step for the power-of-two rules, peer
+/// float32 arithmetic included. element_opts are the resolved element options.
+CastResult pow2_element_cast(const BlockFormat& f, const CastOptions& element_opts, const Pow2BlockPlan& plan,
+                             int offset, double x, std::uint32_t random);
 
 /// The power-of-two scale exponent X of a block under the options (amax finite and > 0), before
 /// clamping to the scale format.
