@@ -335,6 +335,7 @@ TEST_CASE("block kernels: float block scales and NVFP4's two levels", "[kernels]
   }
   // Ragged rows (odd lengths: packed nibbles through the bit writer) and an all-zero tensor (g = 1).
   check_format(parse("nvfp4"), make_input(34, 6, 45), {6, 45});
+  check_format(parse("nvfp4"), make_input(35, kShape[0], kShape[1]), kShape);
   check_format(parse("nvfp4"), std::vector<float>(64, 0.0F), {4, 16});
 }
 
@@ -396,6 +397,34 @@ TEST_CASE("block kernels: a whole-axis block and an empty tensor", "[kernels][bl
   std::vector<float> x(10, 1.0F), out(9);
   CHECK_FALSE(k->fake_quantize(x, {10}, out).ok());  // output too short
   CHECK_FALSE(k->fake_quantize(x, {3, 4}, x).ok());  // shape does not match
+}
+
+TEST_CASE("block kernels: rule 4over6 with the exact squared-error comparison", "[kernels][block]") {
+  const std::vector<std::int64_t> shape = {20, 96};
+  std::size_t n = 0;
+  for (const char* name : {"nvfp4", "e2m1:e4m3_t16", "e4m3:ue4m3_float32_t32", "e3m2:e4m3_float32_t16"}) {
+    const BlockFormat base = parse(name);
+    const double max_scale = base.layout.scale->max_finite();
+    const double max_elem = base.element.max_finite();
+    for (bool pow2_g : {true, false}) {
+      const auto x = make_float_scale_input(pow2_g ? 36 : 37, shape[0], shape[1], pow2_g, max_elem, max_scale,
+                                            *base.layout.scale);
+      for (Rounding r : {Rounding::NearestEven, Rounding::NearestAway, Rounding::TowardZero, Rounding::Stochastic}) {
+        BlockFormat f = base;
+        f.options.rule = ScaleRule::FourOverSix;
+        f.options.element.rounding = r;
+        f.options.seed = 77;
+        f.options.zero_block = n % 2 ? ZeroBlock::One : ZeroBlock::Smallest;
+        f.options.min_block_scale = n % 3 == 2 ? 0.015625 : 0.0;
+        ++n;
+        INFO(name << (pow2_g ? ", g a power of two" : ", g any float"));
+        check_format(f, x, shape);
+      }
+    }
+    BlockFormat f = base;
+    f.options.rule = ScaleRule::FourOverSix;
+    check_format(f, make_input(38, kShape[0], kShape[1]), kShape);
+  }
 }
 
 TEST_CASE("block kernels: every peer profile with power-of-two scales", "[kernels][block]") {
@@ -485,9 +514,9 @@ TEST_CASE("block kernels: subtiles with shared microexponents", "[kernels][block
 }
 
 TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
-  BlockFormat four = parse("nvfp4");
-  four.options.rule = ScaleRule::FourOverSix;
-  CHECK_FALSE(BlockKernel::unsupported_reason(four).empty());
+  auto te46 = apply_profile(parse("nvfp4"), "transformer-engine-nvfp4-4over6-mae");
+  REQUIRE(te46.ok());
+  CHECK_FALSE(BlockKernel::unsupported_reason(*te46).empty());
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("e2m1:e5m2_t16")).empty());  // rule amax, a scale with Inf
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxsf@8x8")).empty());  // 2-D tiles
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("e4m3:e8m0_t32n2m4")).empty());

@@ -187,9 +187,7 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
   const ScaleLayout& l = f.layout;
   const QuantOptions& o = f.options;
   if (!l.scale) return "a format without scales is an elementwise cast: use CastKernel";
-  if (o.rule == ScaleRule::FourOverSix)
-    return "scale rule '4over6' (two candidate scales per block, compared by their errors) is not supported";
-  const bool float_scales = o.rule == ScaleRule::Amax;
+  const bool float_scales = o.rule == ScaleRule::Amax || o.rule == ScaleRule::FourOverSix;
   if (l.tensor_scale && !float_scales) return "a tensor scale needs float block scales (rule amax)";
   if (l.tensor_scale && (l.tensor_scale->kind() != FormatKind::Float || l.tensor_scale->spec().mantissa_bits > 23))
     return "tensor scale format '" + l.tensor_scale->name() + "' is not a float format of at most 24 significant bits";
@@ -249,7 +247,9 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   p->cast = element_params(e, eo, o.specials);
   p->bits = e.bits();
   p->block = f.layout.tiles[0].size;
-  p->float_scales = o.rule == ScaleRule::Amax;
+  p->float_scales = o.rule == ScaleRule::Amax || o.rule == ScaleRule::FourOverSix;
+  p->four_over_six = o.rule == ScaleRule::FourOverSix;
+  p->scale_target_alt = e.max_finite() * 2.0 / 3.0;  // the reference's expression
   p->two_level = f.layout.tensor_scale.has_value();
   p->scale_target = e.max_finite();
   p->scale_opts = so;

@@ -377,6 +377,68 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
   }
 }
 
+/// Rule 4over6: whether the block's exact sum of squared errors under block scale a is below that under b
+/// (the reference's comparison; ties keep b). Each candidate's elements are the casts of x / (s * g) as in
+/// float_scale_elements; an error deq - x is a double (as the reference computes it) whose square enters an
+/// exact accumulator as its rounded value plus the fused multiply-add residual. A scale that is not positive
+/// dequantizes to 0. Non-finite inputs do not count.
+HWY_INLINE bool lower_sse(const BlockParams& p, const BlockCall& call, const CastVectors64& c64, const std::uint8_t* xb,
+                          std::size_t len, std::size_t start, double a, double b, FastExactSum& acc) {
+  const DF64 df;
+  const D64 du;
+  const DUh duh;
+  const DFh dfh;
+  const hn::RebindToSigned<DUh> dih;
+  const std::size_t lanes = hn::Lanes(df);
+  const InputKind in_kind = call.input;
+  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN double lane_x[kMaxLanes];
+  HWY_ALIGN double lane_deq[2][kMaxLanes];
+  acc.reset();
+  const double scales[2] = {a, b};
+  for (std::size_t k = 0; k < len; k += lanes) {
+    const std::size_t count = std::min(lanes, len - k);
+    hn::Vec<DUh> u;
+    if (count == lanes) {
+      u = load_any(in_kind, xb, k, duh);
+    } else {
+      std::memset(in_buf, 0, sizeof(in_buf));
+      std::memcpy(in_buf, xb + k * in_bytes, count * in_bytes);
+      u = load_any(in_kind, in_buf, 0, duh);
+    }
+    const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
+    hn::Store(x, df, lane_x);
+    V64 random = hn::Zero(du);
+    if (p.stochastic) {
+      random = hn::PromoteTo(du, stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start + k), duh));
+    }
+    for (int cand = 0; cand < 2; ++cand) {
+      const double s = scales[cand];
+      if (!(s > 0)) {
+        hn::Store(hn::Zero(df), df, lane_deq[cand]);
+        continue;
+      }
+      const VF64 d = hn::Set(df, s * call.g);
+      const auto code = hn::TruncateTo(duh, cast_lanes64<AnyRounding>(c64, hn::Div(x, d), random, nullptr));
+      const VF64 e = hn::PromoteTo(df, hn::GatherIndex(dfh, p.decode_f32.data(), hn::BitCast(dih, code)));
+      hn::Store(hn::Mul(e, d), df, lane_deq[cand]);
+    }
+    for (std::size_t l = 0; l < count; ++l) {
+      if (!std::isfinite(lane_x[l])) continue;
+      const double ea = lane_deq[0][l] - lane_x[l];
+      const double eb = lane_deq[1][l] - lane_x[l];
+      const double pa = ea * ea;
+      const double pb = eb * eb;
+      acc.add(pa);
+      acc.add(std::fma(ea, ea, -pa));
+      acc.add(-pb);
+      acc.add(-std::fma(eb, eb, -pb));
+    }
+  }
+  return acc.sign() < 0;
+}
+
 /// A block whose float scale is zero: finite elements become zeros of their sign, others are cast as they
 /// are (the reference's rule).
 HWY_NOINLINE void zero_scale_elements(const BlockParams& p, const BlockCall& call, CodeSink& sink,
@@ -496,6 +558,7 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
   BlockStats stats[kGroup];
   std::size_t starts[kGroup];
   std::size_t lens[kGroup];
+  FastExactSum sse_diff;  // rule 4over6
 
   BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
   for (std::int64_t g0 = call.b0; g0 < call.b1; g0 += static_cast<std::int64_t>(kGroup)) {
@@ -537,6 +600,15 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
       // The zero-block and minimum-scale rules of float_block_scale_code.
       if (amax[i] == 0 && p.options->zero_block == ZeroBlock::One) code = p.scale_one_code;
       if (p.min_block_scale > 0 && p.scale_value_d[code] < p.min_block_scale) code = p.min_block_scale_code;
+      if (p.four_over_six && amax[i] > 0) {
+        // The candidate that maps amax to 2/3 of the element's largest value (4 for E2M1), kept when its
+        // squared error is lower.
+        const auto alt = float_block_scale_code(*p.owner, p.scale_opts, amax[i], p.scale_target_alt, call.g);
+        if (alt != code && lower_sse(p, call, c64, in + starts[i] * in_bytes, lens[i], starts[i], p.scale_value_d[alt],
+                                     p.scale_value_d[code], sse_diff)) {
+          code = alt;
+        }
+      }
       if (call.out == BlockOut::Packed) call.scales[b] = static_cast<std::uint8_t>(code);
       const double s = p.scale_value_d[code];
       const std::uint8_t* xb = in + start * in_bytes;

@@ -57,6 +57,8 @@ struct BlockParams {
   bool float_scales = false;
   bool two_level = false;  ///< a tensor scale g over the block scales
   double scale_target = 0;
+  bool four_over_six = false;      ///< rule 4over6: also try amax mapped to scale_target_alt, keep the lower SSE
+  double scale_target_alt = 0;     ///< 2/3 of the element's largest value, as the reference computes it
   CastOptions scale_opts;    ///< resolved options of the scale cast
   CastParams scale_cast;     ///< the scale cast (of amax / (scale_target * g))
   std::uint32_t scale_one_code = 0;        ///< scale code of 1 (zero-block rule one)
@@ -213,6 +215,21 @@ class FastExactSum {
       l[2] += static_cast<std::int64_t>(high);
     }
     if (++pending_ >= (1 << 24)) normalize();
+  }
+
+  /// The sign of the exact value: -1, 0 or 1.
+  int sign() {
+    normalize();
+    // Every limb but the top one now lies in [0, 2^32): the most significant nonzero limb decides.
+    for (std::size_t i = limbs_.size(); i-- > 0;) {
+      if (limbs_[i] != 0) return limbs_[i] < 0 ? -1 : 1;
+    }
+    return 0;
+  }
+
+  void reset() {
+    limbs_.fill(0);
+    pending_ = 0;
   }
 
   /// Adds the exact value into s.
