@@ -559,23 +559,29 @@ std::uint8_t flags_of(const CastResult& r) {
 
 /// NVFP4 under a peer's float32 arithmetic (Nvfp4Arith::Te or ModelOpt): tensor scale, block scales and
 /// elements exactly as the float32 expressions in docs/profiles.md, in this order of roundings.
+/// Whether a block with NaN (nan) or Inf (inf) is all NaN under the block NaN policies.
+bool block_is_nan(const BlockFormat& f, bool nan, bool inf) {
+  switch (f.options.specials) {
+    case SpecialsPolicy::BlockNan: return nan || (inf && !f.element.has_inf());
+    case SpecialsPolicy::BlockNanAny: return nan || inf;
+    default: return false;
+  }
+}
+
+/// The peer's amax of a block or tensor: TensorNan propagates NaN (torch.max), IgnoreNan skips it (fmaxf);
+/// both take Inf. The other policies reduce over finite values.
+float nvfp4_peer_amax(const QuantOptions& o, bool nan, bool inf, double amax) {
+  if (o.specials == SpecialsPolicy::TensorNan && nan) return std::numeric_limits<float>::quiet_NaN();
+  if ((o.specials == SpecialsPolicy::TensorNan || o.specials == SpecialsPolicy::IgnoreNan) && inf)
+    return std::numeric_limits<float>::infinity();
+  return static_cast<float>(amax);
+}
+
 Result<QuantizedTensor> quantize_nvfp4_peer(const ElementContext& c, QuantizedTensor q) {
   const BlockFormat& f = c.f;
-  const QuantOptions& o = f.options;
   const Format& e = f.element;
   const Format& sf = *f.layout.scale;
-  const Format& tf = *f.layout.tensor_scale;
   const auto nblocks = c.stats.size();
-  const float inf = std::numeric_limits<float>::infinity();
-  const float nanf = std::numeric_limits<float>::quiet_NaN();
-  const float flt_max = std::numeric_limits<float>::max();
-  const auto emax_f = static_cast<float>(e.max_finite());                // 6
-  const auto scale_max = static_cast<float>(sf.max_finite());            // 448
-  const auto smax_f = static_cast<float>(o.tensor_scale_max > 0 ? o.tensor_scale_max : sf.max_finite());
-  const float global_max = smax_f * emax_f;                              // 448 * 6 = 2688, exact
-
-  // Amax reductions per policy: TensorNan propagates NaN (torch.max), IgnoreNan skips it (fmaxf); both
-  // take Inf. The other policies reduce over finite values and mark the blocks they make NaN.
   bool any_nan = false, any_inf = false;
   double finite_amax = 0;
   for (const auto& st : c.stats) {
@@ -583,58 +589,19 @@ Result<QuantizedTensor> quantize_nvfp4_peer(const ElementContext& c, QuantizedTe
     any_inf = any_inf || st.inf;
     finite_amax = std::max(finite_amax, st.amax);
   }
-  auto peer_amax = [&](bool nan, bool has_inf, double amax) -> float {
-    if (o.specials == SpecialsPolicy::TensorNan && nan) return nanf;
-    if ((o.specials == SpecialsPolicy::TensorNan || o.specials == SpecialsPolicy::IgnoreNan) && has_inf) return inf;
-    return static_cast<float>(amax);
-  };
-  auto block_is_nan = [&](const BlockStats& st) {
-    switch (o.specials) {
-      case SpecialsPolicy::BlockNan: return st.nan || (st.inf && !e.has_inf());
-      case SpecialsPolicy::BlockNanAny: return st.nan || st.inf;
-      default: return false;
-    }
-  };
-  const float A = o.tensor_scale_from_amax ? peer_amax(any_nan, any_inf, finite_amax) : global_max;
-
-  float S_enc = 1, S_dec = 1;
-  if (o.nvfp4_arith == Nvfp4Arith::Te) {
-    // compute_global_encode_scaling_factor_FP4: fp8_max * fp4_max / global_amax, FLT_MAX cap, 1 for 0.
-    S_enc = std::fmin(global_max / A, flt_max);
-    if (A == 0.0F || S_enc == 0.0F) S_enc = 1.0F;
-    S_dec = 1.0F / S_enc;
-  } else {
-    // get_weights_scaling_factor_2: reduce_amax(input).float() / (6.0 * 448.0).
-    S_dec = A / global_max;
-  }
+  auto t = nvfp4_peer_tensor(f, any_nan, any_inf, finite_amax);
+  if (!t) return t.error();
   q.has_tensor_scale = true;
-  auto to = resolve_options(tf, CastOptions{});
-  if (!to) return make_error("tensor scale format: " + to.error().message);
-  q.tensor_scale_code = cast(tf, static_cast<double>(S_dec), *to).code;
-  q.tensor_scale = static_cast<double>(S_dec);
-
-  auto scale_code = [&](float pre) {
-    if (pre == 0.0F && o.zero_block == ZeroBlock::One) pre = 1.0F;  // per_block_scale[per_block_scale == 0] = 1.0
-    CastResult r = cast(sf, static_cast<double>(pre), c.scale_opts);
-    if (o.min_block_scale > 0 && sf.decode(r.code) < o.min_block_scale) r = cast(sf, o.min_block_scale, c.scale_opts);
-    return r.code;
-  };
-  auto decoded = [&](std::uint32_t code) {
-    const double v = sf.decode(code);
-    return std::isnan(v) ? nanf : static_cast<float>(v);
-  };
-  // Te: r = min(1 / (s * S_dec), FLT_MAX) and x * r; ModelOpt: x / (s * S_dec).
-  auto element_input = [&](float xf, float s) {
-    if (o.nvfp4_arith == Nvfp4Arith::Te) return xf * std::fmin(1.0F / (s * S_dec), flt_max);
-    return xf / (s * S_dec);
-  };
+  q.tensor_scale_code = t->scale.code;
+  q.tensor_scale = t->scale.value;
 
   std::vector<std::vector<std::size_t>> members(nblocks);
   for (std::size_t i = 0; i < c.x.size(); ++i) members[static_cast<std::size_t>(c.block_of[i])].push_back(i);
-
+  std::vector<double> bx;
+  std::vector<std::uint32_t> br;
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockStats& st = c.stats[b];
-    if (block_is_nan(st) && sf.has_nan()) {
+    if (block_is_nan(f, st.nan, st.inf) && sf.has_nan()) {
       q.scale_codes[b] = sf.nan_code(false);
       q.scale_values[b] = std::numeric_limits<double>::quiet_NaN();
       for (std::size_t i : members[b]) {
@@ -643,79 +610,21 @@ Result<QuantizedTensor> quantize_nvfp4_peer(const ElementContext& c, QuantizedTe
       }
       continue;
     }
-    const float ab = peer_amax(st.nan, st.inf, st.amax);
-    std::uint32_t code = 0;
-    if (o.rule == ScaleRule::FourOverSix) {
-      // Transformer Engine 4over6 (quantize_4over6_kernel.cuh, compute_scale_pair and make_candidates):
-      // base = block_amax / 6 * S_enc; map-to-6 E4M3(min(base, 448)), map-to-4 E4M3(min(1.5 base, 448)).
-      const float base = ab / emax_f * S_enc;
-      const std::uint32_t map6 = scale_code(std::fmin(base, scale_max));
-      const std::uint32_t map4 = scale_code(std::fmin(base * 1.5F, scale_max));
-      // Candidate codes of the block's elements under block scale code sc.
-      auto codes_of = [&](std::uint32_t sc) {
-        const float s = decoded(sc);
-        std::vector<std::uint32_t> codes;
-        for (std::size_t i : members[b])
-          codes.push_back(
-              cast(e, static_cast<double>(element_input(static_cast<float>(c.x[i]), s)), c.elem_opts, c.random(i))
-                  .code);
-        return codes;
-      };
-      // accumulate_dequant_error: val = dequant * sf * global_amax / (6 * E4M3_MAX), diff = val - x, and
-      // err += |diff| (MAE) or diff * diff (MSE), in float32 and element order, starting from 0.
-      auto float_error = [&](std::uint32_t sc) {
-        const float s = decoded(sc);
-        const auto codes = codes_of(sc);
-        float err = 0.0F;
-        for (std::size_t k = 0; k < codes.size(); ++k) {
-          const auto xf = static_cast<float>(c.x[members[b][k]]);
-          const auto dq = static_cast<float>(e.decode(codes[k]));
-          const float val = dq * s * A / global_max;
-          const float diff = val - xf;
-          err = err + (o.four_over_six == FourOverSixMetric::Mse ? diff * diff : std::fabs(diff));
-        }
-        return err;
-      };
-      // The exact metric: the exact sum of (deq - x)^2 over finite inputs, deq = e * s * S_dec.
-      auto exact_error = [&](std::uint32_t sc) {
-        const double s = sf.decode(sc);
-        const auto codes = codes_of(sc);
-        ExactSum sse;
-        for (std::size_t k = 0; k < codes.size(); ++k) {
-          const double v = c.x[members[b][k]];
-          if (!std::isfinite(v)) continue;
-          const double deq = e.decode(codes[k]) * s * static_cast<double>(S_dec);  // <= 31 significant bits
-          sse.add_product(deq, deq);
-          sse.add_product(deq, -2 * v);
-          sse.add_product(v, v);
-        }
-        return sse;
-      };
-      code = map6;
-      if (map4 != map6) {
-        bool pick_map4 = false;  // err_map4 < err_map6; ties (and NaN) select map-to-6
-        if (o.four_over_six == FourOverSixMetric::ExactSse) {
-          ExactSum diff = exact_error(map4);
-          diff.subtract(exact_error(map6));
-          pick_map4 = diff.sign() < 0;
-        } else {
-          pick_map4 = float_error(map4) < float_error(map6);
-        }
-        if (pick_map4) code = map4;
-      }
-    } else if (o.nvfp4_arith == Nvfp4Arith::Te) {
-      // compute_decoding_scaling_factor: block_amax * (S_enc * fp4_max_inv), cast to E4M3 (satfinite).
-      code = scale_code(ab * (S_enc * (1.0F / emax_f)));
-    } else {
-      // get_weights_scaling_factor: per_block_amax / (6.0 * weights_scaling_factor_2).
-      code = scale_code(ab / (emax_f * S_dec));
+    bx.clear();
+    br.clear();
+    for (std::size_t i : members[b]) {
+      bx.push_back(c.x[i]);
+      br.push_back(c.random(i));
     }
+    const std::uint32_t code = nvfp4_peer_block_code(f, c.elem_opts, c.scale_opts, *t, st.amax, st.nan, st.inf, bx, br);
     q.scale_codes[b] = code;
     q.scale_values[b] = sf.decode(code);
-    const float s = decoded(code);
+    const float s = std::isnan(q.scale_values[b]) ? std::numeric_limits<float>::quiet_NaN()
+                                                   : static_cast<float>(q.scale_values[b]);
     for (std::size_t i : members[b]) {
       const auto xf = static_cast<float>(c.x[i]);
-      const CastResult r = peer_cast(e, element_input(xf, s), c.x[i], c.elem_opts, c.random(i), o);
+      const CastResult r =
+          peer_cast(e, nvfp4_peer_element_input(f.options, *t, xf, s), c.x[i], c.elem_opts, c.random(i), f.options);
       q.codes[i] = r.code;
       q.flags[i] = flags_of(r);
       q.values[i] = e.decode(r.code) * q.scale_values[b] * q.tensor_scale;
@@ -725,6 +634,129 @@ Result<QuantizedTensor> quantize_nvfp4_peer(const ElementContext& c, QuantizedTe
 }
 
 }  // namespace
+
+CastResult peer_element_cast(const Format& e, float v, double x, const CastOptions& element_opts, std::uint32_t random,
+                             const QuantOptions& o) {
+  return peer_cast(e, v, x, element_opts, random, o);
+}
+
+Result<Nvfp4PeerTensor> nvfp4_peer_tensor(const BlockFormat& f, bool any_nan, bool any_inf, double finite_amax) {
+  const QuantOptions& o = f.options;
+  const Format& sf = *f.layout.scale;
+  const Format& tf = *f.layout.tensor_scale;
+  const float flt_max = std::numeric_limits<float>::max();
+  const auto emax_f = static_cast<float>(f.element.max_finite());  // 6
+  const auto smax_f = static_cast<float>(o.tensor_scale_max > 0 ? o.tensor_scale_max : sf.max_finite());
+  const float global_max = smax_f * emax_f;  // 448 * 6 = 2688, exact
+  Nvfp4PeerTensor t;
+  t.amax = o.tensor_scale_from_amax ? nvfp4_peer_amax(o, any_nan, any_inf, finite_amax) : global_max;
+  if (o.nvfp4_arith == Nvfp4Arith::Te) {
+    // compute_global_encode_scaling_factor_FP4: fp8_max * fp4_max / global_amax, FLT_MAX cap, 1 for 0.
+    t.s_enc = std::fmin(global_max / t.amax, flt_max);
+    if (t.amax == 0.0F || t.s_enc == 0.0F) t.s_enc = 1.0F;
+    t.s_dec = 1.0F / t.s_enc;
+  } else {
+    // get_weights_scaling_factor_2: reduce_amax(input).float() / (6.0 * 448.0).
+    t.s_dec = t.amax / global_max;
+  }
+  auto to = resolve_options(tf, CastOptions{});
+  if (!to) return make_error("tensor scale format: " + to.error().message);
+  t.scale.code = cast(tf, static_cast<double>(t.s_dec), *to).code;
+  t.scale.value = static_cast<double>(t.s_dec);
+  return t;
+}
+
+float nvfp4_peer_element_input(const QuantOptions& o, const Nvfp4PeerTensor& t, float xf, float s) {
+  // Te: r = min(1 / (s * S_dec), FLT_MAX) and x * r; ModelOpt: x / (s * S_dec).
+  if (o.nvfp4_arith == Nvfp4Arith::Te) return xf * std::fmin(1.0F / (s * t.s_dec), std::numeric_limits<float>::max());
+  return xf / (s * t.s_dec);
+}
+
+std::uint32_t nvfp4_peer_block_code(const BlockFormat& f, const CastOptions& element_opts, const CastOptions& scale_opts,
+                                    const Nvfp4PeerTensor& t, double amax, bool nan, bool inf,
+                                    std::span<const double> x, std::span<const std::uint32_t> random) {
+  const QuantOptions& o = f.options;
+  const Format& e = f.element;
+  const Format& sf = *f.layout.scale;
+  const float nanf = std::numeric_limits<float>::quiet_NaN();
+  const auto emax_f = static_cast<float>(e.max_finite());
+  const auto scale_max = static_cast<float>(sf.max_finite());
+  const auto smax_f = static_cast<float>(o.tensor_scale_max > 0 ? o.tensor_scale_max : sf.max_finite());
+  const float global_max = smax_f * emax_f;
+  auto scale_code = [&](float pre) {
+    if (pre == 0.0F && o.zero_block == ZeroBlock::One) pre = 1.0F;  // per_block_scale[per_block_scale == 0] = 1.0
+    CastResult r = cast(sf, static_cast<double>(pre), scale_opts);
+    if (o.min_block_scale > 0 && sf.decode(r.code) < o.min_block_scale) r = cast(sf, o.min_block_scale, scale_opts);
+    return r.code;
+  };
+  auto decoded = [&](std::uint32_t code) {
+    const double v = sf.decode(code);
+    return std::isnan(v) ? nanf : static_cast<float>(v);
+  };
+  const float ab = nvfp4_peer_amax(o, nan, inf, amax);
+  if (o.rule != ScaleRule::FourOverSix) {
+    // Te compute_decoding_scaling_factor: block_amax * (S_enc * fp4_max_inv), cast to E4M3 (satfinite);
+    // ModelOpt get_weights_scaling_factor: per_block_amax / (6.0 * weights_scaling_factor_2).
+    if (o.nvfp4_arith == Nvfp4Arith::Te) return scale_code(ab * (t.s_enc * (1.0F / emax_f)));
+    return scale_code(ab / (emax_f * t.s_dec));
+  }
+  // Transformer Engine 4over6 (quantize_4over6_kernel.cuh, compute_scale_pair and make_candidates):
+  // base = block_amax / 6 * S_enc; map-to-6 E4M3(min(base, 448)), map-to-4 E4M3(min(1.5 base, 448)).
+  const float base = ab / emax_f * t.s_enc;
+  const std::uint32_t map6 = scale_code(std::fmin(base, scale_max));
+  const std::uint32_t map4 = scale_code(std::fmin(base * 1.5F, scale_max));
+  if (map4 == map6) return map6;
+  // Candidate codes of the block's elements under block scale code sc.
+  auto codes_of = [&](std::uint32_t sc) {
+    const float s = decoded(sc);
+    std::vector<std::uint32_t> codes;
+    for (std::size_t k = 0; k < x.size(); ++k)
+      codes.push_back(
+          cast(e, static_cast<double>(nvfp4_peer_element_input(o, t, static_cast<float>(x[k]), s)), element_opts,
+               random[k])
+              .code);
+    return codes;
+  };
+  // accumulate_dequant_error: val = dequant * sf * global_amax / (6 * E4M3_MAX), diff = val - x, and
+  // err += |diff| (MAE) or diff * diff (MSE), in float32 and element order, starting from 0.
+  auto float_error = [&](std::uint32_t sc) {
+    const float s = decoded(sc);
+    const auto codes = codes_of(sc);
+    float err = 0.0F;
+    for (std::size_t k = 0; k < codes.size(); ++k) {
+      const auto xf = static_cast<float>(x[k]);
+      const auto dq = static_cast<float>(e.decode(codes[k]));
+      const float val = dq * s * t.amax / global_max;
+      const float diff = val - xf;
+      err = err + (o.four_over_six == FourOverSixMetric::Mse ? diff * diff : std::fabs(diff));
+    }
+    return err;
+  };
+  // The exact metric: the exact sum of (deq - x)^2 over finite inputs, deq = e * s * S_dec.
+  auto exact_error = [&](std::uint32_t sc) {
+    const double s = sf.decode(sc);
+    const auto codes = codes_of(sc);
+    ExactSum sse;
+    for (std::size_t k = 0; k < codes.size(); ++k) {
+      const double v = x[k];
+      if (!std::isfinite(v)) continue;
+      const double deq = e.decode(codes[k]) * s * static_cast<double>(t.s_dec);  // <= 31 significant bits
+      sse.add_product(deq, deq);
+      sse.add_product(deq, -2 * v);
+      sse.add_product(v, v);
+    }
+    return sse;
+  };
+  bool pick_map4 = false;  // err_map4 < err_map6; ties (and NaN) select map-to-6
+  if (o.four_over_six == FourOverSixMetric::ExactSse) {
+    ExactSum diff = exact_error(map4);
+    diff.subtract(exact_error(map6));
+    pick_map4 = diff.sign() < 0;
+  } else {
+    pick_map4 = float_error(map4) < float_error(map6);
+  }
+  return pick_map4 ? map4 : map6;
+}
 
 std::optional<Error> check_block_options(const BlockFormat& f) {
   return check_options(f, f.options.rule != ScaleRule::Amax && f.options.rule != ScaleRule::FourOverSix);

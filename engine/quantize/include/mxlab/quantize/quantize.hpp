@@ -113,6 +113,30 @@ Pow2BlockPlan pow2_block_plan(const BlockFormat& f, double amax, bool nan, bool 
 CastResult pow2_element_cast(const BlockFormat& f, const CastOptions& element_opts, const Pow2BlockPlan& plan,
                              int offset, double x, std::uint32_t random);
 
+/// The element code of a peer's float32 scaled value v for input x (InputPrecision::Float32 and the NVFP4 peer
+/// arithmetic): NaN codes per the NaN/Inf policy, microxcaling's float32 nearest arithmetic, the zero-sign rule.
+CastResult peer_element_cast(const Format& e, float v, double x, const CastOptions& element_opts, std::uint32_t random,
+                             const QuantOptions& o);
+
+/// NVFP4 under a peer's float32 arithmetic (Nvfp4Arith::Te or ModelOpt, docs/profiles.md): the tensor-level
+/// float32 quantities, from the tensor's NaN, Inf and largest finite magnitude.
+struct Nvfp4PeerTensor {
+  float amax = 0;   ///< the peer's tensor amax A (NaN or Inf under the policies that propagate them)
+  float s_enc = 1;  ///< Transformer Engine's encode scale S_enc
+  float s_dec = 1;  ///< the decode scale S_dec, the tensor scale
+  TensorScale scale;  ///< S_dec's code in the tensor-scale format and its value
+};
+Result<Nvfp4PeerTensor> nvfp4_peer_tensor(const BlockFormat& f, bool any_nan, bool any_inf, double finite_amax);
+
+/// The block scale code of one block under the NVFP4 peer arithmetic (rule amax, or Transformer Engine's
+/// 4over6 with the block's elements x and their random words), for a block that is not all NaN.
+std::uint32_t nvfp4_peer_block_code(const BlockFormat& f, const CastOptions& element_opts, const CastOptions& scale_opts,
+                                    const Nvfp4PeerTensor& t, double amax, bool nan, bool inf,
+                                    std::span<const double> x, std::span<const std::uint32_t> random);
+
+/// The float32 value the NVFP4 peer arithmetic casts for input xf under decoded block scale s.
+float nvfp4_peer_element_input(const QuantOptions& o, const Nvfp4PeerTensor& t, float xf, float s);
+
 /// The power-of-two scale exponent X of a block under the options (amax finite and > 0), before
 /// clamping to the scale format.
 int scale_exponent(const Format& element, double amax, const QuantOptions& o);
