@@ -194,15 +194,15 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   std::vector<float> amax_out(n_max / 16 + 1, 0.0F);
   TensorScale tensor_scale;  // of the last packed quantization, for the dequantization that follows it
   std::vector<std::uint8_t> subtile_out(n_max / 2 + 1, 0);
-  // The standard formats get every kernel; a peer profile (the general power-of-two path) and a subtile
-  // format (MX9-like) get the quantize kernels.
+  // The standard formats get every kernel; peer profiles (the general power-of-two path, the NVFP4 float32
+  // arithmetic) and a subtile format (MX9-like) get the quantize kernels.
   struct BlockCase {
     const char* spec;
     const char* profile;
   };
   for (const BlockCase bc : {BlockCase{"mxfp8_e4m3", ""}, BlockCase{"mxfp4", ""}, BlockCase{"nvfp4", ""},
                              BlockCase{"mxfp8_e4m3", "microxcaling"}, BlockCase{"mxfp4", "torchao-floor"},
-                             BlockCase{"mxint8:e8m0_t16s2", ""}}) {
+                             BlockCase{"mxint8:e8m0_t16s2", ""}, BlockCase{"nvfp4", "modelopt"}}) {
     auto bf = parse_block_format(bc.spec);
     if (!bf) return bad_input(io, "bench", bf.error().message);
     if (*bc.profile != 0) bf = apply_profile(*bf, bc.profile);

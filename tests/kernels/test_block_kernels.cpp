@@ -445,6 +445,72 @@ TEST_CASE("block kernels: every peer profile with power-of-two scales", "[kernel
   CHECK(covered >= 40);  // microxcaling (2), torchao (4), transformer-engine, modelopt-mxfp8/-mxfp4, ocp
 }
 
+/// x with NaN and Inf replaced by zeros (a NaN anywhere makes every block NaN under tensor-nan).
+std::vector<float> finite_only(std::vector<float> x) {
+  for (float& v : x)
+    if (!std::isfinite(v)) v = 0.0F;
+  return x;
+}
+
+TEST_CASE("block kernels: the NVFP4 peers' float32 arithmetic", "[kernels][block]") {
+  const std::vector<std::int64_t> shape = {20, 96};
+  const BlockFormat base = parse("nvfp4");
+  const double max_scale = base.layout.scale->max_finite();
+  const double max_elem = base.element.max_finite();
+  std::size_t n = 0;
+  for (const char* profile : {"transformer-engine-nvfp4", "transformer-engine-nvfp4-4over6-mae",
+                              "transformer-engine-nvfp4-4over6-mse", "modelopt"}) {
+    auto pf = apply_profile(base, profile);
+    REQUIRE(pf.ok());
+    INFO("profile " << profile);
+    for (bool pow2_g : {true, false}) {
+      const auto x = finite_only(make_float_scale_input(pow2_g ? 39 : 40, shape[0], shape[1], pow2_g, max_elem,
+                                                        max_scale, *base.layout.scale));
+      check_format(*pf, x, shape);
+      // The same arithmetic under options the profile leaves at their defaults.
+      BlockFormat f = *pf;
+      f.options.element.rounding = n % 2 ? Rounding::Stochastic : Rounding::NearestAway;
+      f.options.nearest_arith = n % 2 ? NearestArith::Exact : NearestArith::Float32AddHalf;
+      f.options.zero_sign = n % 3 == 0 ? ZeroSign::ZeroMinus : ZeroSign::MinusZeroPlus;
+      f.options.specials = std::vector<SpecialsPolicy>{SpecialsPolicy::BlockNan, SpecialsPolicy::IgnoreNan,
+                                                       SpecialsPolicy::TensorNan, SpecialsPolicy::Element}[n % 4];
+      f.options.seed = 90 + n;
+      ++n;
+      check_format(f, x, shape);
+    }
+    // Elements at the float32 products m * fl32(s * S_dec) of the midpoints m of the E2M1 grid and a few ulp
+    // around them: the peer's float32 quotient decides each rounding there. The block's largest element stays,
+    // so the scales are those of the base tensor.
+    {
+      auto x = finite_only(make_float_scale_input(43, shape[0], shape[1], false, max_elem, max_scale, *base.layout.scale));
+      std::vector<double> xd(x.begin(), x.end());
+      auto q = quantize(*pf, xd, shape);
+      REQUIRE(q.ok());
+      Rng rng(44);
+      const double mids[] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
+      for (std::size_t b = 0; b < x.size() / 16; ++b) {
+        const double sd = q->scale_values[b];
+        if (!(sd > 0) || !std::isfinite(sd)) continue;
+        const auto d = static_cast<float>(sd) * static_cast<float>(q->tensor_scale);
+        for (std::size_t i = b * 16; i < b * 16 + 16; ++i) {
+          if (std::fabs(x[i]) == static_cast<float>(q->block_amax[b])) continue;
+          float v = static_cast<float>(mids[rng.next_u32() % 7]) * d;
+          for (std::uint32_t k = rng.next_u32() % 5; k > 0; --k)
+            v = std::nextafter(v, (rng.next_u32() % 2) ? 0.0F : std::numeric_limits<float>::infinity());
+          if (v < static_cast<float>(q->block_amax[b])) x[i] = (rng.next_u32() % 2) ? -v : v;
+        }
+      }
+      check_format(*pf, x, shape);
+    }
+    // NaN and Inf rows (under tensor-nan every block is NaN), ragged rows, an all-zero tensor.
+    check_format(*pf, make_input(41, kShape[0], kShape[1]), kShape);
+    check_format(*pf, std::vector<float>(64, 0.0F), {4, 16});
+    BlockFormat f = *pf;
+    f.options.specials = SpecialsPolicy::BlockNanAny;
+    check_format(f, make_input(42, kShape[0], kShape[1]), kShape);
+  }
+}
+
 TEST_CASE("block kernels: the peers' arithmetic options one by one and combined", "[kernels][block]") {
   const auto x = make_input(20, kShape[0], kShape[1]);
   const std::vector<SpecialsPolicy> policies = {
@@ -484,6 +550,7 @@ TEST_CASE("block kernels: the peers' arithmetic options one by one and combined"
           continue;
         }
         check_format(f, x, kShape);
+        if (sp == SpecialsPolicy::TensorNan) check_format(f, finite_only(x), kShape);  // not every block NaN
       }
     }
   }
@@ -514,9 +581,9 @@ TEST_CASE("block kernels: subtiles with shared microexponents", "[kernels][block
 }
 
 TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
-  auto te46 = apply_profile(parse("nvfp4"), "transformer-engine-nvfp4-4over6-mae");
-  REQUIRE(te46.ok());
-  CHECK_FALSE(BlockKernel::unsupported_reason(*te46).empty());
+  BlockFormat f46 = parse("nvfp4");
+  f46.options.input = InputPrecision::Float32;  // float32 quotients under the exact NVFP4 arithmetic
+  CHECK_FALSE(BlockKernel::unsupported_reason(f46).empty());
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("e2m1:e5m2_t16")).empty());  // rule amax, a scale with Inf
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxsf@8x8")).empty());  // 2-D tiles
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("e4m3:e8m0_t32n2m4")).empty());

@@ -46,6 +46,7 @@ struct BlockKernel::Outputs {
   TensorScale* tensor_scale = nullptr;
   float* tensor_amax = nullptr;
   bool* tensor_nan = nullptr;
+  bool* tensor_inf = nullptr;
   std::uint8_t* subtile_offsets = nullptr;
 };
 
@@ -212,10 +213,13 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
   if (auto err = check_block_options(f)) return err->message;
   if (o.nearest_arith == NearestArith::Float32AddHalf && (e.kind() == FormatKind::Float ? e.spec().mantissa_bits : e.spec().frac_bits) >= 16)
     return "float32 add-half rounding of elements with 16 or more fraction bits is not supported";
-  if (float_scales && o.specials != SpecialsPolicy::BlockNan && o.specials != SpecialsPolicy::BlockNanAny &&
-      o.specials != SpecialsPolicy::Element)
+  const bool nvfp4_peer = o.nvfp4_arith != Nvfp4Arith::Exact;  // check_block_options: float32 scales and maxima
+  const bool float_policy = o.specials == SpecialsPolicy::BlockNan || o.specials == SpecialsPolicy::BlockNanAny ||
+                            o.specials == SpecialsPolicy::Element ||
+                            (nvfp4_peer && (o.specials == SpecialsPolicy::IgnoreNan || o.specials == SpecialsPolicy::TensorNan));
+  if (float_scales && !float_policy)
     return "NaN/Inf policy '" + std::string(to_string(o.specials)) + "' is not supported with float block scales";
-  if (std::string why; float_scales && !is_default_peer(o, &why)) return why;
+  if (std::string why; float_scales && !nvfp4_peer && !is_default_peer(o, &why)) return why;
   auto eo = resolve_options(e, o.element);
   if (!eo) return "element options: " + eo.error().message;
   const bool flush_input = eo->subnormals == SubnormalMode::FlushInput || eo->subnormals == SubnormalMode::Flush;
@@ -290,6 +294,19 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   p->owner = std::make_shared<const BlockFormat>(f);
   p->element = &p->owner->element;
   p->options = &p->owner->options;
+  // The peers' element steps (plan_loop, nvfp4_peer_elements).
+  p->peer = o.input == InputPrecision::Float32;
+  p->add_half = o.nearest_arith == NearestArith::Float32AddHalf &&
+                (eo.rounding == Rounding::NearestAway || eo.rounding == Rounding::NearestEven);
+  const FormatSpec& es = e.spec();
+  p->half_float = es.kind == FormatKind::Float;
+  p->half_mbits = p->half_float ? es.mantissa_bits : es.frac_bits;
+  p->half_min_exp = p->half_float ? min_normal_exponent(es) : 0;
+  p->zero_sign = o.zero_sign;
+  p->has_negative_zero = e.has_negative_zero();
+  p->zero_code_pos = e.zero_code(false);
+  p->zero_code_neg = e.has_negative_zero() ? e.zero_code(true) : e.zero_code(false);
+  p->nvfp4_peer = p->float_scales && o.nvfp4_arith != Nvfp4Arith::Exact;
   int zx = p->x_min;
   if (p->float_scales) return BlockKernel(f, std::move(p));
   switch (o.zero_block) {
@@ -300,17 +317,6 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   p->zero_block_exponent = std::clamp(zx, p->x_min, p->x_max);
   if (needs_plan(f)) {
     p->planned = true;
-    p->peer = o.input == InputPrecision::Float32;
-    p->add_half = o.nearest_arith == NearestArith::Float32AddHalf &&
-                  (eo.rounding == Rounding::NearestAway || eo.rounding == Rounding::NearestEven);
-    const FormatSpec& es = e.spec();
-    p->half_float = es.kind == FormatKind::Float;
-    p->half_mbits = p->half_float ? es.mantissa_bits : es.frac_bits;
-    p->half_min_exp = p->half_float ? min_normal_exponent(es) : 0;
-    p->zero_sign = o.zero_sign;
-    p->has_negative_zero = e.has_negative_zero();
-    p->zero_code_pos = e.zero_code(false);
-    p->zero_code_neg = e.has_negative_zero() ? e.zero_code(true) : e.zero_code(false);
     p->subtile = f.layout.tiles[0].subtile;
     p->subtile_dmax = (1 << f.layout.subtile_bits) - 1;
   }
@@ -356,7 +362,14 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
   // Two-level formats: a first pass finds the tensor's largest finite magnitude, which sets the tensor scale.
   double g = 1.0;
   const bool element_pass = mode == Mode::Fake || mode == Mode::Packed || mode == Mode::Metrics;
-  if (p.two_level && element_pass) {
+  Nvfp4PeerTensor peer_tensor;
+  if (p.nvfp4_peer && element_pass) {
+    auto t = nvfp4_peer_tensor(x, shape, br);
+    if (!t) return t.error();
+    peer_tensor = *t;
+    g = peer_tensor.scale.value;
+    if (o.tensor_scale != nullptr) *o.tensor_scale = peer_tensor.scale;
+  } else if (p.two_level && element_pass) {
     auto ts = tensor_scale(x, shape, br);
     if (!ts) return ts.error();
     g = ts->value;
@@ -390,6 +403,7 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     std::unique_ptr<kernel_detail::MetricsAcc> acc;
     float tensor_amax = 0;
     bool tensor_nan = false;
+    bool tensor_inf = false;
   };
   std::vector<Part> parts(threads);
   for (unsigned t = 0; t < threads; ++t) {
@@ -428,6 +442,8 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     call.g = g;
     call.tensor_amax = mode == Mode::TensorAmax ? &part.tensor_amax : nullptr;
     call.tensor_nan = mode == Mode::TensorAmax && o.tensor_nan != nullptr ? &part.tensor_nan : nullptr;
+    call.tensor_inf = mode == Mode::TensorAmax && o.tensor_inf != nullptr ? &part.tensor_inf : nullptr;
+    call.nvfp4 = p.nvfp4_peer ? &peer_tensor : nullptr;
     call.any_nan = any_nan;
     call.subtile_offsets = o.subtile_offsets;
     call.subtiles_per_row = p.subtile > 0 ? (row + p.subtile - 1) / p.subtile : 0;
@@ -450,6 +466,8 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     *o.tensor_amax = m;
     if (o.tensor_nan != nullptr)
       for (const Part& part : parts) *o.tensor_nan = *o.tensor_nan || part.tensor_nan;
+    if (o.tensor_inf != nullptr)
+      for (const Part& part : parts) *o.tensor_inf = *o.tensor_inf || part.tensor_inf;
   }
   if (o.metrics != nullptr) {
     for (const Part& part : parts) {
@@ -472,12 +490,31 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
 Result<TensorScale> BlockKernel::tensor_scale(BlockInput x, const std::vector<std::int64_t>& shape,
                                               const BlockRun& br) const {
   if (!params_->two_level) return make_error("format '" + format_.name + "' has no tensor scale");
+  if (params_->nvfp4_peer) {
+    auto t = nvfp4_peer_tensor(x, shape, br);
+    if (!t) return t.error();
+    return t->scale;
+  }
   float amax = 0;
   Outputs o;
   o.tensor_amax = &amax;
   auto r = run(Mode::TensorAmax, x, shape, o, br);
   if (!r) return r.error();
   return choose_tensor_scale(*params_->owner, static_cast<double>(amax));
+}
+
+Result<Nvfp4PeerTensor> BlockKernel::nvfp4_peer_tensor(BlockInput x, const std::vector<std::int64_t>& shape,
+                                                       const BlockRun& br) const {
+  float amax = 0;
+  bool nan = false;
+  bool inf = false;
+  Outputs o;
+  o.tensor_amax = &amax;
+  o.tensor_nan = &nan;
+  o.tensor_inf = &inf;
+  auto r = run(Mode::TensorAmax, x, shape, o, br);
+  if (!r) return r.error();
+  return mxlab::nvfp4_peer_tensor(*params_->owner, nan, inf, static_cast<double>(amax));
 }
 
 Result<std::size_t> BlockKernel::fake_quantize(BlockInput x, const std::vector<std::int64_t>& shape,
@@ -577,8 +614,9 @@ Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elemen
   if (subtile_offsets.size() < static_cast<std::size_t>(subtile_count(shape)))
     return make_error("dequantization: " + std::to_string(subtile_offsets.size()) + " subtile offsets for " +
                       std::to_string(subtile_count(shape)) + " subtiles");
-  if (!(tensor_scale > 0) || !std::isfinite(tensor_scale))
-    return make_error("dequantization: the tensor scale must be a positive finite number");
+  // The tensor scale as quantization reported it: NaN under the tensor-nan policy and 0 for ModelOpt's
+  // all-zero tensor are values the reference dequantizes with.
+  if (tensor_scale < 0) return make_error("dequantization: the tensor scale must not be negative");
   if (n == 0) return std::size_t{0};
   const std::int64_t row = shape.empty() ? 1 : shape.back();
   const std::int64_t k = block_size(row);

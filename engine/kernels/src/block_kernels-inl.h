@@ -15,6 +15,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
@@ -534,6 +536,154 @@ HWY_INLINE void nan_elements(const BlockParams& p, const BlockCall& call, CodeSi
   if (call.metrics != nullptr) call.metrics->nan_outputs += static_cast<std::int64_t>(len);
 }
 
+/// 2^e as float32 in every lane, for e in [-149, 127] (subnormal powers included).
+HWY_INLINE VF pow2_lanes(VI e) {
+  const DU du;
+  const DI di;
+  const DF df;
+  const VU normal = hn::BitCast(du, hn::ShiftLeft<23>(hn::Add(e, hn::Set(di, 127))));
+  // Below 2^-126: the single fraction bit 2^(e + 149).
+  const VU sub_bits = hn::Set(du, 1U) << hn::BitCast(du, hn::Max(hn::Add(e, hn::Set(di, 149)), hn::Zero(di)));
+  return hn::BitCast(df, hn::IfThenElse(hn::RebindMask(du, hn::Lt(e, hn::Set(di, -126))), sub_bits, normal));
+}
+
+/// The default floating-point environment for a scope (round to nearest, exceptions masked, no flush-to-zero,
+/// no denormals-are-zero), which the float32 steps of the peers' arithmetic assume; the caller's is restored.
+class DefaultFpEnvironment {
+ public:
+#if HWY_ARCH_X86
+  DefaultFpEnvironment() : csr_(_mm_getcsr()) { _mm_setcsr(0x1F80U); }
+  ~DefaultFpEnvironment() { _mm_setcsr(csr_); }
+#endif
+  DefaultFpEnvironment(const DefaultFpEnvironment&) = delete;
+  DefaultFpEnvironment& operator=(const DefaultFpEnvironment&) = delete;
+
+ private:
+#if HWY_ARCH_X86
+  unsigned csr_;
+#endif
+};
+
+/// The zero-sign rule (QuantOptions::zero_sign): the code of a lane whose zero value (a peer's scaled value,
+/// or the input under exact arithmetic) has the bits z.
+HWY_INLINE VU apply_zero_sign(const BlockParams& p, VU code, VU z) {
+  const DU du;
+  if (p.zero_sign == ZeroSign::Keep || !p.has_negative_zero) return code;
+  const MU zero = hn::Eq(hn::And(z, hn::Set(du, 0x7FFFFFFFU)), hn::Zero(du));
+  if (p.zero_sign == ZeroSign::ZeroMinus) return hn::IfThenElse(zero, hn::Set(du, p.zero_code_neg), code);
+  const MU negative = hn::Ne(hn::And(z, hn::Set(du, 0x80000000U)), hn::Zero(du));
+  return hn::IfThenElse(hn::And(zero, negative), hn::Set(du, p.zero_code_pos), code);
+}
+
+/// microxcaling Python's float32 nearest rounding (mxlab::pow2_element_cast, NearestArith::Float32AddHalf) of
+/// the float32 scaled values v, as the bits of the rounded value w; the same float32 operations as the
+/// reference, except that the exponent pe = max(floor(log2 |v|), min_exp) is read exactly from the bits where
+/// the reference takes floor(fl32(log2 |v|)). The two differ only when fl32 rounds log2 |v| up to the next
+/// integer k + 1: then |v| lies within a relative 2^-17 below 2^(k+1) (the float32 ulp of numbers below 128 is
+/// at most 2^-16), so a = |v| * 2^(mbits - pe) is within a relative 2^-17 below 2^mbits (reference) or
+/// 2^(mbits+1) (here). With mbits < 16 both a + 0.5 floor to that power of two, neither a - 0.5 is an integer,
+/// and both give w = 2^(k+1). Below the smallest normal, pe is min_exp either way; for zero, a = 0 gives w = 0
+/// for any pe.
+HWY_INLINE VU add_half_lanes(const BlockParams& p, VF v) {
+  const DU du;
+  const DI di;
+  const DF df;
+  const VU vb = hn::BitCast(du, v);
+  const VU abs_bits = hn::And(vb, hn::Set(du, 0x7FFFFFFFU));
+  const VF av = hn::BitCast(df, abs_bits);
+  VI pe = hn::Zero(di);
+  if (p.half_float) {
+    const VI field = hn::BitCast(di, hn::ShiftRight<23>(abs_bits));
+    pe = hn::Max(hn::Sub(field, hn::Set(di, 127)), hn::Set(di, p.half_min_exp));
+  }
+  const VI mbits = hn::Set(di, p.half_mbits);
+  const VF a = hn::Mul(av, pow2_lanes(hn::Sub(mbits, pe)));  // |v| / 2^pe * 2^mbits: exact
+  VF r = hn::Floor(hn::Add(a, hn::Set(df, 0.5F)));
+  if (p.cast.rounding == Rounding::NearestEven) {
+    // r - 1 where fl32(a - 0.5) is an even integer (fmod(a - 0.5, 2) == 0); every float32 of 2^24 or more is.
+    const VF y = hn::Sub(a, hn::Set(df, 0.5F));
+    const VF big = hn::Set(df, 16777216.0F);
+    const auto integral = hn::Eq(hn::Floor(y), y);
+    const VI yi = hn::ConvertTo(di, hn::Min(hn::Abs(y), big));
+    const auto even = hn::Or(hn::Ge(hn::Abs(y), big), hn::RebindMask(df, hn::Eq(hn::And(yi, hn::Set(di, 1)), hn::Zero(di))));
+    r = hn::IfThenElse(hn::And(integral, even), hn::Sub(r, hn::Set(df, 1.0F)), r);
+  }
+  const VF w = hn::Mul(r, pow2_lanes(hn::Sub(pe, mbits)));  // exact, or +inf past float32 as the reference
+  return hn::Or(hn::BitCast(du, w), hn::And(vb, hn::Set(du, 0x80000000U)));
+}
+
+/// The element pass of a block under the NVFP4 peer arithmetic (mxlab::nvfp4_peer_element_input, every step in
+/// float32): v = x * min(1 / (s * S_dec), FLT_MAX) (Transformer Engine) or x / (s * S_dec) (ModelOpt) in
+/// float32 lanes (IEEE products and quotients, as the scalar float32 ones), then the peer's element cast.
+/// Vectors where some v is NaN or infinite take mxlab::peer_element_cast lane by lane.
+HWY_NOINLINE void nvfp4_peer_elements(const BlockParams& p, const BlockCall& call, const CastVectors& c, CodeSink& sink,
+                                      const std::uint8_t* xb, std::size_t len, std::size_t start, float s,
+                                      double scale_d) {
+  const DU du;
+  const DI di;
+  const DF df;
+  const std::size_t lanes = hn::Lanes(du);
+  const InputKind in_kind = call.input;
+  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
+  const QuantOptions& o = *p.options;
+  const Nvfp4PeerTensor& t = *call.nvfp4;
+  const bool te = o.nvfp4_arith == Nvfp4Arith::Te;
+  const float te_factor = std::fmin(1.0F / (s * t.s_dec), std::numeric_limits<float>::max());
+  const float mo_divisor = s * t.s_dec;
+  const double d = scale_d * call.g;  // decode(code) * s * S_dec as the reference's value: exact
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN std::uint32_t lane_x[kMaxLanes];
+  HWY_ALIGN std::uint32_t lane_codes[kMaxLanes];
+  HWY_ALIGN std::uint32_t lane_over[kMaxLanes];
+  HWY_ALIGN std::uint32_t rnd[kMaxLanes];
+  for (std::size_t k = 0; k < len; k += lanes) {
+    const std::size_t count = std::min(lanes, len - k);
+    VU u;
+    if (count == lanes) {
+      u = load_any(in_kind, xb, k);
+    } else {
+      std::memset(in_buf, 0, sizeof(in_buf));
+      std::memcpy(in_buf, xb + k * in_bytes, count * in_bytes);
+      u = load_any(in_kind, in_buf, 0);
+    }
+    const VF x = hn::BitCast(df, u);
+    const VF v = te ? hn::Mul(x, hn::Set(df, te_factor)) : hn::Div(x, hn::Set(df, mo_divisor));
+    VU random = hn::Zero(du);
+    if (p.stochastic) random = stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start + k));
+    MU over = hn::FirstN(du, 0);
+    VU code;
+    const VU vb = hn::BitCast(du, v);
+    if (hn::AllFalse(du, hn::Gt(hn::And(vb, hn::Set(du, 0x7FFFFFFFU)), hn::Set(du, 0x7F7FFFFFU)))) {
+      const VU wb = p.add_half ? add_half_lanes(p, v) : vb;
+      code = apply_zero_sign(p, cast_lanes<AnyRounding>(c, wb, random, hn::Zero(di), &over), vb);
+    } else {
+      hn::Store(u, du, lane_x);
+      hn::Store(random, du, rnd);
+      for (std::size_t l = 0; l < lanes; ++l) {
+        const float xf = std::bit_cast<float>(lane_x[l]);
+        const CastResult r = peer_element_cast(*p.element, nvfp4_peer_element_input(o, t, xf, s),
+                                               static_cast<double>(xf), p.element_opts, rnd[l], o);
+        lane_codes[l] = r.code;
+        lane_over[l] = r.overflow ? ~0U : 0U;
+      }
+      code = hn::Load(du, lane_codes);
+      over = hn::Ne(hn::Load(du, lane_over), hn::Zero(du));
+    }
+    if (call.out == BlockOut::Packed) sink.put(du, code, start + k, count);
+    if (call.out == BlockOut::Fake || call.metrics != nullptr) {
+      hn::Store(u, du, lane_x);
+      hn::Store(code, du, lane_codes);
+      hn::Store(hn::VecFromMask(du, over), du, lane_over);
+      for (std::size_t l = 0; l < count; ++l) {
+        const double deq = p.decode_f64[lane_codes[l]] * d;
+        if (call.out == BlockOut::Fake) call.fake[start + k + l] = static_cast<float>(deq);
+        if (call.metrics != nullptr)
+          add_metric(*call.metrics, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
+      }
+    }
+  }
+}
+
 /// Float block scales (rule amax), in groups of blocks: statistics of each block, then the scale codes of
 /// the group in one vector cast of the double quotients amax / (target * g) (correctly rounded, as
 /// float_scale_elements explains for the elements; the scale cast takes no random bits), then the element
@@ -559,6 +709,11 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
   std::size_t starts[kGroup];
   std::size_t lens[kGroup];
   FastExactSum sse_diff;  // rule 4over6
+  std::optional<DefaultFpEnvironment> fp_env;
+  if (p.nvfp4_peer) fp_env.emplace();
+  const CastVectors c32(p.cast);  // the NVFP4 peer arithmetic: float32 lanes
+  std::vector<double> block_x;    // Transformer Engine's 4over6: one block's values and random words
+  std::vector<std::uint32_t> block_random;
 
   BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
   for (std::int64_t g0 = call.b0; g0 < call.b1; g0 += static_cast<std::int64_t>(kGroup)) {
@@ -580,8 +735,41 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
       const auto b = static_cast<std::size_t>(g0) + i;
       if (call.amax != nullptr) call.amax[b] = a;
       if (call.tensor_amax != nullptr) *call.tensor_amax = std::max(*call.tensor_amax, a);
+      if (call.tensor_nan != nullptr && stats[i].has_nan) *call.tensor_nan = true;
+      if (call.tensor_inf != nullptr && stats[i].has_inf) *call.tensor_inf = true;
     }
     if (!elements) continue;
+    if (p.nvfp4_peer) {
+      for (std::size_t i = 0; i < count; ++i) {
+        const auto b = static_cast<std::size_t>(g0) + i;
+        const std::uint8_t* xb = in + starts[i] * in_bytes;
+        if (nan_block(p, stats[i]) && p.scale_has_nan) {
+          if (call.out == BlockOut::Packed) call.scales[b] = p.scale_nan_code;
+          nan_elements(p, call, sink, starts[i], lens[i]);
+          continue;
+        }
+        if (p.four_over_six) {  // the candidates' errors need the block's values and random words
+          block_x.resize(lens[i]);
+          block_random.assign(lens[i], 0U);
+          for (std::size_t k = 0; k < lens[i]; ++k) {
+            HWY_ALIGN std::uint32_t one[kMaxLanes];
+            std::memset(in_buf, 0, sizeof(in_buf));
+            std::memcpy(in_buf, xb + k * in_bytes, in_bytes);
+            hn::Store(load_any(in_kind, in_buf, 0), du, one);
+            block_x[k] = static_cast<double>(std::bit_cast<float>(one[0]));
+            if (p.stochastic) block_random[k] = stochastic_bits(p.options->seed, starts[i] + k);
+          }
+        }
+        const std::uint32_t code =
+            nvfp4_peer_block_code(*p.owner, p.element_opts, p.scale_opts, *call.nvfp4, amax[i], stats[i].has_nan,
+                                  stats[i].has_inf, block_x, block_random);
+        if (call.out == BlockOut::Packed) call.scales[b] = static_cast<std::uint8_t>(code);
+        const double sd = p.scale_value_d[code];
+        const float s = std::isnan(sd) ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sd);
+        nvfp4_peer_elements(p, call, c32, sink, xb, lens[i], starts[i], s, sd);
+      }
+      continue;
+    }
     const std::size_t l64 = hn::Lanes(df);
     for (std::size_t i = count; i % l64 != 0; ++i) amax[i] = 0;
     for (std::size_t i = 0; i < count; i += l64) {
@@ -740,54 +928,6 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
   }
 }
 
-/// 2^e as float32 in every lane, for e in [-149, 127] (subnormal powers included).
-HWY_INLINE VF pow2_lanes(VI e) {
-  const DU du;
-  const DI di;
-  const DF df;
-  const VU normal = hn::BitCast(du, hn::ShiftLeft<23>(hn::Add(e, hn::Set(di, 127))));
-  // Below 2^-126: the single fraction bit 2^(e + 149).
-  const VU sub_bits = hn::Set(du, 1U) << hn::BitCast(du, hn::Max(hn::Add(e, hn::Set(di, 149)), hn::Zero(di)));
-  return hn::BitCast(df, hn::IfThenElse(hn::RebindMask(du, hn::Lt(e, hn::Set(di, -126))), sub_bits, normal));
-}
-
-/// microxcaling Python's float32 nearest rounding (mxlab::pow2_element_cast, NearestArith::Float32AddHalf) of
-/// the float32 scaled values v, as the bits of the rounded value w; the same float32 operations as the
-/// reference, except that the exponent pe = max(floor(log2 |v|), min_exp) is read exactly from the bits where
-/// the reference takes floor(fl32(log2 |v|)). The two differ only when fl32 rounds log2 |v| up to the next
-/// integer k + 1: then |v| lies within a relative 2^-17 below 2^(k+1) (the float32 ulp of numbers below 128 is
-/// at most 2^-16), so a = |v| * 2^(mbits - pe) is within a relative 2^-17 below 2^mbits (reference) or
-/// 2^(mbits+1) (here). With mbits < 16 both a + 0.5 floor to that power of two, neither a - 0.5 is an integer,
-/// and both give w = 2^(k+1). Below the smallest normal, pe is min_exp either way; for zero, a = 0 gives w = 0
-/// for any pe.
-HWY_INLINE VU add_half_lanes(const BlockParams& p, VF v) {
-  const DU du;
-  const DI di;
-  const DF df;
-  const VU vb = hn::BitCast(du, v);
-  const VU abs_bits = hn::And(vb, hn::Set(du, 0x7FFFFFFFU));
-  const VF av = hn::BitCast(df, abs_bits);
-  VI pe = hn::Zero(di);
-  if (p.half_float) {
-    const VI field = hn::BitCast(di, hn::ShiftRight<23>(abs_bits));
-    pe = hn::Max(hn::Sub(field, hn::Set(di, 127)), hn::Set(di, p.half_min_exp));
-  }
-  const VI mbits = hn::Set(di, p.half_mbits);
-  const VF a = hn::Mul(av, pow2_lanes(hn::Sub(mbits, pe)));  // |v| / 2^pe * 2^mbits: exact
-  VF r = hn::Floor(hn::Add(a, hn::Set(df, 0.5F)));
-  if (p.cast.rounding == Rounding::NearestEven) {
-    // r - 1 where fl32(a - 0.5) is an even integer (fmod(a - 0.5, 2) == 0); every float32 of 2^24 or more is.
-    const VF y = hn::Sub(a, hn::Set(df, 0.5F));
-    const VF big = hn::Set(df, 16777216.0F);
-    const auto integral = hn::Eq(hn::Floor(y), y);
-    const VI yi = hn::ConvertTo(di, hn::Min(hn::Abs(y), big));
-    const auto even = hn::Or(hn::Ge(hn::Abs(y), big), hn::RebindMask(df, hn::Eq(hn::And(yi, hn::Set(di, 1)), hn::Zero(di))));
-    r = hn::IfThenElse(hn::And(integral, even), hn::Sub(r, hn::Set(df, 1.0F)), r);
-  }
-  const VF w = hn::Mul(r, pow2_lanes(hn::Sub(pe, mbits)));  // exact, or +inf past float32 as the reference
-  return hn::Or(hn::BitCast(du, w), hn::And(vb, hn::Set(du, 0x80000000U)));
-}
-
 /// The general power-of-two path over blocks [b0, b1) (BlockParams::planned): each block's decision is
 /// mxlab::pow2_block_plan's; the subtiles' offsets follow the reference's rule; elements are cast in vectors,
 /// except vectors holding NaN or Inf under the peers' arithmetic (or Inf times a zero factor), which go
@@ -809,13 +949,6 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
   const VU inf_bits = hn::Set(du, 0x7F800000U);
   const VU sign_mask = hn::Set(du, 0x80000000U);
   const auto sub = static_cast<std::size_t>(p.subtile);
-  // The zero-sign rule: the code of a zero scaled value (peers) or input (exact), given by its bits z.
-  auto zero_sign = [&](VU code, VU z) {
-    if (p.zero_sign == ZeroSign::Keep || !p.has_negative_zero) return code;
-    const MU zero = hn::Eq(hn::And(z, abs_mask), hn::Zero(du));
-    if (p.zero_sign == ZeroSign::ZeroMinus) return hn::IfThenElse(zero, hn::Set(du, p.zero_code_neg), code);
-    return hn::IfThenElse(hn::And(zero, hn::Ne(hn::And(z, sign_mask), hn::Zero(du))), hn::Set(du, p.zero_code_pos), code);
-  };
   CodeSink sink(p, call);
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
   HWY_ALIGN std::uint32_t lane_x[kMaxLanes];
@@ -831,10 +964,7 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
   }
   const bool vector_subtiles = sub > 0 && p.rule == ScaleRule::Floor && sub <= lanes && lanes % sub == 0 && sub <= 8 &&
                                (sub & (sub - 1)) == 0;
-#if HWY_ARCH_X86
-  const unsigned csr = _mm_getcsr();
-  _mm_setcsr(0x1F80U);  // round to nearest, exceptions masked, no flush-to-zero, no denormals-are-zero
-#endif
+  const DefaultFpEnvironment fp_env;
   BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
   for (std::int64_t b = call.b0; b < call.b1; ++b) {
     std::size_t start = 0;
@@ -948,7 +1078,7 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
           const VU vb = hn::BitCast(du, v);
           VU wb = vb;
           if (p.add_half) wb = add_half_lanes(p, v);
-          code = zero_sign(cast_lanes<AnyRounding>(c, wb, random, hn::Zero(di), &over), vb);
+          code = apply_zero_sign(p, cast_lanes<AnyRounding>(c, wb, random, hn::Zero(di), &over), vb);
         }
       } else {
         if (multiply && (plan.factor == 0 ? specials : false)) {
@@ -960,7 +1090,7 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
             if (plan.factor == 0) xin = hn::And(u, sign_mask);  // finite x * 0: a zero of x's sign
             minus_x = hn::Set(di, factor_e);
           }
-          code = zero_sign(cast_lanes<AnyRounding>(c, xin, random, minus_x, &over), u);
+          code = apply_zero_sign(p, cast_lanes<AnyRounding>(c, xin, random, minus_x, &over), u);
         }
       }
       if (scalar) {
@@ -997,9 +1127,6 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
       }
     }
   }
-#if HWY_ARCH_X86
-  _mm_setcsr(csr);
-#endif
   if (call.out == BlockOut::Packed) sink.finish();
 }
 

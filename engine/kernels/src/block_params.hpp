@@ -16,6 +16,7 @@
 #include "mxlab/formats/format.hpp"
 #include "kernel_params.hpp"
 #include "mxlab/quantize/block_format.hpp"
+#include "mxlab/quantize/quantize.hpp"
 
 namespace mxlab::kernel_detail {
 
@@ -57,6 +58,7 @@ struct BlockParams {
   bool float_scales = false;
   bool two_level = false;  ///< a tensor scale g over the block scales
   double scale_target = 0;
+  bool nvfp4_peer = false;         ///< Nvfp4Arith Te or ModelOpt: every step in float32 (nvfp4_peer_elements)
   bool four_over_six = false;      ///< rule 4over6: also try amax mapped to scale_target_alt, keep the lower SSE
   double scale_target_alt = 0;     ///< 2/3 of the element's largest value, as the reference computes it
   CastOptions scale_opts;    ///< resolved options of the scale cast
@@ -298,6 +300,8 @@ struct BlockCall {
   double g = 1.0;                ///< the tensor scale of two-level formats
   float* tensor_amax = nullptr;  ///< if set, raised to the largest finite magnitude of the blocks read
   bool* tensor_nan = nullptr;    ///< if set, set when a block read holds NaN
+  bool* tensor_inf = nullptr;    ///< if set, set when a block read holds Inf
+  const Nvfp4PeerTensor* nvfp4 = nullptr;  ///< the NVFP4 peer arithmetic's tensor quantities
   bool any_nan = false;          ///< whether the tensor holds NaN (NaN/Inf policy tensor-nan)
   std::uint8_t* subtile_offsets = nullptr;  ///< packed output: one microexponent offset per subtile
   std::int64_t subtiles_per_row = 0;

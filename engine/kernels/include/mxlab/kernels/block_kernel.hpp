@@ -91,9 +91,9 @@ struct BlockPacked {
 /// every zero-block rule, the NaN/Inf policies block-nan, block-nan-any and element, every element rounding
 /// mode (stochastic with stochastic_bits(seed, element index)), overflow policy and the subnormal modes
 /// keep and flush-output, both nibble orders and both integer encodings. Power-of-two scales also take every
-/// peer arithmetic option and NaN/Inf policy (every E8M0 peer profile) and subtiles. Everything else (4over6,
-/// the NVFP4 peers' arithmetic, 2-D tiles, channel scales, sparsity, codebook elements) is reported by
-/// unsupported_reason().
+/// peer arithmetic option and NaN/Inf policy (every E8M0 peer profile) and subtiles; float scales take rule
+/// 4over6 and the NVFP4 peers' float32 arithmetic. Everything else (2-D tiles, channel scales, sparsity,
+/// codebook elements) is reported by unsupported_reason().
 class BlockKernel {
  public:
   /// Why the SIMD kernel cannot quantize with this block format, or an empty string when it can.
@@ -132,7 +132,8 @@ class BlockKernel {
   Result<BlockMetrics> metrics(BlockInput x, const std::vector<std::int64_t>& shape,
                                const BlockRun& run = {}) const;
   /// Dequantizes packed codes and scale codes to float32 (mxlab::dequantize rounded to float32); two-level
-  /// formats multiply by the decoded tensor scale, subtile formats take the subtiles' offsets.
+  /// formats multiply by the decoded tensor scale (not negative; NaN and 0 as quantization may report them),
+  /// subtile formats take the subtiles' offsets.
   Result<std::size_t> dequantize(std::span<const std::uint8_t> elements, std::span<const std::uint8_t> scales,
                                  const std::vector<std::int64_t>& shape, std::span<float> out,
                                  const BlockRun& run = {}, double tensor_scale = 1.0,
@@ -155,6 +156,9 @@ class BlockKernel {
   struct Outputs;
   Result<std::size_t> run(Mode mode, BlockInput x, const std::vector<std::int64_t>& shape, const Outputs& out,
                           const BlockRun& run) const;
+  /// The NVFP4 peer arithmetic's tensor quantities (a first pass for the tensor's NaN, Inf and amax).
+  Result<Nvfp4PeerTensor> nvfp4_peer_tensor(BlockInput x, const std::vector<std::int64_t>& shape,
+                                            const BlockRun& run) const;
 
   BlockFormat format_;
   std::shared_ptr<const kernel_detail::BlockParams> params_;
