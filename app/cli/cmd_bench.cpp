@@ -202,7 +202,8 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   };
   for (const BlockCase bc : {BlockCase{"mxfp8_e4m3", ""}, BlockCase{"mxfp4", ""}, BlockCase{"nvfp4", ""},
                              BlockCase{"mxfp8_e4m3", "microxcaling"}, BlockCase{"mxfp4", "torchao-floor"},
-                             BlockCase{"mxint8:e8m0_t16s2", ""}, BlockCase{"nvfp4", "modelopt"}}) {
+                             BlockCase{"mxint8:e8m0_t16s2", ""}, BlockCase{"nvfp4", "modelopt"},
+                             BlockCase{"nvfp4", "transformer-engine-nvfp4-4over6-mse"}}) {
     auto bf = parse_block_format(bc.spec);
     if (!bf) return bad_input(io, "bench", bf.error().message);
     if (*bc.profile != 0) bf = apply_profile(*bf, bc.profile);

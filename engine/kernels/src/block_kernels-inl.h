@@ -684,6 +684,53 @@ HWY_NOINLINE void nvfp4_peer_elements(const BlockParams& p, const BlockCall& cal
   }
 }
 
+/// Transformer Engine's 4over6 error of one candidate block scale code sc (mxlab::nvfp4_peer_block_code's float
+/// MAE or MSE): the candidate's element codes cast from v = x * min(1 / (s * S_dec), FLT_MAX) in float32 lanes,
+/// the terms |val - x| or (val - x)^2 with val = dq * s * A / (448 * 6) in float32 lanes, summed in float32 in
+/// element order. False (nothing decided) when some v is NaN or infinite.
+HWY_INLINE bool te_4over6_error(const BlockParams& p, const BlockCall& call, const CastVectors& c, const std::uint8_t* xb,
+                                std::size_t len, std::size_t start, std::uint32_t sc, float* err) {
+  const DU du;
+  const DI di;
+  const DF df;
+  const std::size_t lanes = hn::Lanes(du);
+  const InputKind in_kind = call.input;
+  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
+  const Nvfp4PeerTensor& t = *call.nvfp4;
+  const double sd = p.scale_value_d[sc];
+  const float s = std::isnan(sd) ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sd);
+  const VF factor = hn::Set(df, std::fmin(1.0F / (s * t.s_dec), std::numeric_limits<float>::max()));
+  const bool mse = p.options->four_over_six == FourOverSixMetric::Mse;
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN float terms[kMaxLanes];
+  float sum = 0.0F;
+  for (std::size_t k = 0; k < len; k += lanes) {
+    const std::size_t count = std::min(lanes, len - k);
+    VU u;
+    if (count == lanes) {
+      u = load_any(in_kind, xb, k);
+    } else {
+      std::memset(in_buf, 0, sizeof(in_buf));
+      std::memcpy(in_buf, xb + k * in_bytes, count * in_bytes);
+      u = load_any(in_kind, in_buf, 0);
+    }
+    const VF x = hn::BitCast(df, u);
+    const VF v = hn::Mul(x, factor);
+    if (!hn::AllFalse(du, hn::Gt(hn::And(hn::BitCast(du, v), hn::Set(du, 0x7FFFFFFFU)), hn::Set(du, 0x7F7FFFFFU))))
+      return false;
+    VU random = hn::Zero(du);
+    if (p.stochastic) random = stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start + k));
+    const VU code = cast_lanes<AnyRounding>(c, hn::BitCast(du, v), random, hn::Zero(di), nullptr);
+    const VF dq = hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(di, code));
+    const VF val = hn::Div(hn::Mul(hn::Mul(dq, hn::Set(df, s)), hn::Set(df, t.amax)), hn::Set(df, t.global_max));
+    const VF diff = hn::Sub(val, x);
+    hn::Store(mse ? hn::Mul(diff, diff) : hn::Abs(diff), df, terms);
+    for (std::size_t l = 0; l < count; ++l) sum = sum + terms[l];
+  }
+  *err = sum;
+  return true;
+}
+
 /// Float block scales (rule amax), in groups of blocks: statistics of each block, then the scale codes of
 /// the group in one vector cast of the double quotients amax / (target * g) (correctly rounded, as
 /// float_scale_elements explains for the elements; the scale cast takes no random bits), then the element
@@ -709,6 +756,7 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
   std::size_t starts[kGroup];
   std::size_t lens[kGroup];
   FastExactSum sse_diff;  // rule 4over6
+  constexpr std::uint32_t kNoCode = ~0U;
   std::optional<DefaultFpEnvironment> fp_env;
   if (p.nvfp4_peer) fp_env.emplace();
   const CastVectors c32(p.cast);  // the NVFP4 peer arithmetic: float32 lanes
@@ -748,7 +796,24 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
           nan_elements(p, call, sink, starts[i], lens[i]);
           continue;
         }
-        if (p.four_over_six) {  // the candidates' errors need the block's values and random words
+        std::uint32_t code = 0;
+        const bool te_metric = p.four_over_six && p.options->four_over_six != FourOverSixMetric::ExactSse;
+        if (te_metric) {
+          const auto [map6, map4] = nvfp4_peer_4over6_candidates(*p.owner, p.scale_opts, *call.nvfp4, amax[i],
+                                                                 stats[i].has_nan, stats[i].has_inf);
+          float e4 = 0;
+          float e6 = 0;
+          if (map4 == map6) {
+            code = map6;
+          } else if (te_4over6_error(p, call, c32, xb, lens[i], starts[i], map4, &e4) &&
+                     te_4over6_error(p, call, c32, xb, lens[i], starts[i], map6, &e6)) {
+            code = e4 < e6 ? map4 : map6;  // ties (and NaN) keep map-to-6
+          } else {
+            code = kNoCode;
+          }
+        }
+        if (p.four_over_six && (!te_metric || code == kNoCode)) {
+          // The candidates' errors from the reference, which takes the block's values and random words.
           block_x.resize(lens[i]);
           block_random.assign(lens[i], 0U);
           for (std::size_t k = 0; k < lens[i]; ++k) {
@@ -760,9 +825,10 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
             if (p.stochastic) block_random[k] = stochastic_bits(p.options->seed, starts[i] + k);
           }
         }
-        const std::uint32_t code =
-            nvfp4_peer_block_code(*p.owner, p.element_opts, p.scale_opts, *call.nvfp4, amax[i], stats[i].has_nan,
-                                  stats[i].has_inf, block_x, block_random);
+        if (!te_metric || code == kNoCode) {
+          code = nvfp4_peer_block_code(*p.owner, p.element_opts, p.scale_opts, *call.nvfp4, amax[i], stats[i].has_nan,
+                                       stats[i].has_inf, block_x, block_random);
+        }
         if (call.out == BlockOut::Packed) call.scales[b] = static_cast<std::uint8_t>(code);
         const double sd = p.scale_value_d[code];
         const float s = std::isnan(sd) ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sd);

@@ -649,6 +649,7 @@ Result<Nvfp4PeerTensor> nvfp4_peer_tensor(const BlockFormat& f, bool any_nan, bo
   const auto smax_f = static_cast<float>(o.tensor_scale_max > 0 ? o.tensor_scale_max : sf.max_finite());
   const float global_max = smax_f * emax_f;  // 448 * 6 = 2688, exact
   Nvfp4PeerTensor t;
+  t.global_max = global_max;
   t.amax = o.tensor_scale_from_amax ? nvfp4_peer_amax(o, any_nan, any_inf, finite_amax) : global_max;
   if (o.nvfp4_arith == Nvfp4Arith::Te) {
     // compute_global_encode_scaling_factor_FP4: fp8_max * fp4_max / global_amax, FLT_MAX cap, 1 for 0.
@@ -672,6 +673,32 @@ float nvfp4_peer_element_input(const QuantOptions& o, const Nvfp4PeerTensor& t, 
   return xf / (s * t.s_dec);
 }
 
+namespace {
+
+/// The E4M3 block scale code of the float32 value pre under the zero-block and minimum-scale rules.
+std::uint32_t nvfp4_peer_scale_code(const BlockFormat& f, const CastOptions& scale_opts, float pre) {
+  const QuantOptions& o = f.options;
+  const Format& sf = *f.layout.scale;
+  if (pre == 0.0F && o.zero_block == ZeroBlock::One) pre = 1.0F;  // per_block_scale[per_block_scale == 0] = 1.0
+  CastResult r = cast(sf, static_cast<double>(pre), scale_opts);
+  if (o.min_block_scale > 0 && sf.decode(r.code) < o.min_block_scale) r = cast(sf, o.min_block_scale, scale_opts);
+  return r.code;
+}
+
+}  // namespace
+
+std::pair<std::uint32_t, std::uint32_t> nvfp4_peer_4over6_candidates(const BlockFormat& f, const CastOptions& scale_opts,
+                                                                      const Nvfp4PeerTensor& t, double amax, bool nan,
+                                                                      bool inf) {
+  // Transformer Engine 4over6 (quantize_4over6_kernel.cuh, compute_scale_pair and make_candidates):
+  // base = block_amax / 6 * S_enc; map-to-6 E4M3(min(base, 448)), map-to-4 E4M3(min(1.5 base, 448)).
+  const auto emax_f = static_cast<float>(f.element.max_finite());
+  const auto scale_max = static_cast<float>(f.layout.scale->max_finite());
+  const float base = nvfp4_peer_amax(f.options, nan, inf, amax) / emax_f * t.s_enc;
+  return {nvfp4_peer_scale_code(f, scale_opts, std::fmin(base, scale_max)),
+          nvfp4_peer_scale_code(f, scale_opts, std::fmin(base * 1.5F, scale_max))};
+}
+
 std::uint32_t nvfp4_peer_block_code(const BlockFormat& f, const CastOptions& element_opts, const CastOptions& scale_opts,
                                     const Nvfp4PeerTensor& t, double amax, bool nan, bool inf,
                                     std::span<const double> x, std::span<const std::uint32_t> random) {
@@ -680,15 +707,7 @@ std::uint32_t nvfp4_peer_block_code(const BlockFormat& f, const CastOptions& ele
   const Format& sf = *f.layout.scale;
   const float nanf = std::numeric_limits<float>::quiet_NaN();
   const auto emax_f = static_cast<float>(e.max_finite());
-  const auto scale_max = static_cast<float>(sf.max_finite());
-  const auto smax_f = static_cast<float>(o.tensor_scale_max > 0 ? o.tensor_scale_max : sf.max_finite());
-  const float global_max = smax_f * emax_f;
-  auto scale_code = [&](float pre) {
-    if (pre == 0.0F && o.zero_block == ZeroBlock::One) pre = 1.0F;  // per_block_scale[per_block_scale == 0] = 1.0
-    CastResult r = cast(sf, static_cast<double>(pre), scale_opts);
-    if (o.min_block_scale > 0 && sf.decode(r.code) < o.min_block_scale) r = cast(sf, o.min_block_scale, scale_opts);
-    return r.code;
-  };
+  auto scale_code = [&](float pre) { return nvfp4_peer_scale_code(f, scale_opts, pre); };
   auto decoded = [&](std::uint32_t code) {
     const double v = sf.decode(code);
     return std::isnan(v) ? nanf : static_cast<float>(v);
@@ -700,11 +719,7 @@ std::uint32_t nvfp4_peer_block_code(const BlockFormat& f, const CastOptions& ele
     if (o.nvfp4_arith == Nvfp4Arith::Te) return scale_code(ab * (t.s_enc * (1.0F / emax_f)));
     return scale_code(ab / (emax_f * t.s_dec));
   }
-  // Transformer Engine 4over6 (quantize_4over6_kernel.cuh, compute_scale_pair and make_candidates):
-  // base = block_amax / 6 * S_enc; map-to-6 E4M3(min(base, 448)), map-to-4 E4M3(min(1.5 base, 448)).
-  const float base = ab / emax_f * t.s_enc;
-  const std::uint32_t map6 = scale_code(std::fmin(base, scale_max));
-  const std::uint32_t map4 = scale_code(std::fmin(base * 1.5F, scale_max));
+  const auto [map6, map4] = nvfp4_peer_4over6_candidates(f, scale_opts, t, amax, nan, inf);
   if (map4 == map6) return map6;
   // Candidate codes of the block's elements under block scale code sc.
   auto codes_of = [&](std::uint32_t sc) {
@@ -726,7 +741,7 @@ std::uint32_t nvfp4_peer_block_code(const BlockFormat& f, const CastOptions& ele
     for (std::size_t k = 0; k < codes.size(); ++k) {
       const auto xf = static_cast<float>(x[k]);
       const auto dq = static_cast<float>(e.decode(codes[k]));
-      const float val = dq * s * t.amax / global_max;
+      const float val = dq * s * t.amax / t.global_max;
       const float diff = val - xf;
       err = err + (o.four_over_six == FourOverSixMetric::Mse ? diff * diff : std::fabs(diff));
     }

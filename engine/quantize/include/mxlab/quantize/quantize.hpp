@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "mxlab/core/error.hpp"
@@ -124,6 +125,7 @@ struct Nvfp4PeerTensor {
   float amax = 0;   ///< the peer's tensor amax A (NaN or Inf under the policies that propagate them)
   float s_enc = 1;  ///< Transformer Engine's encode scale S_enc
   float s_dec = 1;  ///< the decode scale S_dec, the tensor scale
+  float global_max = 0;  ///< the largest block scale times the largest element (448 * 6 = 2688)
   TensorScale scale;  ///< S_dec's code in the tensor-scale format and its value
 };
 Result<Nvfp4PeerTensor> nvfp4_peer_tensor(const BlockFormat& f, bool any_nan, bool any_inf, double finite_amax);
@@ -133,6 +135,11 @@ Result<Nvfp4PeerTensor> nvfp4_peer_tensor(const BlockFormat& f, bool any_nan, bo
 std::uint32_t nvfp4_peer_block_code(const BlockFormat& f, const CastOptions& element_opts, const CastOptions& scale_opts,
                                     const Nvfp4PeerTensor& t, double amax, bool nan, bool inf,
                                     std::span<const double> x, std::span<const std::uint32_t> random);
+
+/// Transformer Engine's 4over6 candidates: the block scale codes mapping the block's amax to 6 (first) and to 4.
+std::pair<std::uint32_t, std::uint32_t> nvfp4_peer_4over6_candidates(const BlockFormat& f, const CastOptions& scale_opts,
+                                                                      const Nvfp4PeerTensor& t, double amax, bool nan,
+                                                                      bool inf);
 
 /// The float32 value the NVFP4 peer arithmetic casts for input xf under decoded block scale s.
 float nvfp4_peer_element_input(const QuantOptions& o, const Nvfp4PeerTensor& t, float xf, float s);
