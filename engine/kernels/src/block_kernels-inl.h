@@ -46,6 +46,18 @@ HWY_INLINE hn::Vec<D> load_any(InputKind kind, const void* in, std::size_t i, D 
   return load_input<InputKind::F16>(in, i, d);
 }
 
+/// Elements [k, k + count) of xb as float32 bits in the lanes of d (count <= Lanes(d)); a partial vector is
+/// read through the zero-padded buffer buf of kMaxLanes * 4 bytes.
+template <class D = DU>
+HWY_INLINE hn::Vec<D> load_part(InputKind kind, const std::uint8_t* xb, std::size_t k, std::size_t count,
+                                std::uint8_t* buf, D d = D()) {
+  if (count == hn::Lanes(d)) return load_any(kind, xb, k, d);
+  const std::size_t bytes = kind == InputKind::F32 ? 4 : 2;
+  std::memset(buf, 0, kMaxLanes * 4);
+  std::memcpy(buf, xb + k * bytes, count * bytes);
+  return load_any(kind, buf, 0, d);
+}
+
 /// floor(log2 a) of a positive float32 given by its bits, subnormals included.
 HWY_INLINE int floor_log2_bits(std::uint32_t a) {
   const auto biased = static_cast<int>(a >> 23);
@@ -343,14 +355,7 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
   HWY_ALIGN std::uint64_t lane_over[kMaxLanes];
   for (std::size_t k = 0; k < len; k += lanes) {
     const std::size_t count = std::min(lanes, len - k);
-    hn::Vec<DUh> u;
-    if (count == lanes) {
-      u = load_any(in_kind, xb, k, duh);
-    } else {
-      std::memset(in_buf, 0, sizeof(in_buf));
-      std::memcpy(in_buf, xb + k * in_bytes, count * in_bytes);
-      u = load_any(in_kind, in_buf, 0, duh);
-    }
+    const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
     const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
     const VF64 q = hn::Div(x, dv);
     V64 random = hn::Zero(du);
@@ -401,14 +406,7 @@ HWY_INLINE bool lower_sse(const BlockParams& p, const BlockCall& call, const Cas
   const double scales[2] = {a, b};
   for (std::size_t k = 0; k < len; k += lanes) {
     const std::size_t count = std::min(lanes, len - k);
-    hn::Vec<DUh> u;
-    if (count == lanes) {
-      u = load_any(in_kind, xb, k, duh);
-    } else {
-      std::memset(in_buf, 0, sizeof(in_buf));
-      std::memcpy(in_buf, xb + k * in_bytes, count * in_bytes);
-      u = load_any(in_kind, in_buf, 0, duh);
-    }
+    const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
     const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
     hn::Store(x, df, lane_x);
     V64 random = hn::Zero(du);
@@ -638,14 +636,7 @@ HWY_NOINLINE void nvfp4_peer_elements(const BlockParams& p, const BlockCall& cal
   HWY_ALIGN std::uint32_t rnd[kMaxLanes];
   for (std::size_t k = 0; k < len; k += lanes) {
     const std::size_t count = std::min(lanes, len - k);
-    VU u;
-    if (count == lanes) {
-      u = load_any(in_kind, xb, k);
-    } else {
-      std::memset(in_buf, 0, sizeof(in_buf));
-      std::memcpy(in_buf, xb + k * in_bytes, count * in_bytes);
-      u = load_any(in_kind, in_buf, 0);
-    }
+    const VU u = load_part(in_kind, xb, k, count, in_buf);
     const VF x = hn::BitCast(df, u);
     const VF v = te ? hn::Mul(x, hn::Set(df, te_factor)) : hn::Div(x, hn::Set(df, mo_divisor));
     VU random = hn::Zero(du);
@@ -706,14 +697,7 @@ HWY_INLINE bool te_4over6_error(const BlockParams& p, const BlockCall& call, con
   float sum = 0.0F;
   for (std::size_t k = 0; k < len; k += lanes) {
     const std::size_t count = std::min(lanes, len - k);
-    VU u;
-    if (count == lanes) {
-      u = load_any(in_kind, xb, k);
-    } else {
-      std::memset(in_buf, 0, sizeof(in_buf));
-      std::memcpy(in_buf, xb + k * in_bytes, count * in_bytes);
-      u = load_any(in_kind, in_buf, 0);
-    }
+    const VU u = load_part(in_kind, xb, k, count, in_buf);
     const VF x = hn::BitCast(df, u);
     const VF v = hn::Mul(x, factor);
     if (!hn::AllFalse(du, hn::Gt(hn::And(hn::BitCast(du, v), hn::Set(du, 0x7FFFFFFFU)), hn::Set(du, 0x7F7FFFFFU))))
