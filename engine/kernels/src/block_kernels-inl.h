@@ -539,9 +539,10 @@ HWY_INLINE VF pow2_lanes(VI e) {
   const DU du;
   const DI di;
   const DF df;
-  const VU normal = hn::BitCast(du, hn::ShiftLeft<23>(hn::Add(e, hn::Set(di, 127))));
+  const VU normal = hn::ShiftLeft<23>(hn::BitCast(du, hn::Add(e, hn::Set(di, 127))));
   // Below 2^-126: the single fraction bit 2^(e + 149).
-  const VU sub_bits = hn::Set(du, 1U) << hn::BitCast(du, hn::Max(hn::Add(e, hn::Set(di, 149)), hn::Zero(di)));
+  const VI shift = hn::Min(hn::Max(hn::Add(e, hn::Set(di, 149)), hn::Zero(di)), hn::Set(di, 31));  // in range: no UB
+  const VU sub_bits = hn::Set(du, 1U) << hn::BitCast(du, shift);
   return hn::BitCast(df, hn::IfThenElse(hn::RebindMask(du, hn::Lt(e, hn::Set(di, -126))), sub_bits, normal));
 }
 
