@@ -580,6 +580,52 @@ TEST_CASE("block kernels: subtiles with shared microexponents", "[kernels][block
   }
 }
 
+TEST_CASE("block kernels: codebook elements (NF4) with power-of-two and float scales", "[kernels][block]") {
+  const auto x = make_input(45, kShape[0], kShape[1]);
+  std::size_t n = 0;
+  for (const char* name : {"nf4:e8m0_t32", "e2m1_codebook:e8m0_t32", "nf4:ue4m3_t16", "e2m1_codebook:e4m3_float32_t16",
+                           "nf4:e4m3_float32_t16", "nf4:e4m3_t64"}) {
+    const BlockFormat base = parse(name);
+    INFO(name << ": " << BlockKernel::unsupported_reason(base));
+    REQUIRE(BlockKernel::supports(base));
+    // Blocks of 32 led by 2^e (amax 2^e: scale 2^(e - emax)), the rest the codebook's values and midpoints
+    // times 2^e, rounded to float32, some moved by an ulp: exact values and ties of the table cast.
+    const std::vector<std::int64_t> whole = {30, 128};
+    std::vector<float> ties(static_cast<std::size_t>(whole[0] * whole[1]));
+    {
+      Rng rng(47);
+      const auto table = base.element.sorted_values();
+      int e = 0;
+      for (std::size_t i = 0; i < ties.size(); ++i) {
+        if (i % 32 == 0) e = static_cast<int>(rng.next_u32() % 40) - 20;
+        const std::size_t k = 1 + rng.next_u32() % (table.size() - 1);
+        const double m = rng.next_u32() % 2 ? table[k].value : (table[k - 1].value + table[k].value) * 0.5;
+        auto v = static_cast<float>(std::ldexp(m, e));
+        const std::uint32_t nudge = rng.next_u32() % 4;
+        if (nudge == 0) v = std::nextafter(v, std::numeric_limits<float>::infinity());
+        if (nudge == 1) v = std::nextafter(v, -std::numeric_limits<float>::infinity());
+        ties[i] = (i % 32 == 0) ? std::ldexp(1.0F, e) * static_cast<float>(base.element.max_finite()) : v;
+      }
+    }
+    for (Rounding r : kRoundings) {
+      BlockFormat f = base;
+      f.options.element.rounding = r;
+      f.options.seed = 60 + n;
+      if (f.options.rule != ScaleRule::Amax) f.options.rule = n % 2 ? ScaleRule::Ceil : ScaleRule::Floor;
+      f.options.specials = n % 3 == 0 ? SpecialsPolicy::Element : SpecialsPolicy::BlockNan;
+      ++n;
+      check_format(f, x, kShape);
+      if (f.options.rule == ScaleRule::Floor) check_format(f, ties, whole);
+      if (f.options.rule == ScaleRule::Amax) {
+        // Quotients at the codebook's values and midpoints times the block scales, and an ulp around them.
+        const double max_scale = f.layout.scale->max_finite();
+        const auto xf = make_float_scale_input(46, 20, 96, true, f.element.max_finite(), max_scale, *f.layout.scale);
+        check_format(f, xf, {20, 96});
+      }
+    }
+  }
+}
+
 TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
   BlockFormat f46 = parse("nvfp4");
   f46.options.input = InputPrecision::Float32;  // float32 quotients under the exact NVFP4 arithmetic

@@ -96,6 +96,7 @@ BlockParams::FastRne fast_rne_params(const Format& e, const CastOptions& o, cons
 /// Whether the options are the exact rules (no peer arithmetic); otherwise *why names the first that is not.
 bool is_default_peer(const QuantOptions& o, std::string* why) {
   auto bad = [&](const std::string& what) {
+    if (why == nullptr) return false;
     *why = "peer arithmetic option " + what + " is not supported by the SIMD block kernel with float block scales";
     return false;
   };
@@ -199,12 +200,22 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
   if (l.tiles[0].subtile > 0 && float_scales) return "subtiles need a power-of-two scale rule";
   if (l.sparse_m > 0) return "N:M sparsity is not supported";
   const Format& e = f.element;
-  if (e.kind() != FormatKind::Float && e.kind() != FormatKind::Integer)
-    return "element format '" + e.name() + "' is not a float or integer format (codebooks are not supported)";
+  const bool codebook = e.kind() == FormatKind::Codebook;
+  if (e.kind() != FormatKind::Float && e.kind() != FormatKind::Integer && !codebook)
+    return "element format '" + e.name() + "' is not a float, integer or codebook format";
   if (e.bits() > 8) return "element format '" + e.name() + "' is wider than 8 bits";
   if (!e.has_zero()) return "element format '" + e.name() + "' has no zero";
   if (!e.is_signed()) return "unsigned element format '" + e.name() + "' is not supported";
-  if (const std::string why = CastKernel::unsupported_reason(e); !why.empty()) return why;
+  if (!codebook) {
+    if (const std::string why = CastKernel::unsupported_reason(e); !why.empty()) return why;
+  }
+  if (codebook) {
+    if (!is_default_peer(o, nullptr) || l.tiles[0].subtile > 0 || o.rule == ScaleRule::FourOverSix ||
+        (o.specials != SpecialsPolicy::BlockNan && o.specials != SpecialsPolicy::BlockNanAny &&
+         o.specials != SpecialsPolicy::Element))
+      return "codebook elements are supported with the exact rules only (no peer options, subtiles or 4over6)";
+    if (o.element.subnormals != SubnormalMode::Keep) return "codebook elements take the subnormal mode keep only";
+  }
   for (std::uint32_t c = 0; c < (1U << e.bits()); ++c) {
     const double v = e.decode(c);
     if (!std::isnan(v) && static_cast<double>(static_cast<float>(v)) != v)
@@ -248,7 +259,14 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   const Format& e = f.element;
   const CastOptions eo = *resolve_options(e, o.element);
   const CastOptions so = *resolve_options(*f.layout.scale, o.scale);
-  p->cast = element_params(e, eo, o.specials);
+  if (e.kind() == FormatKind::Codebook) {  // cast in codebook_lanes64, which reads the mode alone
+    p->cast.rounding = eo.rounding;
+    p->cast.random_bits = eo.random_bits;
+    p->cast.zero_code[0] = e.zero_code(false);  // zero_scale_elements
+    p->cast.zero_code[1] = e.zero_code(true);
+  } else {
+    p->cast = element_params(e, eo, o.specials);
+  }
   p->bits = e.bits();
   p->block = f.layout.tiles[0].size;
   p->float_scales = o.rule == ScaleRule::Amax || o.rule == ScaleRule::FourOverSix;
@@ -307,6 +325,18 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   p->zero_code_pos = e.zero_code(false);
   p->zero_code_neg = e.has_negative_zero() ? e.zero_code(true) : e.zero_code(false);
   p->nvfp4_peer = p->float_scales && o.nvfp4_arith != Nvfp4Arith::Exact;
+  if (e.kind() == FormatKind::Codebook) {
+    p->codebook = true;
+    const auto table = e.sorted_values();
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      p->cb_values.push_back(table[i].value);
+      p->cb_codes.push_back(static_cast<std::int64_t>(table[i].code));
+      p->cb_mids.push_back(i == 0 ? 0.0 : (table[i - 1].value + table[i].value) * 0.5);
+    }
+    p->cb_mids.push_back(0.0);  // index n: beyond the top entry
+    p->cb_zero_pos = e.zero_code(false);
+    p->cb_zero_neg = e.zero_code(true);
+  }
   int zx = p->x_min;
   if (p->float_scales) return BlockKernel(f, std::move(p));
   switch (o.zero_block) {

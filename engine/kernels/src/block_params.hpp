@@ -80,6 +80,14 @@ struct BlockParams {
   std::uint32_t zero_code_pos = 0, zero_code_neg = 0;
   std::int64_t subtile = 0;  ///< elements per subtile (0: none)
   int subtile_dmax = 0;      ///< largest microexponent offset, 2^subtile_bits - 1
+  /// Codebook elements (NF4, e2m1_codebook): the reference's table cast (cast_table) in double lanes. The
+  /// sorted values and their codes (the order of Format::sorted_values), the midpoint below each entry
+  /// (index i: between entries i - 1 and i; unused at 0 and n), the zero codes.
+  bool codebook = false;
+  std::vector<double> cb_values;
+  std::vector<std::int64_t> cb_codes;
+  std::vector<double> cb_mids;
+  std::int64_t cb_zero_pos = 0, cb_zero_neg = 0;
   CastOptions element_opts;  ///< resolved options of the element cast
   std::shared_ptr<const BlockFormat> owner;  ///< keeps element and options alive
   const Format* element = nullptr;           ///< for the rules computed by mxlab::scale_exponent

@@ -375,13 +375,15 @@ struct BlockStats {
 
 /// The code PyTorch gives a NaN element: c10's FP8 casts return 0x7F | sign for E4M3 and E5M2 alike;
 /// torchao's _f32_to_fpx_unpacked sends a NaN down its normal-number branch, so the FP4/FP6 code is
-/// computed from the NaN's bits (the quiet NaN 0x7FC00000 gives the code of +1.5).
+/// computed from the NaN's bits (the quiet NaN 0x7FC00000 gives the code of +1.5). Elements torchao has no
+/// cast for (integers, codebooks) take the plain cast's NaN code: +0.
 std::uint32_t torch_nan_code(const Format& e, float v) {
   const std::uint32_t bits = float_bits(v);
   const std::uint32_t sign = bits & 0x80000000U;
   const FormatSpec& s = e.spec();
   const int width = e.bits();
   if (e.has_nan()) return (sign ? std::uint32_t{1} << (width - 1) : 0U) | ((std::uint32_t{1} << (width - 1)) - 1);
+  if (s.kind != FormatKind::Float || s.exponent_bits < 1) return e.has_zero() ? e.zero_code(false) : e.max_code(true);
   const int ebits = s.exponent_bits;
   const int mbits = s.mantissa_bits;
   const std::uint32_t x = bits ^ sign;
