@@ -626,13 +626,34 @@ TEST_CASE("block kernels: codebook elements (NF4) with power-of-two and float sc
   }
 }
 
+TEST_CASE("block kernels: N:M sparsity before quantization", "[kernels][block]") {
+  const auto x = make_input(48, kShape[0], kShape[1]);
+  std::size_t n = 0;
+  for (const char* name : {"e4m3:e8m0_t32n2m4", "e2m1:e8m0_t32n2m4", "int8:e8m0_t32n1m3", "e2m1:e4m3_float32_t16n2m4",
+                           "nf4:e8m0_t32n3m8"}) {
+    for (Rounding r : {Rounding::NearestEven, Rounding::Stochastic, Rounding::TowardZero}) {
+      BlockFormat f = parse(name);
+      f.options.element.rounding = r;
+      f.options.seed = 80 + n;
+      ++n;
+      check_format(f, x, kShape);
+      const auto bits = to_16bit(x, "bfloat16");
+      check_format(f, BlockInput::bf16(bits), kShape);
+    }
+  }
+  // A peer profile's arithmetic on a pruned tensor.
+  BlockFormat f = parse("e4m3:e8m0_t32n2m4");
+  f.options.input = InputPrecision::Float32;
+  f.options.specials = SpecialsPolicy::IgnoreNan;
+  check_format(f, x, kShape);
+}
+
 TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
   BlockFormat f46 = parse("nvfp4");
   f46.options.input = InputPrecision::Float32;  // float32 quotients under the exact NVFP4 arithmetic
   CHECK_FALSE(BlockKernel::unsupported_reason(f46).empty());
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("e2m1:e5m2_t16")).empty());  // rule amax, a scale with Inf
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxsf@8x8")).empty());  // 2-D tiles
-  CHECK_FALSE(BlockKernel::unsupported_reason(parse("e4m3:e8m0_t32n2m4")).empty());
   BlockFormat f = parse("nvfp4");
   f.options.input = InputPrecision::Float32;
   CHECK_FALSE(BlockKernel::supports(f));

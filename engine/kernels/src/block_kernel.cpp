@@ -10,7 +10,9 @@
 
 #if HWY_ONCE
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "grid_params.hpp"
@@ -48,6 +50,7 @@ struct BlockKernel::Outputs {
   bool* tensor_nan = nullptr;
   bool* tensor_inf = nullptr;
   std::uint8_t* subtile_offsets = nullptr;
+  const void* metrics_x = nullptr;  ///< N:M sparsity: x is the pruned copy, this the tensor itself
 };
 
 namespace {
@@ -198,7 +201,6 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
   if (l.tiles.size() != 1) return "2-D tiles are not supported (1-D blocks along the last axis only)";
   if (l.axis != -1) return "blocks along an axis other than the last are not supported";
   if (l.tiles[0].subtile > 0 && float_scales) return "subtiles need a power-of-two scale rule";
-  if (l.sparse_m > 0) return "N:M sparsity is not supported";
   const Format& e = f.element;
   const bool codebook = e.kind() == FormatKind::Codebook;
   if (e.kind() != FormatKind::Float && e.kind() != FormatKind::Integer && !codebook)
@@ -389,6 +391,14 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
                       " values were given");
   if (o.metrics != nullptr) *o.metrics = BlockMetrics{};
   const BlockParams& p = *params_;
+  if (format_.layout.sparse_m > 0 && o.metrics_x == nullptr && n > 0) {
+    // N:M sparsity: the kernels quantize a pruned copy of the tensor; the metrics compare with the tensor.
+    std::vector<std::uint8_t> pruned;
+    const BlockInput px = prune_nm(x, shape.empty() ? 1 : shape.back(), br, &pruned);
+    Outputs po = o;
+    po.metrics_x = x.data;
+    return run(mode, px, shape, po, br);
+  }
   // Two-level formats: a first pass finds the tensor's largest finite magnitude, which sets the tensor scale.
   double g = 1.0;
   const bool element_pass = mode == Mode::Fake || mode == Mode::Packed || mode == Mode::Metrics;
@@ -474,6 +484,7 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     call.tensor_nan = mode == Mode::TensorAmax && o.tensor_nan != nullptr ? &part.tensor_nan : nullptr;
     call.tensor_inf = mode == Mode::TensorAmax && o.tensor_inf != nullptr ? &part.tensor_inf : nullptr;
     call.nvfp4 = p.nvfp4_peer ? &peer_tensor : nullptr;
+    call.metrics_x = o.metrics_x;
     call.any_nan = any_nan;
     call.subtile_offsets = o.subtile_offsets;
     call.subtiles_per_row = p.subtile > 0 ? (row + p.subtile - 1) / p.subtile : 0;
@@ -531,6 +542,54 @@ Result<TensorScale> BlockKernel::tensor_scale(BlockInput x, const std::vector<st
   auto r = run(Mode::TensorAmax, x, shape, o, br);
   if (!r) return r.error();
   return choose_tensor_scale(*params_->owner, static_cast<double>(amax));
+}
+
+BlockInput BlockKernel::prune_nm(BlockInput x, std::int64_t row, const BlockRun& br,
+                                 std::vector<std::uint8_t>* storage) const {
+  const int keep = format_.layout.sparse_n;
+  const auto m = static_cast<std::int64_t>(format_.layout.sparse_m);
+  const std::size_t bytes = x.type == BlockInputType::F32 ? 4 : 2;
+  storage->assign(static_cast<const std::uint8_t*>(x.data), static_cast<const std::uint8_t*>(x.data) + x.size * bytes);
+  std::uint8_t* out = storage->data();
+  const auto rows = static_cast<std::int64_t>(x.size) / row;
+  const unsigned threads = kernel_detail::useful_threads(x.size, br.threads);
+  kernel_detail::run_parts(threads, [&](unsigned t) {
+    std::vector<double> group(static_cast<std::size_t>(m));
+    for (std::int64_t r = rows * t / threads; r < rows * (t + 1) / threads; ++r) {
+      for (std::int64_t g = 0; g < row; g += m) {
+        const std::size_t first = static_cast<std::size_t>(r * row + g);
+        const auto len = static_cast<std::size_t>(std::min(m, row - g));
+        bool nan = false;
+        for (std::size_t j = 0; j < len; ++j) {
+          group[j] = x.value(first + j);
+          nan = nan || std::isnan(group[j]);
+        }
+        if (nan) {
+          // The reference's own selection (its comparisons with NaN decide the order).
+          std::vector<double> kept(group.begin(), group.begin() + static_cast<std::ptrdiff_t>(len));
+          apply_nm_sparsity(kept, static_cast<std::int64_t>(len), keep, static_cast<int>(m));
+          for (std::size_t j = 0; j < len; ++j)
+            if (std::bit_cast<std::uint64_t>(kept[j]) == 0 && std::bit_cast<std::uint64_t>(group[j]) != 0)
+              std::memset(out + (first + j) * bytes, 0, bytes);
+          continue;
+        }
+        // Element j survives when fewer than n elements rank before it: larger magnitudes, or equal ones at
+        // lower indices (the reference's stable sort by decreasing magnitude).
+        for (std::size_t j = 0; j < len; ++j) {
+          const double a = std::fabs(group[j]);
+          int before = 0;
+          for (std::size_t i = 0; i < len; ++i) {
+            const double b = std::fabs(group[i]);
+            if (b > a || (b == a && i < j)) ++before;
+          }
+          if (before >= keep) std::memset(out + (first + j) * bytes, 0, bytes);
+        }
+      }
+    }
+  });
+  BlockInput px = x;
+  px.data = out;
+  return px;
 }
 
 Result<Nvfp4PeerTensor> BlockKernel::nvfp4_peer_tensor(BlockInput x, const std::vector<std::int64_t>& shape,

@@ -120,6 +120,19 @@ HWY_INLINE void add_metric(MetricsAcc& m, double x, double deq, bool over) {
   if (ae > m.max_abs_error) m.max_abs_error = ae;
 }
 
+/// add_metric for element i of the tensor, whose quantized input value is x: the metrics compare with the
+/// tensor's own element (BlockCall::metrics_x, the input before N:M pruning) when it differs.
+HWY_INLINE void add_metric_at(const BlockCall& call, std::size_t i, double x, double deq, bool over) {
+  if (call.metrics_x != nullptr) {
+    switch (call.input) {
+      case InputKind::F32: x = static_cast<const float*>(call.metrics_x)[i]; break;
+      case InputKind::BF16: x = bf16_value(static_cast<const std::uint16_t*>(call.metrics_x)[i]); break;
+      case InputKind::F16: x = half_value(static_cast<const std::uint16_t*>(call.metrics_x)[i]); break;
+    }
+  }
+  add_metric(*call.metrics, x, deq, over);
+}
+
 /// Packs n 4-bit codes (n even) as byte pairs in the writer's nibble order, at a byte boundary.
 HWY_INLINE void pack_nibbles(const std::uint8_t* codes, std::size_t n, bool low_first, std::uint8_t* out) {
   const hn::ScalableTag<std::uint16_t> d16;
@@ -327,7 +340,7 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
       hn::Store(hn::VecFromMask(du, over), du, lane_over);
       for (std::size_t l = 0; l < count; ++l) {
         const double deq = p.decode_f64[lane_codes[l]] * bs.scale_d;
-        add_metric(*call.metrics, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
+        add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
       }
     }
   }
@@ -387,7 +400,7 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
       hn::Store(hn::VecFromMask(du, over), du, lane_over);
       for (std::size_t l = 0; l < count; ++l) {
         const double deq = p.decode_f64[lane_codes[l]] * d;
-        add_metric(*call.metrics, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
+        add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
       }
     }
   }
@@ -519,7 +532,9 @@ HWY_INLINE V64 codebook_lanes64(const BlockParams& p, VF64 q, V64 random, M64* o
       const VF64 tz = hn::IfThenElse(neg, hi, lo);
       const VF64 az = hn::IfThenElse(neg, lo, hi);
       const int bits = p.cast.random_bits;
-      const VF64 fraction = hn::Div(hn::Abs(hn::Sub(q, tz)), hn::Abs(hn::Sub(az, tz)));
+      // Exact lanes and the ends have no gap (tz = az); their fraction is unused, and kept finite.
+      const VF64 gap = hn::Abs(hn::Sub(az, tz));
+      const VF64 fraction = hn::IfThenElseZero(hn::Gt(gap, hn::Zero(df)), hn::Div(hn::Abs(hn::Sub(q, tz)), gap));
       const VI64 t = hn::ConvertTo(di, hn::Mul(fraction, hn::Set(df, std::ldexp(1.0, bits))));
       const VI64 r = hn::BitCast(di, hn::ShiftRightSame(random, 32 - bits));
       away = hn::RebindMask(df, hn::Not(hn::Lt(hn::Add(t, r), hn::Set(di, std::int64_t{1} << bits))));
@@ -601,7 +616,7 @@ HWY_NOINLINE void codebook_elements(const BlockParams& p, const BlockCall& call,
       hn::Store(code, du, lane_codes);
       hn::Store(hn::VecFromMask(du, over), du, lane_over);
       for (std::size_t l = 0; l < count; ++l)
-        add_metric(*call.metrics, lane_x[l], p.decode_f64[lane_codes[l]] * s * g, lane_over[l] != 0);
+        add_metric_at(call, start + k + l, lane_x[l], p.decode_f64[lane_codes[l]] * s * g, lane_over[l] != 0);
     }
   }
 }
@@ -638,7 +653,7 @@ HWY_NOINLINE void zero_scale_elements(const BlockParams& p, const BlockCall& cal
       }
       if (l >= count) continue;
       if (call.out == BlockOut::Fake) call.fake[start + k + l] = static_cast<float>(value);
-      if (call.metrics != nullptr) add_metric(*call.metrics, static_cast<double>(xf), value, over);
+      if (call.metrics != nullptr) add_metric_at(call, start + k + l, static_cast<double>(xf), value, over);
     }
     if (call.out == BlockOut::Packed) sink.put(duh, hn::Load(duh, codes), start + k, count);
   }
@@ -829,15 +844,30 @@ HWY_NOINLINE void nvfp4_peer_elements(const BlockParams& p, const BlockCall& cal
       over = hn::Ne(hn::Load(du, lane_over), hn::Zero(du));
     }
     if (call.out == BlockOut::Packed) sink.put(du, code, start + k, count);
-    if (call.out == BlockOut::Fake || call.metrics != nullptr) {
+    if (call.out == BlockOut::Fake) {
+      // decode(code) * d in double lanes (exact), rounded once to float32; two halves of the code vector.
+      HWY_ALIGN float values[kMaxLanes];
+#if HWY_TARGET == HWY_SCALAR
+      values[0] = static_cast<float>(p.decode_f64[hn::GetLane(code)] * d);
+#else
+      const DF64 df64;
+      const DUh duh;
+      const DI64 di64;
+      const VF64 dv = hn::Set(df64, d);
+      const auto lower = hn::PromoteTo(di64, hn::BitCast(hn::RebindToSigned<DUh>(), hn::LowerHalf(duh, code)));
+      const auto upper = hn::PromoteTo(di64, hn::BitCast(hn::RebindToSigned<DUh>(), hn::UpperHalf(duh, code)));
+      store_as_float(hn::Mul(hn::GatherIndex(df64, p.decode_f64.data(), lower), dv), values);
+      store_as_float(hn::Mul(hn::GatherIndex(df64, p.decode_f64.data(), upper), dv), values + hn::Lanes(df64));
+#endif
+      std::memcpy(call.fake + start + k, values, count * sizeof(float));
+    }
+    if (call.metrics != nullptr) {
       hn::Store(u, du, lane_x);
       hn::Store(code, du, lane_codes);
       hn::Store(hn::VecFromMask(du, over), du, lane_over);
       for (std::size_t l = 0; l < count; ++l) {
-        const double deq = p.decode_f64[lane_codes[l]] * d;
-        if (call.out == BlockOut::Fake) call.fake[start + k + l] = static_cast<float>(deq);
-        if (call.metrics != nullptr)
-          add_metric(*call.metrics, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
+        add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])),
+                      p.decode_f64[lane_codes[l]] * d, lane_over[l] != 0);
       }
     }
   }
@@ -1346,7 +1376,7 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
         hn::Store(off, di, lane_off);
         for (std::size_t l = 0; l < count; ++l) {
           const double deq = p.decode_f64[lane_codes[l]] * std::ldexp(scale_d, -lane_off[l]);
-          add_metric(*call.metrics, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
+          add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
         }
       }
     }

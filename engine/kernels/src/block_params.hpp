@@ -312,6 +312,7 @@ struct BlockCall {
   const Nvfp4PeerTensor* nvfp4 = nullptr;  ///< the NVFP4 peer arithmetic's tensor quantities
   bool any_nan = false;          ///< whether the tensor holds NaN (NaN/Inf policy tensor-nan)
   std::uint8_t* subtile_offsets = nullptr;  ///< packed output: one microexponent offset per subtile
+  const void* metrics_x = nullptr;  ///< N:M sparsity: the unpruned input the metrics compare with (x is pruned)
   std::int64_t subtiles_per_row = 0;
 };
 

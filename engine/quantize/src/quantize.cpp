@@ -348,9 +348,9 @@ std::vector<std::int64_t> BlockIndexer::block_of_all() const {
 
 namespace {
 
-/// N:M sparsity along the last axis: in each group of M, the N largest magnitudes survive (ties keep
-/// the lower index); the others become zero.
-void apply_sparsity(std::vector<double>& x, std::int64_t last, int n_keep, int m) {
+}  // namespace
+
+void apply_nm_sparsity(std::span<double> x, std::int64_t last, int n_keep, int m) {
   if (m <= 0 || last <= 0) return;
   const std::int64_t rows = static_cast<std::int64_t>(x.size()) / last;
   std::vector<std::int64_t> idx;
@@ -366,6 +366,8 @@ void apply_sparsity(std::vector<double>& x, std::int64_t last, int n_keep, int m
     }
   }
 }
+
+namespace {
 
 struct BlockStats {
   double amax = 0;  // over finite values
@@ -910,7 +912,7 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
   const bool peer = o.input == InputPrecision::Float32;
   if (peer)
     for (double& v : x) v = static_cast<double>(static_cast<float>(v));
-  if (f.layout.sparse_m > 0 && !shape.empty()) apply_sparsity(x, shape.back(), f.layout.sparse_n, f.layout.sparse_m);
+  if (f.layout.sparse_m > 0 && !shape.empty()) apply_nm_sparsity(x, shape.back(), f.layout.sparse_n, f.layout.sparse_m);
 
   QuantizedTensor q;
   q.shape = shape;

@@ -156,6 +156,8 @@ class BlockKernel {
   struct Outputs;
   Result<std::size_t> run(Mode mode, BlockInput x, const std::vector<std::int64_t>& shape, const Outputs& out,
                           const BlockRun& run) const;
+  /// N:M sparsity: a copy of x (in *storage) with the pruned elements set to +0, as mxlab::quantize prunes.
+  BlockInput prune_nm(BlockInput x, std::int64_t row, const BlockRun& run, std::vector<std::uint8_t>* storage) const;
   /// The NVFP4 peer arithmetic's tensor quantities (a first pass for the tensor's NaN, Inf and amax).
   Result<Nvfp4PeerTensor> nvfp4_peer_tensor(BlockInput x, const std::vector<std::int64_t>& shape,
                                             const BlockRun& run) const;

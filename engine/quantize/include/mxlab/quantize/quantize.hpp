@@ -83,6 +83,11 @@ Result<TensorScale> choose_tensor_scale(const BlockFormat& f, double tensor_amax
 std::uint32_t float_block_scale_code(const BlockFormat& f, const CastOptions& scale_opts, double amax, double target,
                                      double g);
 
+/// N:M sparsity along the last axis of rows of `last` elements, as quantize applies it before scaling: in each
+/// group of m consecutive elements of a row (the last group possibly shorter), the n_keep largest magnitudes
+/// survive (ties keep the lower index); the others become +0.
+void apply_nm_sparsity(std::span<double> x, std::int64_t last, int n_keep, int m);
+
 /// The combinations of options no rule defines (quantize reports them as errors), or nothing.
 std::optional<Error> check_block_options(const BlockFormat& f);
 
