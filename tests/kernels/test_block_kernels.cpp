@@ -218,6 +218,11 @@ TEST_CASE("block kernels: every format and rounding mode under the floor rule", 
       check_format(f, x, kShape);
       check_format(f, xw, whole);
     }
+    // The contiguous-block loop stores 4-bit codes straight into the packed output, in either nibble order.
+    BlockFormat f = parse(name);
+    f.options.nibble_order = NibbleOrder::HighFirst;
+    check_format(f, xw, whole);
+    check_format(f, make_input(20, 3, 4096), {3, 4096});
   }
 }
 

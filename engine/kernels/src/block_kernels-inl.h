@@ -209,6 +209,10 @@ struct CodeSink {
   HWY_ALIGN std::uint8_t codes[kChunk + kMaxLanes];
   HWY_ALIGN std::uint8_t packed[kChunk / 2 + kMaxLanes];
 
+  /// 4-bit codes stored straight into the packed output, two per byte (set by a loop whose every put is a
+  /// whole vector at an even element index: fast_floor_loop).
+  bool direct4 = false;
+
   CodeSink(const BlockParams& params, const BlockCall& c)
       : p(params), call(c), direct8(params.bits == 8 && !params.remap) {}
 
@@ -231,6 +235,19 @@ struct CodeSink {
     const hn::Rebind<std::uint8_t, D> d8;
     const std::size_t lanes = hn::Lanes(d);
     const auto code8 = hn::TruncateTo(d8, code);
+#if HWY_TARGET != HWY_SCALAR
+    if (direct4) {
+      // Pairs of codes as 16-bit lanes (first code in the low byte), each folded into one byte.
+      const hn::Repartition<std::uint16_t, decltype(d8)> d16;
+      const hn::Rebind<std::uint8_t, decltype(d16)> d8h;
+      const auto w = hn::BitCast(d16, code8);
+      const auto lo = hn::And(w, hn::Set(d16, 0x000F));
+      const auto hi = hn::And(hn::ShiftRight<8>(w), hn::Set(d16, 0x000F));
+      const auto byte = p.low_first ? hn::Or(lo, hn::ShiftLeft<4>(hi)) : hn::Or(hn::ShiftLeft<4>(lo), hi);
+      hn::StoreU(hn::TruncateTo(d8h, byte), d8h, call.elements + index / 2);
+      return;
+    }
+#endif
     if (direct8) {
       std::uint8_t* dst = call.elements + index;
       if (count == lanes) {
@@ -252,6 +269,10 @@ struct CodeSink {
   }
 
   void put_repeated(std::uint8_t code, std::size_t index, std::size_t count) {
+    if (direct4) {
+      std::memset(call.elements + index / 2, (code & 0xF) | ((code & 0xF) << 4), count / 2);
+      return;
+    }
     if (direct8) {
       std::memset(call.elements + index, code, count);
       return;
@@ -1399,6 +1420,8 @@ HWY_NOINLINE void block_loop(const BlockParams& p, const BlockCall& call) {
   const bool uniform = call.metrics == nullptr && p.rule == ScaleRule::Floor &&
                        static_cast<std::size_t>(call.block) % lanes == 0 && call.row % call.block == 0;
   if (kOut != BlockOut::None && fast_ok && uniform) {
+    // Whole blocks of whole vectors from an even element: 4-bit codes go straight to the output.
+    sink.direct4 = HWY_TARGET != HWY_SCALAR && p.bits == 4 && !p.remap && lanes % 2 == 0 && call.block % 2 == 0;
     if constexpr (kRne && kOut != BlockOut::None) {
       switch (call.input) {
         case InputKind::F32: fast_floor_loop<InputKind::F32, kOut>(p, call, c, fv, sink); break;
