@@ -487,7 +487,8 @@ TEST_CASE("block kernels: the NVFP4 peers' float32 arithmetic", "[kernels][block
     // around them: the peer's float32 quotient decides each rounding there. The block's largest element stays,
     // so the scales are those of the base tensor.
     {
-      auto x = finite_only(make_float_scale_input(43, shape[0], shape[1], false, max_elem, max_scale, *base.layout.scale));
+      auto x = finite_only(
+          make_float_scale_input(43, shape[0], shape[1], false, max_elem, max_scale, *base.layout.scale));
       std::vector<double> xd(x.begin(), x.end());
       auto q = quantize(*pf, xd, shape);
       REQUIRE(q.ok());

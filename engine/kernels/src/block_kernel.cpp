@@ -224,12 +224,13 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
       return "element format '" + e.name() + "' has values that are not float32 numbers";
   }
   if (auto err = check_block_options(f)) return err->message;
-  if (o.nearest_arith == NearestArith::Float32AddHalf && (e.kind() == FormatKind::Float ? e.spec().mantissa_bits : e.spec().frac_bits) >= 16)
+  const int fraction_bits = e.kind() == FormatKind::Float ? e.spec().mantissa_bits : e.spec().frac_bits;
+  if (o.nearest_arith == NearestArith::Float32AddHalf && fraction_bits >= 16)
     return "float32 add-half rounding of elements with 16 or more fraction bits is not supported";
   const bool nvfp4_peer = o.nvfp4_arith != Nvfp4Arith::Exact;  // check_block_options: float32 scales and maxima
+  const bool peer_policy = o.specials == SpecialsPolicy::IgnoreNan || o.specials == SpecialsPolicy::TensorNan;
   const bool float_policy = o.specials == SpecialsPolicy::BlockNan || o.specials == SpecialsPolicy::BlockNanAny ||
-                            o.specials == SpecialsPolicy::Element ||
-                            (nvfp4_peer && (o.specials == SpecialsPolicy::IgnoreNan || o.specials == SpecialsPolicy::TensorNan));
+                            o.specials == SpecialsPolicy::Element || (nvfp4_peer && peer_policy);
   if (float_scales && !float_policy)
     return "NaN/Inf policy '" + std::string(to_string(o.specials)) + "' is not supported with float block scales";
   if (std::string why; float_scales && !nvfp4_peer && !is_default_peer(o, &why)) return why;

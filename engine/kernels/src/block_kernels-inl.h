@@ -361,7 +361,8 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
       hn::Store(hn::VecFromMask(du, over), du, lane_over);
       for (std::size_t l = 0; l < count; ++l) {
         const double deq = p.decode_f64[lane_codes[l]] * bs.scale_d;
-        add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
+        add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq,
+                      lane_over[l] != 0);
       }
     }
   }
@@ -421,7 +422,8 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
       hn::Store(hn::VecFromMask(du, over), du, lane_over);
       for (std::size_t l = 0; l < count; ++l) {
         const double deq = p.decode_f64[lane_codes[l]] * d;
-        add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
+        add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq,
+                      lane_over[l] != 0);
       }
     }
   }
@@ -565,7 +567,8 @@ HWY_INLINE V64 codebook_lanes64(const BlockParams& p, VF64 q, V64 random, M64* o
   const auto pick_hi = hn::Xor(away, neg);
   const VF64 chosen = hn::IfThenElse(pick_hi, hi, lo);
   VI64 code = hn::IfThenElse(hn::RebindMask(di, pick_hi), hi_code, lo_code);
-  const VI64 zero_code = hn::IfThenElse(hn::RebindMask(di, neg), hn::Set(di, p.cb_zero_neg), hn::Set(di, p.cb_zero_pos));
+  const VI64 zero_code =
+      hn::IfThenElse(hn::RebindMask(di, neg), hn::Set(di, p.cb_zero_neg), hn::Set(di, p.cb_zero_pos));
   code = hn::IfThenElse(hn::RebindMask(di, hn::Eq(chosen, hn::Zero(df))), zero_code, code);
   const VI64 exact_code = hn::IfThenElse(hn::RebindMask(di, hn::Eq(lo, hn::Zero(df))), zero_code, lo_code);
   // Beyond the ends (the top entry itself is exact): clamped to the end entry, with the overflow flag.
@@ -807,7 +810,8 @@ HWY_INLINE VU add_half_lanes(const BlockParams& p, VF v) {
     const VF big = hn::Set(df, 16777216.0F);
     const auto integral = hn::Eq(hn::Floor(y), y);
     const VI yi = hn::ConvertTo(di, hn::Min(hn::Abs(y), big));
-    const auto even = hn::Or(hn::Ge(hn::Abs(y), big), hn::RebindMask(df, hn::Eq(hn::And(yi, hn::Set(di, 1)), hn::Zero(di))));
+    const auto even_int = hn::RebindMask(df, hn::Eq(hn::And(yi, hn::Set(di, 1)), hn::Zero(di)));
+    const auto even = hn::Or(hn::Ge(hn::Abs(y), big), even_int);
     r = hn::IfThenElse(hn::And(integral, even), hn::Sub(r, hn::Set(df, 1.0F)), r);
   }
   const VF w = hn::Mul(r, pow2_lanes(hn::Sub(pe, mbits)));  // exact, or +inf past float32 as the reference
@@ -898,8 +902,9 @@ HWY_NOINLINE void nvfp4_peer_elements(const BlockParams& p, const BlockCall& cal
 /// MAE or MSE): the candidate's element codes cast from v = x * min(1 / (s * S_dec), FLT_MAX) in float32 lanes,
 /// the terms |val - x| or (val - x)^2 with val = dq * s * A / (448 * 6) in float32 lanes, summed in float32 in
 /// element order. False (nothing decided) when some v is NaN or infinite.
-HWY_INLINE bool te_4over6_error(const BlockParams& p, const BlockCall& call, const CastVectors& c, const std::uint8_t* xb,
-                                std::size_t len, std::size_t start, std::uint32_t sc, float* err) {
+HWY_INLINE bool te_4over6_error(const BlockParams& p, const BlockCall& call, const CastVectors& c,
+                                const std::uint8_t* xb, std::size_t len, std::size_t start, std::uint32_t sc,
+                                float* err) {
   const DU du;
   const DI di;
   const DF df;
@@ -1286,8 +1291,8 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
           if (sub >= 8) m = hn::Max(m, hn::Reverse8(du, m));
           const VI field = hn::BitCast(di, hn::ShiftRight<23>(m));
           // A float32 subnormal: the exponent of its fraction converted to float (exact), minus 149.
-          const VI sub_e = hn::Sub(hn::BitCast(di, hn::ShiftRight<23>(hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, m))))),
-                                   hn::Set(di, 127 + 149));
+          const VU m_f = hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, m)));
+          const VI sub_e = hn::Sub(hn::BitCast(di, hn::ShiftRight<23>(m_f)), hn::Set(di, 127 + 149));
           VI e = hn::IfThenElse(hn::Eq(field, hn::Zero(di)), sub_e, hn::Sub(field, hn::Set(di, 127)));
           if (p.clamp == ClampSite::Amax) e = hn::Min(hn::Max(e, hn::Set(di, -126)), hn::Set(di, 127));
           const VI xs = hn::Min(hn::Max(hn::Sub(e, hn::Set(di, p.emax)), lo_e), x_e);
@@ -1385,7 +1390,8 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
       if (call.out == BlockOut::Packed) sink.put(du, code, start + k, count);
       if (call.out == BlockOut::Fake) {
         // decode(code) * 2^(X - d), rounded once to float32 (NaN under a NaN scale).
-        VF s = plan.nan_scale ? hn::Set(df, std::numeric_limits<float>::quiet_NaN()) : pow2_lanes(hn::Sub(scale_e, off));
+        const VF s = plan.nan_scale ? hn::Set(df, std::numeric_limits<float>::quiet_NaN())
+                                    : pow2_lanes(hn::Sub(scale_e, off));
         const VF value = hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(di, code)), s);
         hn::Store(value, df, out_buf);
         std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
@@ -1397,7 +1403,8 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
         hn::Store(off, di, lane_off);
         for (std::size_t l = 0; l < count; ++l) {
           const double deq = p.decode_f64[lane_codes[l]] * std::ldexp(scale_d, -lane_off[l]);
-          add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq, lane_over[l] != 0);
+          add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq,
+                      lane_over[l] != 0);
         }
       }
     }

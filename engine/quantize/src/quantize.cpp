@@ -1118,7 +1118,8 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
                                           : static_cast<float>(x[i] / (s * g));
       r = peer_cast(f.element, v, x[i], elem_opts, random_of(i), o);
     } else {
-      r = s == 0 ? cast(f.element, x[i], elem_opts, random_of(i)) : cast_quotient(f.element, x[i], s * g, elem_opts, random_of(i));
+      r = s == 0 ? cast(f.element, x[i], elem_opts, random_of(i))
+                 : cast_quotient(f.element, x[i], s * g, elem_opts, random_of(i));
       exact_zero_sign(f.element, x[i], r, o);
     }
     q.codes[i] = r.code;
