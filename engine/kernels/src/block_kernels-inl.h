@@ -368,6 +368,18 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
   }
 }
 
+/// The reference's random words of elements [index, index + Lanes(D64)) in 64-bit lanes (zero unless
+/// stochastic rounding).
+HWY_INLINE V64 random_lanes64(const BlockParams& p, std::size_t index) {
+  if (!p.stochastic) return hn::Zero(D64());
+  return hn::PromoteTo(D64(), stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(index), DUh()));
+}
+
+/// The values of element codes held in 32-bit lanes, as doubles.
+HWY_INLINE VF64 decode_lanes64(const BlockParams& p, hn::Vec<DUh> code) {
+  return hn::PromoteTo(DF64(), hn::GatherIndex(DFh(), p.decode_f32.data(), hn::BitCast(hn::RebindToSigned<DUh>(), code)));
+}
+
 /// The element pass of a block with a float scale s (rule amax) under tensor scale g: the reference's
 /// cast_quotient of every element by d = s * g, in double lanes.
 ///
@@ -386,10 +398,8 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
   const D64 du;
   const DUh duh;
   const DFh dfh;
-  const hn::RebindToSigned<DUh> dih;
   const std::size_t lanes = hn::Lanes(df);
   const InputKind in_kind = call.input;
-  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
   const bool want_metrics = call.metrics != nullptr;
   const double d = s * call.g;  // exact: 8-bit scale times a tensor scale of at most 24 significant bits
   const VF64 dv = hn::Set(df, d);
@@ -403,17 +413,13 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
     const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
     const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
     const VF64 q = hn::Div(x, dv);
-    V64 random = hn::Zero(du);
-    if (p.stochastic) {
-      random = hn::PromoteTo(du, stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start + k), duh));
-    }
     M64 over = hn::FirstN(du, 0);
-    const auto code = hn::TruncateTo(duh, cast_lanes64<Round>(c64, q, random, want_metrics ? &over : nullptr));
+    const auto code =
+        hn::TruncateTo(duh, cast_lanes64<Round>(c64, q, random_lanes64(p, start + k), want_metrics ? &over : nullptr));
     if (call.out == BlockOut::Packed) sink.put(duh, code, start + k, count);
     if (call.out == BlockOut::Fake) {
       // decode(code) * s * g: exact in double, rounded once to float32.
-      const VF64 e = hn::PromoteTo(df, hn::GatherIndex(dfh, p.decode_f32.data(), hn::BitCast(dih, code)));
-      store_as_float(hn::Mul(e, dv), out_buf);
+      store_as_float(hn::Mul(decode_lanes64(p, code), dv), out_buf);
       std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
     }
     if (want_metrics) {
@@ -437,13 +443,10 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
 HWY_INLINE bool lower_sse(const BlockParams& p, const BlockCall& call, const CastVectors64& c64, const std::uint8_t* xb,
                           std::size_t len, std::size_t start, double a, double b, FastExactSum& acc) {
   const DF64 df;
-  const D64 du;
   const DUh duh;
   const DFh dfh;
-  const hn::RebindToSigned<DUh> dih;
   const std::size_t lanes = hn::Lanes(df);
   const InputKind in_kind = call.input;
-  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
   HWY_ALIGN double lane_x[kMaxLanes];
   HWY_ALIGN double lane_deq[2][kMaxLanes];
@@ -454,10 +457,7 @@ HWY_INLINE bool lower_sse(const BlockParams& p, const BlockCall& call, const Cas
     const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
     const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
     hn::Store(x, df, lane_x);
-    V64 random = hn::Zero(du);
-    if (p.stochastic) {
-      random = hn::PromoteTo(du, stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start + k), duh));
-    }
+    const V64 random = random_lanes64(p, start + k);
     for (int cand = 0; cand < 2; ++cand) {
       const double s = scales[cand];
       if (!(s > 0)) {
@@ -466,8 +466,7 @@ HWY_INLINE bool lower_sse(const BlockParams& p, const BlockCall& call, const Cas
       }
       const VF64 d = hn::Set(df, s * call.g);
       const auto code = hn::TruncateTo(duh, cast_lanes64<AnyRounding>(c64, hn::Div(x, d), random, nullptr));
-      const VF64 e = hn::PromoteTo(df, hn::GatherIndex(dfh, p.decode_f32.data(), hn::BitCast(dih, code)));
-      hn::Store(hn::Mul(e, d), df, lane_deq[cand]);
+      hn::Store(hn::Mul(decode_lanes64(p, code), d), df, lane_deq[cand]);
     }
     for (std::size_t l = 0; l < count; ++l) {
       if (!std::isfinite(lane_x[l])) continue;
