@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -654,11 +655,142 @@ TEST_CASE("block kernels: N:M sparsity before quantization", "[kernels][block]")
   check_format(f, x, kShape);
 }
 
+TEST_CASE("block kernels: float block scales wider than 8 bits or with infinities", "[kernels][block]") {
+  const auto x = make_input(50, kShape[0], kShape[1]);
+  const auto bf16 = to_16bit(x, "bfloat16");
+  const std::vector<std::int64_t> shape = {20, 96};
+  std::size_t n = 0;
+  for (const char* name : {"e4m3:float32_t128", "e4m3:bf16_t32", "int8:float32_t32", "int8:float16_t64",
+                           "nf4:float32_t64", "e2m1:e5m2_t16", "int4:float16_t128", "e5m2:e5m2_t32",
+                           "e2m1:bf16_float32_t16", "int8:float32_float32_t32", "e3m4:float32_t32",
+                           "mxsf_element:float16_t32"}) {
+    const BlockFormat base = parse(name);
+    INFO(name << ": " << BlockKernel::unsupported_reason(base));
+    REQUIRE(BlockKernel::supports(base));
+    const bool codebook = base.element.kind() == FormatKind::Codebook;
+    const auto xf = make_float_scale_input(51 + n, shape[0], shape[1], n % 2 == 0, base.element.max_finite(),
+                                           base.layout.scale->max_finite(), *base.layout.scale);
+    for (int variant = 0; variant < 6; ++variant) {
+      // The options rotate with the counter: every rounding mode, element and scale overflow policy, NaN/Inf
+      // policy, zero-block rule and both float rules meet each format.
+      BlockFormat f = base;
+      QuantOptions& o = f.options;
+      o.element.rounding = kRoundings[n % kRoundings.size()];
+      if (!codebook) o.element.overflow = kOverflows[(n / 2) % kOverflows.size()];
+      o.scale.overflow = kOverflows[(n / 3) % kOverflows.size()];
+      o.specials = std::vector<SpecialsPolicy>{SpecialsPolicy::BlockNan, SpecialsPolicy::Element,
+                                               SpecialsPolicy::BlockNanAny}[(n / 5) % 3];
+      o.zero_block = n % 2 ? ZeroBlock::One : ZeroBlock::Smallest;
+      o.min_block_scale = n % 7 == 3 ? 0.015625 : 0.0;
+      if (!codebook && variant % 2 == 1) o.rule = ScaleRule::FourOverSix;
+      o.seed = 500 + n;
+      ++n;
+      if (!reference_accepts(f)) {
+        CHECK_FALSE(BlockKernel::supports(f));
+        continue;
+      }
+      check_format(f, x, kShape);
+      check_format(f, xf, shape);
+      if (variant == 0) check_format(f, BlockInput::bf16(bf16), kShape);
+    }
+  }
+}
+
+TEST_CASE("block kernels: power-of-two scales stored in wide float formats", "[kernels][block]") {
+  const auto x = make_input(60, kShape[0], kShape[1]);
+  std::size_t n = 0;
+  for (const char* name : {"e4m3:float32_t32", "mxint8:bf16_t32", "e2m1:float16_t32", "e5m2:float32_t16"}) {
+    for (ScaleRule rule : kRules) {
+      BlockFormat f = parse(name);
+      f.options.rule = rule;
+      f.options.element.rounding = kRoundings[n % kRoundings.size()];
+      f.options.input = n % 3 == 2 && f.layout.tiles[0].subtile == 0 ? InputPrecision::Float32 : InputPrecision::Exact;
+      f.options.seed = 600 + n;
+      ++n;
+      if (!reference_accepts(f)) continue;
+      INFO(name << ": " << BlockKernel::unsupported_reason(f));
+      REQUIRE(BlockKernel::supports(f));
+      check_format(f, x, kShape);
+    }
+  }
+}
+
+/// A tensor of int8:float32_float32_t32 (tensor scale maximum 1: g = float32(T / 127) for the tensor amax T)
+/// whose second block has scale s = S * 2^-24 under the tensor scale g = G * 2^-24, and elements
+/// +-x = 2^(m - 48 + k) and their float32 neighbours. With B * S * G = 2^m + sign, x / (s * g) =
+/// B * 2^k / (1 + sign 2^-m) lies within 2^-51 relative of the grid point or midpoint B * 2^k, on the side
+/// opposite to sign: the double quotient rounds onto it or next to it, and the reference's fused multiply-add
+/// decides the side.
+std::vector<float> quotient_window_input(const BlockFormat& f, int m, double S, double G, int k) {
+  const double g = std::ldexp(G, -24);
+  const double s = std::ldexp(S, -24);
+  // The tensor amax T and block amax a that round to g and s: float32 neighbours of 127 g and 127 s g.
+  auto find = [](double start, double want, const std::function<double(float)>& result) {
+    auto v = static_cast<float>(start);
+    for (int i = 0; i < 8 && result(v) != want; ++i)
+      v = std::nextafter(v, result(v) < want ? std::numeric_limits<float>::infinity() : 0.0F);
+    REQUIRE(result(v) == want);
+    return v;
+  };
+  const float T = find(127 * g, g, [&](float t) { return choose_tensor_scale(f, t)->value; });
+  auto so = resolve_options(*f.layout.scale, f.options.scale);
+  REQUIRE(so.ok());
+  const float a =
+      find(127 * s * g, s, [&](float v) { return f.layout.scale->decode(float_block_scale_code(f, *so, v, 127, g)); });
+  const auto xw = static_cast<float>(std::ldexp(1.0, m - 48 + k));
+  std::vector<float> v(64);
+  v[0] = T;  // block 0: the tensor amax
+  v[32] = a;  // block 1: amax a, the window elements of both signs and their float32 neighbours
+  for (std::size_t i = 33; i < 64; ++i) {
+    float e = xw;
+    if (i % 4 == 1) e = std::nextafter(xw, 0.0F);
+    if (i % 4 == 2) e = std::nextafter(xw, std::numeric_limits<float>::infinity());
+    v[i] = i % 2 ? e : -e;
+  }
+  for (std::size_t i = 1; i < 32; ++i) v[i] = static_cast<float>(i) * T / 64;
+  return v;
+}
+
+TEST_CASE("block kernels: element quotients inside the reference's adjustment window", "[kernels][block]") {
+  // B * S * G = 2^m + sign: factorizations of 2^m +- 1 into an odd numerator B of an int8 midpoint (B / 2) or
+  // value and two factors of at most 24 bits.
+  struct Case {
+    int m, sign;
+    double B, S, G;
+    int k;  ///< -1: the midpoint B / 2; 0: the value B
+  };
+  const Case cases[] = {{52, -1, 159, 2143835, 13212083, -1},
+                        {54, -1, 189, 14971449, 6366403, -1},
+                        {54, 1, 109, 16005665, 10325701, -1},
+                        {54, 1, 109, 16005665, 10325701, 0}};
+  std::size_t n = 0;
+  for (const Case& c : cases) {
+    for (Rounding r : kRoundings) {
+      BlockFormat f = parse("int8:float32_float32_t32");
+      f.options.tensor_scale_max = 1;
+      f.options.element.rounding = r;
+      f.options.seed = 700 + n++;
+      const auto x = quotient_window_input(f, c.m, c.S, c.G, c.k);
+      const std::int64_t product =
+          static_cast<std::int64_t>(c.B) * static_cast<std::int64_t>(c.S) * static_cast<std::int64_t>(c.G);
+      REQUIRE(product == (std::int64_t{1} << c.m) + c.sign);
+      // The case reaches the window: the double quotient lies within 4 ulp of B * 2^k.
+      const double q = std::ldexp(1.0, c.m - 48 + c.k) / (std::ldexp(c.S, -24) * std::ldexp(c.G, -24));
+      REQUIRE(std::fabs(q - std::ldexp(c.B, c.k)) <= 4 * std::ldexp(std::numeric_limits<double>::epsilon(), 6));
+      auto qt = quantize(f, std::vector<double>(x.begin(), x.end()), {2, 32});
+      REQUIRE(qt.ok());
+      REQUIRE(qt->scale_values[1] == std::ldexp(c.S, -24));
+      REQUIRE(qt->tensor_scale == std::ldexp(c.G, -24));
+      check_format(f, x, {2, 32});
+    }
+  }
+}
+
 TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
   BlockFormat f46 = parse("nvfp4");
   f46.options.input = InputPrecision::Float32;  // float32 quotients under the exact NVFP4 arithmetic
   CHECK_FALSE(BlockKernel::unsupported_reason(f46).empty());
-  CHECK_FALSE(BlockKernel::unsupported_reason(parse("e2m1:e5m2_t16")).empty());  // rule amax, a scale with Inf
+  CHECK_FALSE(BlockKernel::unsupported_reason(parse("bf16:e8m0_t32")).empty());  // elements of more than 8 bits
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxsf@8x8")).empty());  // 2-D tiles
   BlockFormat f = parse("nvfp4");
   f.options.input = InputPrecision::Float32;

@@ -147,6 +147,33 @@ TEST_CASE("NVFP4 scale rounding uses the exact quotient", "[quantize]") {
   CHECK(q.scale_values[0] == 448.0);  // 12 / (6 g) is within 2^-20 of 448: rounds (and saturates) to 448
 }
 
+TEST_CASE("4over6: a candidate with an infinite error loses to a finite one", "[quantize]") {
+  {
+    // amax / 4 overflows E5M2 to Inf under scale overflow inf: that candidate's values are NaN or Inf.
+    BlockFormat f = bf("e2m1:e5m2_t16");
+    f.options.rule = ScaleRule::FourOverSix;
+    f.options.scale.overflow = Overflow::Inf;
+    std::vector<double> x(16, 1000.0);
+    x[0] = 344064.0;  // 6 * 57344: map-to-6 gives the largest scale, map-to-4 86016, beyond E5M2
+    const auto q = qz(f, x);
+    CHECK(q.scale_values[0] == 57344.0);
+    CHECK(q.values[0] == 344064.0);
+  }
+  {
+    // E3M4 elements (max 15.5, with Inf) under overflow inf: map-to-max rounds the scale 16.43 / 15.5 = 1.06
+    // down to 1, and 16.43 overflows to Inf; map-to-2/3 takes scale 1.625 and stays finite.
+    BlockFormat f = bf("e3m4:e4m3_t16");
+    f.options.element.overflow = Overflow::Inf;
+    std::vector<double> x(16, 0.5);
+    x[0] = 16.43;
+    CHECK(std::isinf(qz(f, x).values[0]));  // rule amax
+    f.options.rule = ScaleRule::FourOverSix;
+    const auto q = qz(f, x);
+    CHECK(q.scale_values[0] == 1.625);
+    CHECK(std::isfinite(q.values[0]));
+  }
+}
+
 TEST_CASE("pack, unpack and dequantize every element code at several scales", "[quantize][pack]") {
   for (const char* spec : {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "mxint8", "mxsf",
                            "boost_e2m5", "nvfp4"}) {

@@ -128,36 +128,68 @@ bool needs_plan(const BlockFormat& f) {
   return f.layout.tiles[0].subtile > 0 || !plain_policy || !is_default_peer(o, &why);
 }
 
-/// The decoded value of every scale code (NaN past the format's codes) and the NaN scale code.
-void fill_scale_values(const Format& sf, BlockParams* p) {
-  for (std::uint32_t c = 0; c < 256; ++c) {
-    const double v = c < (1U << sf.bits()) ? sf.decode(c) : std::numeric_limits<double>::quiet_NaN();
-    p->scale_value_d[c] = v;
-    p->scale_value[c] = static_cast<float>(v);
+/// How the kernels read scale codes of sf: a table of every code's value (NaN past the format's codes) for
+/// codes of at most 8 bits, the format's own decoding for wider ones; the NaN scale code.
+void fill_scale_values(const Format& sf, const Format* owned, BlockParams* p) {
+  p->wide_scale = sf.bits() > 8;
+  p->scale_bytes = (sf.bits() + 7) / 8;
+  p->scale_format = owned;
+  if (!p->wide_scale) {
+    for (std::uint32_t c = 0; c < 256; ++c) {
+      const double v = c < (1U << sf.bits()) ? sf.decode(c) : std::numeric_limits<double>::quiet_NaN();
+      p->scale_value_d[c] = v;
+      p->scale_value[c] = static_cast<float>(v);
+    }
   }
   p->scale_has_nan = sf.has_nan();
-  p->scale_nan_code = sf.has_nan() ? static_cast<std::uint8_t>(sf.nan_code(false)) : 0;
+  p->scale_nan_code = sf.has_nan() ? sf.nan_code(false) : 0;
+}
+
+/// Why the values of scale format sf are not all float32 numbers (the kernels multiply by them in float32
+/// and double), or an empty string.
+std::string scale_values_reason(const Format& sf) {
+  if (sf.bits() > 32) return "scale format '" + sf.name() + "' is wider than 32 bits";
+  if (sf.bits() > 8 && sf.kind() != FormatKind::Float)
+    return "scale format '" + sf.name() + "' is wider than 8 bits and not a float format";
+  if (!(sf.min_positive() > 0)) return "scale format '" + sf.name() + "' has no positive values";
+  const bool float_range = sf.spec().mantissa_bits <= 23 && sf.max_finite() <= std::numeric_limits<float>::max() &&
+                           sf.min_positive() >= std::ldexp(1.0, -149);
+  const bool fits = sf.kind() == FormatKind::Float ? float_range : sf.bits() <= 8;
+  if (!fits) return "scale format '" + sf.name() + "' has values that are not float32 numbers";
+  if (sf.bits() <= 8) {
+    for (std::uint32_t c = 0; c < (1U << sf.bits()); ++c) {
+      const double v = sf.decode(c);
+      if (!std::isnan(v) && !std::isinf(v) && static_cast<double>(static_cast<float>(v)) != v)
+        return "scale format '" + sf.name() + "' has values that are not float32 numbers";
+    }
+  }
+  return {};
 }
 
 /// Scale codes of every power-of-two scale 2^X, X in the format's range; empty reason when each decodes
-/// back to 2^X exactly and fits one byte.
-std::string scale_table(const Format& sf, const CastOptions& so, BlockParams* p) {
-  if (sf.bits() > 8) return "scale format '" + sf.name() + "' is wider than 8 bits";
-  if (!(sf.min_positive() > 0)) return "scale format '" + sf.name() + "' has no positive values";
+/// back to 2^X exactly.
+std::string scale_table(const Format& sf, const CastOptions& so, const Format* owned, BlockParams* p) {
+  if (std::string why = scale_values_reason(sf); !why.empty()) return why;
   const int x_min = floor_log2(sf.min_positive());
   const int x_max = floor_log2(sf.max_finite());
-  if (x_max - x_min >= 256 || x_min < -149 || x_max > 127)
+  if (x_max - x_min >= static_cast<int>(BlockParams::kPow2Span) || x_min < -149 || x_max > 127)
     return "scale format '" + sf.name() + "' spans more powers of two than float32 holds";
   for (int x = x_min; x <= x_max; ++x) {
     const std::uint32_t code = cast(sf, std::ldexp(1.0, x), so).code;
     if (sf.decode(code) != std::ldexp(1.0, x))
       return "scale format '" + sf.name() + "' is not a power-of-two scale (2^" + std::to_string(x) + " is not a value)";
-    if (p != nullptr) p->scale_code[static_cast<std::size_t>(x - x_min)] = static_cast<std::uint8_t>(code);
+    if (p != nullptr) {
+      const auto i = static_cast<std::size_t>(x - x_min);
+      p->scale_code[i] = code;
+      p->pow2_value[i] = std::ldexp(1.0F, x);
+      p->pow2_value_d[i] = std::ldexp(1.0, x);
+      p->scale_inverse[i] = std::ldexp(1.0F, -x);
+    }
   }
   if (p != nullptr) {
     p->x_min = x_min;
     p->x_max = x_max;
-    fill_scale_values(sf, p);
+    fill_scale_values(sf, owned, p);
   }
   return {};
 }
@@ -242,16 +274,16 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
   auto so = resolve_options(*l.scale, o.scale);
   if (!so) return "scale options: " + so.error().message;
   if (float_scales) {
-    if (l.scale->bits() > 8) return "scale format '" + l.scale->name() + "' is wider than 8 bits";
-    if (l.scale->has_inf()) return "float scale format '" + l.scale->name() + "' has infinities";
     if (l.scale->kind() != FormatKind::Float) return "float scales need a float scale format";
-    if (const std::string why = CastKernel::unsupported_reason(*l.scale); !why.empty()) return "scale format: " + why;
+    if (std::string why = scale_values_reason(*l.scale); !why.empty()) return why;
+    if (l.scale->spec().sub_exponent_bits > 0)
+      return "scale format '" + l.scale->name() + "' re-reads exponent field 0";
     const bool scale_flush_input = so->subnormals == SubnormalMode::FlushInput || so->subnormals == SubnormalMode::Flush;
     if (scale_flush_input && so->source != SourceType::F64)
       return "flushing subnormal scale quotients of a non-f64 source type is not supported";
     return {};
   }
-  return scale_table(*l.scale, *so, nullptr);
+  return scale_table(*l.scale, *so, nullptr, nullptr);
 }
 
 Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
@@ -279,14 +311,20 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   p->scale_target = e.max_finite();
   p->scale_opts = so;
   p->element_opts = eo;
+  // The rules evaluated by the reference's scale_exponent read the parameters' own copy of the format.
+  p->owner = std::make_shared<const BlockFormat>(f);
+  p->element = &p->owner->element;
+  p->options = &p->owner->options;
+  const Format* owned_scale = &*p->owner->layout.scale;
   if (p->float_scales) {
     const Format& sf = *f.layout.scale;
-    fill_scale_values(sf, p.get());
+    fill_scale_values(sf, owned_scale, p.get());
+    p->check_quotients = p->wide_scale;
     p->scale_cast = kernel_detail::build_cast_params(sf, so);
     p->scale_one_code = cast(sf, 1.0, so).code;
     p->min_block_scale = o.min_block_scale;
     if (o.min_block_scale > 0) p->min_block_scale_code = cast(sf, o.min_block_scale, so).code;
-  } else if (std::string why = scale_table(*f.layout.scale, so, p.get()); !why.empty()) {
+  } else if (std::string why = scale_table(*f.layout.scale, so, owned_scale, p.get()); !why.empty()) {
     return make_error(why);
   }
   p->nan_block_code = static_cast<std::uint8_t>(e.has_nan() ? e.nan_code(false) : e.zero_code(false));
@@ -295,8 +333,6 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   p->rule = o.rule;
   p->clamp = o.clamp;
   p->emax = e.emax();
-  for (int xe = p->x_min; xe <= p->x_max; ++xe)
-    p->scale_inverse[static_cast<std::size_t>(xe - p->x_min)] = std::ldexp(1.0F, -xe);
   p->fast = fast_rne_params(e, eo, p->cast);
   p->stochastic = eo.rounding == Rounding::Stochastic;
   p->seed_key = splitmix64(o.seed);
@@ -311,10 +347,6 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
     p->code_map[c] = static_cast<std::uint8_t>(sign_magnitude ? to_sign_magnitude(code, e.bits()) : code);
     p->code_unmap[c] = static_cast<std::uint8_t>(sign_magnitude ? from_sign_magnitude(code, e.bits()) : code);
   }
-  // The rules evaluated by the reference's scale_exponent read the parameters' own copy of the format.
-  p->owner = std::make_shared<const BlockFormat>(f);
-  p->element = &p->owner->element;
-  p->options = &p->owner->options;
   // The peers' element steps (plan_loop, nvfp4_peer_elements).
   p->peer = o.input == InputPrecision::Float32;
   p->add_half = o.nearest_arith == NearestArith::Float32AddHalf &&
@@ -377,6 +409,8 @@ std::int64_t BlockKernel::subtile_count(const std::vector<std::int64_t>& shape) 
   const std::int64_t row = shape.empty() ? 1 : shape.back();
   return n / row * ((row + params_->subtile - 1) / params_->subtile);
 }
+
+std::size_t BlockKernel::scale_bytes() const { return static_cast<std::size_t>(params_->scale_bytes); }
 
 std::size_t BlockKernel::packed_element_bytes(std::size_t elements) const {
   return (elements * static_cast<std::size_t>(params_->bits) + 7) / 8;
@@ -628,9 +662,10 @@ Result<std::size_t> BlockKernel::quantize_packed(BlockInput x, const std::vector
                       " bytes, " + std::to_string(packed_element_bytes(x.size)) + " needed");
   for (auto d : shape)
     if (d < 0) return make_error("negative dimension in the tensor shape");
-  if (scales.size() < static_cast<std::size_t>(block_count(shape)))
+  const std::size_t scale_need = static_cast<std::size_t>(block_count(shape)) * scale_bytes();
+  if (scales.size() < scale_need)
     return make_error("packed quantization: scale output holds " + std::to_string(scales.size()) + " bytes, " +
-                      std::to_string(block_count(shape)) + " needed");
+                      std::to_string(scale_need) + " needed");
   if (subtile_offsets.size() < static_cast<std::size_t>(subtile_count(shape)))
     return make_error("packed quantization: subtile output holds " + std::to_string(subtile_offsets.size()) +
                       " bytes, " + std::to_string(subtile_count(shape)) + " needed");
@@ -649,7 +684,7 @@ Result<BlockPacked> BlockKernel::quantize_packed(BlockInput x, const std::vector
     if (d < 0) return make_error("negative dimension in the tensor shape");
   BlockPacked out;
   out.elements.resize(packed_element_bytes(x.size));
-  out.scales.resize(static_cast<std::size_t>(std::max<std::int64_t>(block_count(shape), 0)));
+  out.scales.resize(static_cast<std::size_t>(std::max<std::int64_t>(block_count(shape), 0)) * scale_bytes());
   out.subtile_offsets.resize(static_cast<std::size_t>(subtile_count(shape)));
   TensorScale ts;
   auto r = quantize_packed(x, shape, out.elements, out.scales, br, metrics, &ts, out.subtile_offsets);
@@ -698,9 +733,9 @@ Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elemen
   if (elements.size() < packed_element_bytes(static_cast<std::size_t>(n)))
     return make_error("dequantization: " + std::to_string(elements.size()) + " bytes of codes, " +
                       std::to_string(packed_element_bytes(static_cast<std::size_t>(n))) + " needed");
-  if (scales.size() < static_cast<std::size_t>(block_count(shape)))
-    return make_error("dequantization: " + std::to_string(scales.size()) + " scale codes for " +
-                      std::to_string(block_count(shape)) + " blocks");
+  if (scales.size() < static_cast<std::size_t>(block_count(shape)) * scale_bytes())
+    return make_error("dequantization: " + std::to_string(scales.size()) + " bytes of scale codes for " +
+                      std::to_string(block_count(shape)) + " blocks of " + std::to_string(scale_bytes()) + " bytes");
   if (subtile_offsets.size() < static_cast<std::size_t>(subtile_count(shape)))
     return make_error("dequantization: " + std::to_string(subtile_offsets.size()) + " subtile offsets for " +
                       std::to_string(subtile_count(shape)) + " subtiles");

@@ -288,10 +288,14 @@ struct CodeSink {
   }
 };
 
+/// The smallest scale exponent X of the nearest-even fast path, whose multiplier 2^-X is a float32 (scale
+/// formats with smaller powers of two, as float32 ones, take the general element pass there).
+constexpr int kFastMinExponent = -127;
+
 /// Per-block constants of the element pass.
 struct BlockScale {
   int xe;                 ///< the block's scale 2^xe
-  std::uint8_t scode;     ///< its code
+  std::uint32_t scode;    ///< its code
   double scale_d;         ///< its value
 };
 
@@ -308,7 +312,7 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
   const InputKind in_kind = call.input;
   const bool want_metrics = call.metrics != nullptr;
   const VI minus_x = hn::Set(di, -bs.xe);
-  const VF scale_v = hn::Set(df, p.scale_value[bs.scode]);
+  const VF scale_v = hn::Set(df, p.pow2_value[static_cast<std::size_t>(bs.xe - p.x_min)]);
   const VF inverse = hn::Set(df, p.scale_inverse[static_cast<std::size_t>(bs.xe - p.x_min)]);
   HWY_ALIGN float out_buf[kMaxLanes];
   HWY_ALIGN std::uint32_t lane_x[kMaxLanes];
@@ -380,16 +384,82 @@ HWY_INLINE VF64 decode_lanes64(const BlockParams& p, hn::Vec<DUh> code) {
   return hn::PromoteTo(DF64(), hn::GatherIndex(DFh(), p.decode_f32.data(), hn::BitCast(hn::RebindToSigned<DUh>(), code)));
 }
 
-/// The element pass of a block with a float scale s (rule amax) under tensor scale g: the reference's
-/// cast_quotient of every element by d = s * g, in double lanes.
+/// Lanes whose double q lies within twice the reference's adjustment window (cast_quotient: 4 ulp of q plus
+/// 4 times the smallest double) of a multiple of half the grid quantum at q. Every rounding boundary of the
+/// grid c (its values, the midpoints between them, and the first point past the largest value and the
+/// midpoint to it) is such a multiple: the quantum of q's binade (the smaller one of a format whose field 0
+/// is read again) divides every grid point from there down and the binade's own power of two. Zero, NaN and
+/// infinite q are not flagged.
+HWY_INLINE M64 near_boundary64(const CastVectors64& c, VF64 q) {
+  const D64 du;
+  const DI64 di;
+  const DF64 df;
+  const V64 abs = hn::And(hn::BitCast(du, q), hn::Set(du, 0x7FFFFFFFFFFFFFFFULL));
+  const VI64 e = hn::Sub(hn::BitCast(di, hn::ShiftRight<52>(abs)), hn::Set(di, 1023));
+  const VI64 drop = c.split ? hn::Max(c.quantum_drop, c.low_quantum_drop) : c.quantum_drop;
+  const VI64 qe = hn::Max(hn::Sub(hn::Min(e, c.exponent_clamp), drop), c.quantum_min);
+  // m = |q| / 2^(qe - 1), exact: 2^(1 - qe) built from its exponent field.
+  const VF64 scale = hn::BitCast(df, hn::ShiftLeft<52>(hn::Sub(hn::Set(di, 1024), qe)));
+  const VF64 m = hn::Mul(hn::BitCast(df, abs), scale);
+  // The window in units of 2^(qe - 1): 2 * 4 * 2^-52 * m, plus far more than 2 * 4 * 2^-1074 * 2^(1 - qe).
+  const VF64 tol = hn::MulAdd(m, hn::Set(df, 0x1p-49), hn::Set(df, 0x1p-900));
+  const auto near = hn::Le(hn::Abs(hn::Sub(m, hn::Round(m))), tol);
+  return hn::RebindMask(du, hn::AndNot(hn::Eq(q, hn::Zero(df)), near));
+}
+
+/// Codes of the quotients x / d as the reference's cast_quotient gives them, d = s * g positive or +Inf.
 ///
 /// cast_quotient casts the double q = x / d, except that a q within 4 ulp of a rounding boundary b (a grid
 /// point or a midpoint of the element grid) is moved to b or next to it, on the side of the exact quotient.
-/// Here b has at most 8 significant bits (8-bit elements), the scale s at most 7 and the tensor scale g at
-/// most 24 (BlockKernel::unsupported_reason), so b * d has at most 39 and x (a float32) 24: a nonzero
-/// x - b * d is more than 2^-40 of b * d, and q, within 2^-53 of x / d, lies more than 2^-41 of b away from
-/// b, far outside the window of 2^-50. Inside it q = b exactly and stays. The quotient the reference casts
-/// is therefore the correctly rounded x / d.
+/// With scales of at most 8 bits, b has at most 9 significant bits (8-bit elements), the scale s at most 8
+/// and the tensor scale g at most 24 (BlockKernel::unsupported_reason), so b * d has at most 41 and x (a
+/// float32) 24: a nonzero x - b * d is at least 2^-42 of b * d, and q, within 2^-53 of x / d, lies more than
+/// 2^-43 of b away from b, far outside the window of 2^-50. Inside it q = b exactly and stays. The quotient
+/// the reference casts is therefore the correctly rounded x / d, which the vector cast takes.
+///
+/// Wider scales (BlockParams::check_quotients) break that count: lanes near a boundary (near_boundary64) are
+/// cast by cast_quotient itself; elsewhere q is again what the reference casts. An infinite d (a scale that
+/// overflowed to Inf) sends every lane there.
+template <class Round>
+HWY_INLINE V64 quotient_codes64(const BlockParams& p, const CastVectors64& c64, VF64 x, double d, V64 random,
+                                M64* over) {
+  const DF64 df;
+  const D64 du;
+  const VF64 q = hn::Div(x, hn::Set(df, d));
+  V64 code = cast_lanes64<Round>(c64, q, random, over);
+  const bool finite_d = std::isfinite(d);
+  if (!p.check_quotients && finite_d) return code;
+  const M64 fix = finite_d ? near_boundary64(c64, q) : hn::FirstN(du, hn::Lanes(du));
+  if (hn::AllFalse(du, fix)) return code;
+  const std::size_t lanes = hn::Lanes(du);
+  HWY_ALIGN double lane_x[kMaxLanes];
+  HWY_ALIGN std::uint64_t lane_random[kMaxLanes];
+  HWY_ALIGN std::uint64_t lane_code[kMaxLanes];
+  HWY_ALIGN std::uint64_t lane_over[kMaxLanes];
+  HWY_ALIGN std::uint64_t lane_fix[kMaxLanes];
+  hn::Store(x, df, lane_x);
+  hn::Store(random, du, lane_random);
+  hn::Store(code, du, lane_code);
+  hn::Store(over != nullptr ? hn::VecFromMask(du, *over) : hn::Zero(du), du, lane_over);
+  hn::Store(hn::VecFromMask(du, fix), du, lane_fix);
+  for (std::size_t l = 0; l < lanes; ++l) {
+    if (lane_fix[l] == 0) continue;
+    const double v = lane_x[l];
+    if (std::isinf(v) && p.specials == SpecialsPolicy::BlockNan && p.element_has_inf) {
+      lane_code[l] = p.cast.inf_code[v < 0 ? 1 : 0];  // kept as Inf, without an overflow (the reference's rule)
+      lane_over[l] = 0;
+      continue;
+    }
+    const CastResult r = cast_quotient(*p.element, v, d, p.element_opts, static_cast<std::uint32_t>(lane_random[l]));
+    lane_code[l] = r.code;
+    lane_over[l] = r.overflow ? ~std::uint64_t{0} : 0;
+  }
+  if (over != nullptr) *over = hn::Ne(hn::Load(du, lane_over), hn::Zero(du));
+  return hn::Load(du, lane_code);
+}
+
+/// The element pass of a block with a float scale s (rule amax) under tensor scale g: the reference's
+/// cast_quotient of every element by d = s * g (quotient_codes64), in double lanes.
 template <class Round>
 HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call, const CastVectors64& c64,
                                      CodeSink& sink, const std::uint8_t* xb, std::size_t len, std::size_t start,
@@ -401,7 +471,7 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
   const std::size_t lanes = hn::Lanes(df);
   const InputKind in_kind = call.input;
   const bool want_metrics = call.metrics != nullptr;
-  const double d = s * call.g;  // exact: 8-bit scale times a tensor scale of at most 24 significant bits
+  const double d = s * call.g;  // exact: scale and tensor scale have at most 24 significant bits each
   const VF64 dv = hn::Set(df, d);
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
   HWY_ALIGN float out_buf[kMaxLanes];
@@ -412,10 +482,9 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
     const std::size_t count = std::min(lanes, len - k);
     const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
     const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
-    const VF64 q = hn::Div(x, dv);
     M64 over = hn::FirstN(du, 0);
-    const auto code =
-        hn::TruncateTo(duh, cast_lanes64<Round>(c64, q, random_lanes64(p, start + k), want_metrics ? &over : nullptr));
+    const auto code = hn::TruncateTo(
+        duh, quotient_codes64<Round>(p, c64, x, d, random_lanes64(p, start + k), want_metrics ? &over : nullptr));
     if (call.out == BlockOut::Packed) sink.put(duh, code, start + k, count);
     if (call.out == BlockOut::Fake) {
       // decode(code) * s * g: exact in double, rounded once to float32.
@@ -439,7 +508,8 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
 /// (the reference's comparison; ties keep b). Each candidate's elements are the casts of x / (s * g) as in
 /// float_scale_elements; an error deq - x is a double (as the reference computes it) whose square enters an
 /// exact accumulator as its rounded value plus the fused multiply-add residual. A scale that is not positive
-/// dequantizes to 0. Non-finite inputs do not count.
+/// dequantizes to 0. Non-finite inputs do not count. A NaN scale, or a finite input that dequantizes to Inf or
+/// NaN, makes a candidate's error infinite: a finite error beats it, two infinite ones tie.
 HWY_INLINE bool lower_sse(const BlockParams& p, const BlockCall& call, const CastVectors64& c64, const std::uint8_t* xb,
                           std::size_t len, std::size_t start, double a, double b, FastExactSum& acc) {
   const DF64 df;
@@ -452,6 +522,7 @@ HWY_INLINE bool lower_sse(const BlockParams& p, const BlockCall& call, const Cas
   HWY_ALIGN double lane_deq[2][kMaxLanes];
   acc.reset();
   const double scales[2] = {a, b};
+  bool infinite[2] = {std::isnan(a), std::isnan(b)};
   for (std::size_t k = 0; k < len; k += lanes) {
     const std::size_t count = std::min(lanes, len - k);
     const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
@@ -460,16 +531,19 @@ HWY_INLINE bool lower_sse(const BlockParams& p, const BlockCall& call, const Cas
     const V64 random = random_lanes64(p, start + k);
     for (int cand = 0; cand < 2; ++cand) {
       const double s = scales[cand];
-      if (!(s > 0)) {
+      if (!(s > 0)) {  // 0 (or NaN: infinite above)
         hn::Store(hn::Zero(df), df, lane_deq[cand]);
         continue;
       }
-      const VF64 d = hn::Set(df, s * call.g);
-      const auto code = hn::TruncateTo(duh, cast_lanes64<AnyRounding>(c64, hn::Div(x, d), random, nullptr));
-      hn::Store(hn::Mul(decode_lanes64(p, code), d), df, lane_deq[cand]);
+      const double d = s * call.g;
+      const auto code = hn::TruncateTo(duh, quotient_codes64<AnyRounding>(p, c64, x, d, random, nullptr));
+      hn::Store(hn::Mul(decode_lanes64(p, code), hn::Set(df, d)), df, lane_deq[cand]);
     }
     for (std::size_t l = 0; l < count; ++l) {
       if (!std::isfinite(lane_x[l])) continue;
+      if (!std::isfinite(lane_deq[0][l])) infinite[0] = true;
+      if (!std::isfinite(lane_deq[1][l])) infinite[1] = true;
+      if (infinite[0] || infinite[1]) continue;  // the sum is no longer needed
       const double ea = lane_deq[0][l] - lane_x[l];
       const double eb = lane_deq[1][l] - lane_x[l];
       const double pa = ea * ea;
@@ -480,6 +554,7 @@ HWY_INLINE bool lower_sse(const BlockParams& p, const BlockCall& call, const Cas
       acc.add(-std::fma(eb, eb, -pb));
     }
   }
+  if (infinite[0] || infinite[1]) return !infinite[0];
   return acc.sign() < 0;
 }
 
@@ -594,7 +669,8 @@ HWY_NOINLINE void codebook_elements(const BlockParams& p, const BlockCall& call,
   const InputKind in_kind = call.input;
   const double d = s * g;
   const VF64 dv = hn::Set(df, d);
-  const bool exact_quotient = (std::bit_cast<std::uint64_t>(d) & ((std::uint64_t{1} << 52) - 1)) == 0;  // 2^k
+  const bool exact_quotient =  // 2^k
+      std::isfinite(d) && (std::bit_cast<std::uint64_t>(d) & ((std::uint64_t{1} << 52) - 1)) == 0;
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
   HWY_ALIGN double lane_x[kMaxLanes];
   HWY_ALIGN std::uint64_t lane_codes[kMaxLanes];
@@ -911,7 +987,7 @@ HWY_INLINE bool te_4over6_error(const BlockParams& p, const BlockCall& call, con
   const InputKind in_kind = call.input;
   const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
   const Nvfp4PeerTensor& t = *call.nvfp4;
-  const double sd = p.scale_value_d[sc];
+  const double sd = p.scale_of(sc);
   const float s = std::isnan(sd) ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sd);
   const VF factor = hn::Set(df, std::fmin(1.0F / (s * t.s_dec), std::numeric_limits<float>::max()));
   const bool mse = p.options->four_over_six == FourOverSixMetric::Mse;
@@ -999,7 +1075,7 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
         const auto b = static_cast<std::size_t>(g0) + i;
         const std::uint8_t* xb = in + starts[i] * in_bytes;
         if (nan_block(p, stats[i]) && p.scale_has_nan) {
-          if (call.out == BlockOut::Packed) call.scales[b] = p.scale_nan_code;
+          if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), p.scale_nan_code);
           nan_elements(p, call, sink, starts[i], lens[i]);
           continue;
         }
@@ -1036,8 +1112,8 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
           code = nvfp4_peer_block_code(*p.owner, p.element_opts, p.scale_opts, *call.nvfp4, amax[i], stats[i].has_nan,
                                        stats[i].has_inf, block_x, block_random);
         }
-        if (call.out == BlockOut::Packed) call.scales[b] = static_cast<std::uint8_t>(code);
-        const double sd = p.scale_value_d[code];
+        if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), code);
+        const double sd = p.scale_of(code);
         const float s = std::isnan(sd) ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sd);
         nvfp4_peer_elements(p, call, c32, sink, xb, lens[i], starts[i], s, sd);
       }
@@ -1048,30 +1124,39 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
     for (std::size_t i = 0; i < count; i += l64) {
       const VF64 q = hn::Div(hn::Load(df, amax + i), target_g);
       hn::Store(cast_lanes64<AnyRounding>(s64, q, hn::Zero(d64), nullptr), d64, codes + i);
+      if (p.check_quotients) {
+        // Scales of more than 8 bits: quotients near a boundary of the scale grid are cast as the reference
+        // casts them (quotient_codes64 explains why only those).
+        HWY_ALIGN std::uint64_t fix[kMaxLanes];
+        hn::Store(hn::VecFromMask(d64, near_boundary64(s64, q)), d64, fix);
+        for (std::size_t l = 0; l < l64 && i + l < count; ++l)
+          if (fix[l] != 0)
+            codes[i + l] = cast_quotient(*p.scale_format, amax[i + l], p.scale_target * call.g, p.scale_opts).code;
+      }
     }
     for (std::size_t i = 0; i < count; ++i) {
       const auto b = static_cast<std::size_t>(g0) + i;
       const std::size_t start = starts[i];
       if (nan_block(p, stats[i]) && p.scale_has_nan) {
-        if (call.out == BlockOut::Packed) call.scales[b] = p.scale_nan_code;
+        if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), p.scale_nan_code);
         nan_elements(p, call, sink, start, lens[i]);
         continue;
       }
       std::uint32_t code = static_cast<std::uint32_t>(codes[i]);
       // The zero-block and minimum-scale rules of float_block_scale_code.
       if (amax[i] == 0 && p.options->zero_block == ZeroBlock::One) code = p.scale_one_code;
-      if (p.min_block_scale > 0 && p.scale_value_d[code] < p.min_block_scale) code = p.min_block_scale_code;
+      if (p.min_block_scale > 0 && p.scale_of(code) < p.min_block_scale) code = p.min_block_scale_code;
       if (p.four_over_six && amax[i] > 0) {
         // The candidate that maps amax to 2/3 of the element's largest value (4 for E2M1), kept when its
         // squared error is lower.
         const auto alt = float_block_scale_code(*p.owner, p.scale_opts, amax[i], p.scale_target_alt, call.g);
-        if (alt != code && lower_sse(p, call, c64, in + starts[i] * in_bytes, lens[i], starts[i], p.scale_value_d[alt],
-                                     p.scale_value_d[code], sse_diff)) {
+        if (alt != code && lower_sse(p, call, c64, in + starts[i] * in_bytes, lens[i], starts[i], p.scale_of(alt),
+                                     p.scale_of(code), sse_diff)) {
           code = alt;
         }
       }
-      if (call.out == BlockOut::Packed) call.scales[b] = static_cast<std::uint8_t>(code);
-      const double s = p.scale_value_d[code];
+      if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), code);
+      const double s = p.scale_of(code);
       const std::uint8_t* xb = in + start * in_bytes;
       if (std::isnan(s)) {  // a scale that overflowed to NaN: the block's elements are NaN codes
         nan_elements(p, call, sink, start, lens[i]);
@@ -1129,18 +1214,18 @@ HWY_INLINE void one_block(const BlockParams& p, const BlockCall& call, const Cas
 
   const auto out_index = static_cast<std::size_t>(start);
   if (nan_block(p, st) && p.scale_has_nan) {
-    if constexpr (kOut == BlockOut::Packed) call.scales[b] = p.scale_nan_code;
+    if constexpr (kOut == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), p.scale_nan_code);
     nan_elements(p, call, sink, out_index, len);
     return;
   }
   BlockScale bs;
   bs.xe = block_exponent(p, st.amax_bits);
   bs.scode = p.scale_code[static_cast<std::size_t>(bs.xe - p.x_min)];
-  bs.scale_d = p.scale_value_d[bs.scode];
-  if constexpr (kOut == BlockOut::Packed) call.scales[b] = bs.scode;
+  bs.scale_d = p.pow2_value_d[static_cast<std::size_t>(bs.xe - p.x_min)];
+  if constexpr (kOut == BlockOut::Packed) write_scale(p, call.scales, b, bs.scode);
   if (p.codebook) {
     codebook_elements(p, call, sink, xb, len, out_index, bs.scale_d, 1.0);
-  } else if (fast_ok && st.finite) {
+  } else if (fast_ok && st.finite && bs.xe >= kFastMinExponent) {
     if constexpr (std::is_same_v<Round, RoundingTag<Rounding::NearestEven>>) {
       block_elements<Round, kOut, true>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
     }
@@ -1172,17 +1257,17 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
     VU vmax = hn::Zero(du);
     for (std::size_t k = 0; k < block; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
     const std::uint32_t amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
-    if (amax_bits >= 0x7F800000U) {
+    const int xe = amax_bits >= 0x7F800000U ? 0 : block_exponent(p, amax_bits);
+    if (amax_bits >= 0x7F800000U || xe < kFastMinExponent) {
       one_block<Rne, kOut>(p, call, c, fv, true, sink, in_buf, b, static_cast<std::int64_t>(start), block);
       continue;
     }
     if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(amax_bits);
-    const int xe = block_exponent(p, amax_bits);
     const auto xi = static_cast<std::size_t>(xe - p.x_min);
-    const std::uint8_t scode = p.scale_code[xi];
+    const std::uint32_t scode = p.scale_code[xi];
     const VF inverse = hn::Set(df, p.scale_inverse[xi]);
-    const VF scale_v = hn::Set(df, p.scale_value[scode]);
-    if constexpr (kOut == BlockOut::Packed) call.scales[b] = scode;
+    const VF scale_v = hn::Set(df, p.pow2_value[xi]);
+    if constexpr (kOut == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), scode);
     for (std::size_t k = 0; k < block; k += lanes) {
       const VU u = load_input<kIn>(xb, k);
       MU over;
@@ -1266,10 +1351,10 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
     if (!elements) continue;
     const Pow2BlockPlan plan = pow2_block_plan(*p.owner, static_cast<double>(amax), st.has_nan, st.has_inf,
                                                call.any_nan, p.x_min, p.x_max);
-    const std::uint8_t scode =
-        plan.nan_scale ? p.scale_nan_code : p.scale_code[static_cast<std::size_t>(plan.exponent - p.x_min)];
-    if (call.out == BlockOut::Packed) call.scales[b] = scode;
-    const double scale_d = plan.nan_scale ? std::numeric_limits<double>::quiet_NaN() : p.scale_value_d[scode];
+    const auto xi = static_cast<std::size_t>(plan.exponent - p.x_min);
+    const std::uint32_t scode = plan.nan_scale ? p.scale_nan_code : p.scale_code[xi];
+    if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), scode);
+    const double scale_d = plan.nan_scale ? std::numeric_limits<double>::quiet_NaN() : p.pow2_value_d[xi];
 
     // Subtiles: 2^(X - d), d as large as the subtile's own exponent allows (within d <= dmax, X - d >= x_min).
     if (sub > 0) {
@@ -1332,6 +1417,7 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
     const VI scale_e = hn::Set(di, plan.exponent);
     const int factor_e = multiply && plan.factor != 0 ? std::ilogb(plan.factor) : 0;
     const VF factor_v = hn::Set(df, static_cast<float>(plan.factor));  // 0 or a power of two >= 2^-149
+    const bool deep_scales = p.x_min < -127;
     for (std::size_t k = 0; k < len; k += lanes) {
       const bool tail = k == full;
       const std::size_t count = tail ? len - full : lanes;
@@ -1352,8 +1438,19 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
           scalar = true;
         } else {
           const VF x = hn::BitCast(df, u);
-          // fl32(x / 2^(X - d)) = fl32(x * 2^(d - X)): the power is a float32, the product rounded once.
-          const VF v = multiply ? hn::Mul(x, factor_v) : hn::Mul(x, pow2_lanes(hn::Sub(off, divisor_e)));
+          // fl32(x / 2^(X - d)) = fl32(x * 2^(d - X)): the power is a float32, the product rounded once. Past
+          // 2^127 (scales below 2^-127, as float32 scale formats have) x first takes the excess exactly: the
+          // block's elements lie below 2^(X + emax + 2), far from float32's largest values.
+          VF v;
+          if (multiply) {
+            v = hn::Mul(x, factor_v);
+          } else if (deep_scales) {
+            const VI e = hn::Sub(off, divisor_e);
+            const VF x_up = hn::Mul(x, pow2_lanes(hn::Max(hn::Sub(e, hn::Set(di, 127)), hn::Zero(di))));
+            v = hn::Mul(x_up, pow2_lanes(hn::Min(e, hn::Set(di, 127))));
+          } else {
+            v = hn::Mul(x, pow2_lanes(hn::Sub(off, divisor_e)));
+          }
           const VU vb = hn::BitCast(du, v);
           VU wb = vb;
           if (p.add_half) wb = add_half_lanes(p, v);
@@ -1516,7 +1613,9 @@ void dequant_kernel_impl(const BlockParams& p, const DequantCall& call) {
     std::size_t start = 0;
     std::size_t len = 0;
     cursor.next(&start, &len);
-    const auto scale_v = hn::Set(df, p.scale_value[call.scales[b]]);
+    const double scale_d = p.scale_of(read_scale(p, call.scales, b));
+    const auto scale_f = static_cast<float>(scale_d);  // exact: scale values are float32 numbers (or NaN)
+    const auto scale_v = hn::Set(df, scale_f);
     for (std::size_t done = 0; done < len; done += kChunk) {
       const std::size_t count = std::min(kChunk, len - done);
       const std::size_t first = start + done;
@@ -1541,7 +1640,7 @@ void dequant_kernel_impl(const BlockParams& p, const DequantCall& call) {
       float* out = call.out + first;
       if (p.float_scales) {
         // decode(code) * s * g, exact in double and rounded once (a zero scale gives +0 for finite codes).
-        const double s = p.scale_value_d[call.scales[b]];
+        const double s = scale_d;
         const double d = s * call.g;
         std::size_t i = 0;
         if (s != 0 && !std::isnan(s)) {
@@ -1569,7 +1668,7 @@ void dequant_kernel_impl(const BlockParams& p, const DequantCall& call) {
         const auto r = static_cast<std::int64_t>(first) / call.row;
         const std::size_t pos = first - static_cast<std::size_t>(r * call.row);
         const auto sub0 = static_cast<std::size_t>(r * call.subtiles_per_row);
-        const float s = p.scale_value[call.scales[b]];
+        const float s = scale_f;
         for (std::size_t i = 0; i < count; ++i) {
           const int d = call.subtile_offsets[sub0 + (pos + i) / sub];
           out[i] = p.decode_f32[codes[i]] * std::ldexp(s, -d);

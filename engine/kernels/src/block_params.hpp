@@ -25,11 +25,30 @@ struct BlockParams {
   int bits = 8;                   ///< element code width
   std::int64_t block = 32;        ///< elements per block along the last axis (0: the whole axis)
   int x_min = -127, x_max = 127;  ///< scale exponent range
-  std::array<std::uint8_t, 256> scale_code{};  ///< scale code of 2^X at index X - x_min
-  std::array<float, 256> scale_value{};        ///< decoded scale of each scale code (NaN for NaN)
+  /// Power-of-two scales 2^X, at index X - x_min (a float32 scale format spans 277 of them): the scale code,
+  /// the value as float32 and as double, and 2^-X as float32.
+  static constexpr std::size_t kPow2Span = 512;
+  std::array<std::uint32_t, kPow2Span> scale_code{};
+  std::array<float, kPow2Span> pow2_value{};
+  std::array<double, kPow2Span> pow2_value_d{};
+  std::array<float, kPow2Span> scale_inverse{};
+  /// Scale codes of at most 8 bits: the decoded value of every code (NaN past the format's codes). Wider ones
+  /// (float32, bfloat16, float16 scales) are decoded by the format itself (scale_of).
+  std::array<float, 256> scale_value{};
   std::array<double, 256> scale_value_d{};
+  bool wide_scale = false;
+  int scale_bytes = 1;  ///< bytes of one packed scale code, little-endian (mxlab::pack)
+  const Format* scale_format = nullptr;
   bool scale_has_nan = true;
-  std::uint8_t scale_nan_code = 0xFF;
+  std::uint32_t scale_nan_code = 0xFF;
+  /// Element quotients x / (s * g) whose double may fall within the reference's adjustment window of a
+  /// rounding boundary without being on it (scales of more than 8 bits): such lanes are cast by the
+  /// reference's cast_quotient (block_kernels-inl.h quotient_codes64).
+  bool check_quotients = false;
+
+  double scale_of(std::uint32_t code) const {
+    return wide_scale ? scale_format->decode(code) : scale_value_d[code & 0xFFU];
+  }
   std::uint8_t nan_block_code = 0;  ///< element code under a NaN scale
   SpecialsPolicy specials = SpecialsPolicy::BlockNan;
   bool element_has_inf = false;
@@ -52,7 +71,6 @@ struct BlockParams {
     std::uint32_t sign_bit = 0;        ///< the element's sign bit
     std::int32_t sign_shift = 0;       ///< float32 sign bit >> sign_shift lands on sign_bit
   } fast;
-  std::array<float, 256> scale_inverse{};  ///< 2^-X as float32, at index X - x_min
   /// Rule amax: every block scale is amax / (scale_target * g) rounded in the scale format (float scales,
   /// as NVFP4's E4M3), elements are casts of the exact quotients x / (s * g) in double lanes.
   bool float_scales = false;
@@ -101,6 +119,24 @@ struct BlockParams {
   std::array<std::uint8_t, 256> code_map{};
   std::array<std::uint8_t, 256> code_unmap{};  ///< inverse of code_map
 };
+
+/// Scale code of block b in a packed scale array (BlockParams::scale_bytes bytes each, little-endian).
+inline std::uint32_t read_scale(const BlockParams& p, const std::uint8_t* scales, std::int64_t b) {
+  if (p.scale_bytes == 1) return scales[b];
+  const std::uint8_t* s = scales + b * p.scale_bytes;
+  std::uint32_t code = 0;
+  for (int i = 0; i < p.scale_bytes; ++i) code |= static_cast<std::uint32_t>(s[i]) << (8 * i);
+  return code;
+}
+
+inline void write_scale(const BlockParams& p, std::uint8_t* scales, std::int64_t b, std::uint32_t code) {
+  if (p.scale_bytes == 1) {
+    scales[b] = static_cast<std::uint8_t>(code);
+    return;
+  }
+  std::uint8_t* s = scales + b * p.scale_bytes;
+  for (int i = 0; i < p.scale_bytes; ++i) s[i] = static_cast<std::uint8_t>(code >> (8 * i));
+}
 
 /// Packs a contiguous run of element codes as pack_codes does, starting at any bit of the output. Bytes
 /// shared with a neighbouring run (a partial first or last byte) are not written but kept in `edge`, to be

@@ -269,7 +269,10 @@ HWY_INLINE VU cast_lanes(const CastVectors& c, VU u, VU random, VI minus_x, MU* 
   const VU chosen = hn::Sub(tz, hn::VecFromMask(du, away));  // mask lanes are -1
 
   // Overflow, zero and flush-output results, then the sign.
-  MU over = hn::Gt(chosen, hn::IfThenElse(neg, c.limit_neg, c.limit_pos));
+  // Past the clamp every magnitude overflows, also one whose clamped code lands on a two's complement
+  // integer's most negative value.
+  MU over = hn::Or(hn::Gt(chosen, hn::IfThenElse(neg, c.limit_neg, c.limit_pos)),
+                   hn::RebindMask(du, hn::Gt(e, c.exponent_clamp)));
   const VU negative = hn::Or(hn::And(hn::Add(hn::Xor(chosen, c.neg_xor), c.neg_add), c.neg_mask), c.neg_or);
   VU code = hn::IfThenElse(neg, negative, chosen);
   code = hn::IfThenElse(hn::Lt(chosen, c.flush_below), hn::IfThenElse(neg, c.zero_neg, c.zero_pos), code);
@@ -395,7 +398,8 @@ HWY_INLINE V64 cast_lanes64(const CastVectors64& c, VF64 q, V64 random, M64* ove
   const M64 away = choose_away<Round>(c.rounding, neg, tz, rem, half, k, random, c.random_bits);
   const V64 chosen = hn::Sub(tz, hn::VecFromMask(du, away));
 
-  M64 over = hn::Gt(chosen, hn::IfThenElse(neg, c.limit_neg, c.limit_pos));
+  M64 over = hn::Or(hn::Gt(chosen, hn::IfThenElse(neg, c.limit_neg, c.limit_pos)),
+                   hn::RebindMask(du, hn::Gt(e, c.exponent_clamp)));  // as in cast_lanes
   const V64 negative = hn::Or(hn::And(hn::Add(hn::Xor(chosen, c.neg_xor), c.neg_add), c.neg_mask), c.neg_or);
   V64 code = hn::IfThenElse(neg, negative, chosen);
   code = hn::IfThenElse(hn::Lt(chosen, c.flush_below), hn::IfThenElse(neg, c.zero_neg, c.zero_pos), code);

@@ -993,13 +993,18 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
     members.resize(nblocks);
     for (std::size_t i = 0; i < x.size(); ++i) members[static_cast<std::size_t>(block_of[i])].push_back(i);
   }
-  auto block_sse = [&](std::size_t b, double s) {
+  // The block's exact sum of squared errors under block scale s, over its finite inputs; none (an infinite
+  // error) when the scale is NaN or one of them dequantizes to Inf or NaN (an infinite scale, or an element
+  // overflow to a special value).
+  auto block_sse = [&](std::size_t b, double s) -> std::optional<ExactSum> {
     ExactSum sse;
+    if (std::isnan(s)) return std::nullopt;
     for (std::size_t i : members[b]) {
       const double v = x[i];
       if (!std::isfinite(v)) continue;
       double deq = 0;
       if (s > 0) deq = f.element.decode(cast_quotient(f.element, v, s * g, elem_opts, random_of(i)).code) * s * g;
+      if (!std::isfinite(deq)) return std::nullopt;
       const double e = deq - v;  // exact: deq and v are within a factor of two or deq is 0 (docs)
       sse.add_square(e);
     }
@@ -1041,9 +1046,16 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
       // Seed of "Four Over Six": also try mapping amax to 2/3 of max (4 for E2M1); keep the lower SSE.
       const std::uint32_t alt = scale_for(f.element.max_finite() * 2.0 / 3.0);
       if (alt != code) {
-        ExactSum diff = block_sse(b, sf.decode(alt));
-        diff.subtract(block_sse(b, sf.decode(code)));
-        if (diff.sign() < 0) code = alt;  // ties keep the mapping to max
+        // The lower error wins; ties, and two infinite errors, keep the mapping to max.
+        const std::optional<ExactSum> sse_alt = block_sse(b, sf.decode(alt));
+        const std::optional<ExactSum> sse_max = block_sse(b, sf.decode(code));
+        bool lower = sse_alt.has_value() && !sse_max.has_value();
+        if (sse_alt && sse_max) {
+          ExactSum diff = *sse_alt;
+          diff.subtract(*sse_max);
+          lower = diff.sign() < 0;
+        }
+        if (lower) code = alt;
       }
     }
     q.scale_codes[b] = code;

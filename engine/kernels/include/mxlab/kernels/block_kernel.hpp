@@ -74,7 +74,8 @@ struct BlockMetrics {
 /// The packed form (docs/quantization.md "Packed form", as mxlab::pack writes it).
 struct BlockPacked {
   std::vector<std::uint8_t> elements;  ///< element codes bit-packed at their width
-  std::vector<std::uint8_t> scales;    ///< one scale code per block, in block order
+  std::vector<std::uint8_t> scales;    ///< one scale code per block, in block order, little-endian in
+                                       ///< BlockKernel::scale_bytes() bytes
   std::vector<std::uint8_t> tensor_scale;  ///< two-level formats: the tensor scale code, little-endian
   std::vector<std::uint8_t> subtile_offsets;  ///< subtile formats: one microexponent offset per subtile
 };
@@ -84,10 +85,11 @@ struct BlockPacked {
 /// Supported: element formats CastKernel supports of at most 8 bits (the MX float and integer elements,
 /// BOOST E2M5, the MX-SAFE element),
 /// 1-D blocks along the last axis (a fixed size or the whole axis), and either
-///  - an 8-bit power-of-two scale format (E8M0) under every scale rule giving a power-of-two scale (floor,
-///    ceil, rceil, even, midmax), both clamp sites, or
-///  - an 8-bit float scale format without Inf (E4M3, UE4M3) under rule amax, optionally below a tensor
-///    scale of at most 32 bits (NVFP4's two levels), with the zero-block and minimum-scale rules;
+///  - power-of-two scales (E8M0, or powers of two in float16, bfloat16 or float32 codes) under every scale
+///    rule giving a power-of-two scale (floor, ceil, rceil, even, midmax), both clamp sites, or
+///  - a float scale format of at most 32 bits whose values are float32 numbers (E4M3, UE4M3, E5M2, float16,
+///    bfloat16, float32) under rule amax, optionally below a tensor scale of at most 24 significant bits
+///    (NVFP4's two levels), with the zero-block and minimum-scale rules;
 /// every zero-block rule, the NaN/Inf policies block-nan, block-nan-any and element, every element rounding
 /// mode (stochastic with stochastic_bits(seed, element index)), overflow policy and the subnormal modes
 /// keep and flush-output, both nibble orders and both integer encodings. Power-of-two scales also take every
@@ -109,6 +111,9 @@ class BlockKernel {
   std::int64_t block_count(const std::vector<std::int64_t>& shape) const;
   /// Subtiles of a tensor with this shape (0 for a format without subtiles), in row-major order.
   std::int64_t subtile_count(const std::vector<std::int64_t>& shape) const;
+  /// Bytes of one packed scale code (1 for scale formats of at most 8 bits; 2 or 4 for float16, bfloat16 and
+  /// float32 scales).
+  std::size_t scale_bytes() const;
   /// Bytes of the packed element codes of `elements` elements.
   std::size_t packed_element_bytes(std::size_t elements) const;
 
@@ -120,8 +125,8 @@ class BlockKernel {
   /// Packed element codes and scale codes (as mxlab::pack of mxlab::quantize); optionally the metrics.
   Result<BlockPacked> quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                       const BlockRun& run = {}, BlockMetrics* metrics = nullptr) const;
-  /// As quantize_packed, into caller-provided arrays of packed_element_bytes(n) and block_count(shape)
-  /// bytes; two-level formats report their tensor scale in *tensor_scale if given; subtile formats write
+  /// As quantize_packed, into caller-provided arrays of packed_element_bytes(n) and block_count(shape) *
+  /// scale_bytes() bytes; two-level formats report their tensor scale in *tensor_scale if given; subtile formats write
   /// subtile_count(shape) offsets.
   Result<std::size_t> quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                       std::span<std::uint8_t> elements, std::span<std::uint8_t> scales,
