@@ -195,7 +195,8 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   TensorScale tensor_scale;  // of the last packed quantization, for the dequantization that follows it
   std::vector<std::uint8_t> subtile_out(n_max / 2 + 1, 0);
   // The standard formats get every kernel; peer profiles (the general power-of-two path, the NVFP4 float32
-  // arithmetic), a subtile format (MX9-like) and a codebook (NF4) get the quantize kernels.
+  // arithmetic), a subtile format (MX9-like), a codebook (NF4) and float32 block scales get the quantize
+  // kernels.
   struct BlockCase {
     const char* spec;
     const char* profile;
@@ -204,13 +205,14 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
                              BlockCase{"mxfp8_e4m3", "microxcaling"}, BlockCase{"mxfp4", "torchao-floor"},
                              BlockCase{"mxint8:e8m0_t16s2", ""}, BlockCase{"nvfp4", "modelopt"},
                              BlockCase{"nvfp4", "transformer-engine-nvfp4-4over6-mse"},
-                             BlockCase{"nf4:e4m3_t64", ""}}) {
+                             BlockCase{"nf4:e4m3_t64", ""}, BlockCase{"e4m3:float32_t128", ""}}) {
     auto bf = parse_block_format(bc.spec);
     if (!bf) return bad_input(io, "bench", bf.error().message);
     if (*bc.profile != 0) bf = apply_profile(*bf, bc.profile);
     if (!bf) return bad_input(io, "bench", bf.error().message);
     const BlockFormat f = *bf;
-    const bool extra = *bc.profile != 0 || f.layout.tiles[0].subtile > 0 || f.element.kind() == FormatKind::Codebook;
+    const bool extra = *bc.profile != 0 || f.layout.tiles[0].subtile > 0 ||
+                       f.element.kind() == FormatKind::Codebook || f.layout.scale->bits() > 8;
     const std::string name = *bc.profile != 0 ? std::string(bc.spec) + "/" + bc.profile : std::string(bc.spec);
     auto k = BlockKernel::make(f);
     const std::string why = k ? "" : k.error().message;

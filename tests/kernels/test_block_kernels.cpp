@@ -509,6 +509,32 @@ TEST_CASE("block kernels: the NVFP4 peers' float32 arithmetic", "[kernels][block
       }
       check_format(*pf, x, shape);
     }
+    // Block amaxes whose float32 scale quotient (amax * fl32(S_enc * fl32(1 / 6)) or amax / fl32(6 * S_dec))
+    // lands at a midpoint of the E4M3 scale grid or a few float32 ulp around it: the order of the peer's float32
+    // operations decides the scale there. The tensor amax stays in block 0.
+    {
+      auto x = finite_only(
+          make_float_scale_input(49, shape[0], shape[1], false, max_elem, max_scale, *base.layout.scale));
+      float tensor_amax = 0;
+      for (float v : x) tensor_amax = std::max(tensor_amax, std::fabs(v));
+      auto t = nvfp4_peer_tensor(*pf, false, false, tensor_amax);
+      REQUIRE(t.ok());
+      const bool te = pf->options.nvfp4_arith == Nvfp4Arith::Te;
+      const float te_factor = t->s_enc * (1.0F / 6.0F);
+      const float mo_divisor = 6.0F * t->s_dec;
+      Rng rng(50);
+      for (std::size_t b = 1; b < x.size() / 16; ++b) {
+        const int e = static_cast<int>(rng.next_u32() % 12) - 6;
+        const double mid = std::ldexp(1.0 + (2.0 * (rng.next_u32() % 8) + 1) / 16, e);  // E4M3 midpoint
+        auto a = static_cast<float>(te ? mid / te_factor : mid * mo_divisor);
+        for (std::uint32_t k = rng.next_u32() % 4; k > 0; --k)
+          a = std::nextafter(a, (rng.next_u32() % 2) ? 0.0F : std::numeric_limits<float>::infinity());
+        if (!(a < tensor_amax)) continue;
+        x[b * 16] = (rng.next_u32() % 2) ? -a : a;
+        for (std::size_t i = b * 16 + 1; i < b * 16 + 16; ++i) x[i] = std::fmin(std::fabs(x[i]), a) * (i % 2 ? 1 : -1);
+      }
+      check_format(*pf, x, shape);
+    }
     // NaN and Inf rows (under tensor-nan every block is NaN), ragged rows, an all-zero tensor.
     check_format(*pf, make_input(41, kShape[0], kShape[1]), kShape);
     check_format(*pf, std::vector<float>(64, 0.0F), {4, 16});

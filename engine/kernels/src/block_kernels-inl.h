@@ -1045,6 +1045,17 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
   const CastVectors c32(p.cast);  // the NVFP4 peer arithmetic: float32 lanes
   std::vector<double> block_x;    // Transformer Engine's 4over6: one block's values and random words
   std::vector<std::uint32_t> block_random;
+  // The NVFP4 peers' scale codes of a group in vector lanes (rules other than 4over6, no minimum scale).
+  const bool vector_peer_scales =
+      p.nvfp4_peer && !p.four_over_six && !(p.min_block_scale > 0) && p.scale_bytes <= 2;
+  const DF dfl;
+  const CastVectors cs32(p.scale_cast);
+  const bool te_scales = p.options->nvfp4_arith == Nvfp4Arith::Te;
+  const auto emax_f = static_cast<float>(p.scale_target);
+  const float te_scale_factor = call.nvfp4 != nullptr ? call.nvfp4->s_enc * (1.0F / emax_f) : 0.0F;
+  const float mo_scale_divisor = call.nvfp4 != nullptr ? emax_f * call.nvfp4->s_dec : 1.0F;
+  HWY_ALIGN float pre[kGroup + kMaxLanes];
+  HWY_ALIGN std::uint32_t pre_codes[kGroup + kMaxLanes];
 
   BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
   for (std::int64_t g0 = call.b0; g0 < call.b1; g0 += static_cast<std::int64_t>(kGroup)) {
@@ -1071,6 +1082,21 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
     }
     if (!elements) continue;
     if (p.nvfp4_peer) {
+      if (vector_peer_scales) {
+        // The float32 quotients of mxlab::nvfp4_peer_block_code (Transformer Engine: amax * (S_enc * (1 / 6)),
+        // ModelOpt: amax / (6 * S_dec)) in float32 lanes, cast to the scale format in one vector cast; blocks
+        // with NaN or Inf and the zero-block rule one at a zero quotient call that function instead.
+        for (std::size_t i = 0; i < count; ++i) pre[i] = static_cast<float>(amax[i]);
+        for (std::size_t i = count; i % lanes != 0; ++i) pre[i] = 0.0F;
+        for (std::size_t i = 0; i < count; i += lanes) {
+          const VF a = hn::Load(dfl, pre + i);
+          const VF q =
+              te_scales ? hn::Mul(a, hn::Set(dfl, te_scale_factor)) : hn::Div(a, hn::Set(dfl, mo_scale_divisor));
+          hn::Store(q, dfl, pre + i);
+          hn::Store(cast_lanes<AnyRounding>(cs32, hn::BitCast(du, q), hn::Zero(du), hn::Zero(DI()), nullptr), du,
+                    pre_codes + i);
+        }
+      }
       for (std::size_t i = 0; i < count; ++i) {
         const auto b = static_cast<std::size_t>(g0) + i;
         const std::uint8_t* xb = in + starts[i] * in_bytes;
@@ -1079,7 +1105,11 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
           nan_elements(p, call, sink, starts[i], lens[i]);
           continue;
         }
-        std::uint32_t code = 0;
+        std::uint32_t code = kNoCode;
+        if (vector_peer_scales && !stats[i].has_nan && !stats[i].has_inf &&
+            !(pre[i] == 0.0F && p.options->zero_block == ZeroBlock::One)) {
+          code = pre_codes[i];
+        }
         const bool te_metric = p.four_over_six && p.options->four_over_six != FourOverSixMetric::ExactSse;
         if (te_metric) {
           const auto [map6, map4] = nvfp4_peer_4over6_candidates(*p.owner, p.scale_opts, *call.nvfp4, amax[i],
@@ -1108,7 +1138,7 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
             if (p.stochastic) block_random[k] = stochastic_bits(p.options->seed, starts[i] + k);
           }
         }
-        if (!te_metric || code == kNoCode) {
+        if (code == kNoCode) {
           code = nvfp4_peer_block_code(*p.owner, p.element_opts, p.scale_opts, *call.nvfp4, amax[i], stats[i].has_nan,
                                        stats[i].has_inf, block_x, block_random);
         }
