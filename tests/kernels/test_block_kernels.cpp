@@ -812,6 +812,33 @@ TEST_CASE("block kernels: element quotients inside the reference's adjustment wi
   }
 }
 
+TEST_CASE("block kernels: unsigned integer elements", "[kernels][block]") {
+  // Negative inputs take the format's code for them (0, or NaN under overflow nan where there is one).
+  const auto x = make_input(65, kShape[0], kShape[1]);
+  std::size_t n = 0;
+  for (const char* name : {"uint8:e8m0_t32", "uint4:e8m0_t16", "uint8:e4m3_t32", "uint4:float32_t64",
+                           "uint8:bf16_t32"}) {
+    for (int variant = 0; variant < 6; ++variant) {
+      BlockFormat f = parse(name);
+      QuantOptions& o = f.options;
+      o.element.rounding = kRoundings[n % kRoundings.size()];
+      o.specials = variant % 3 == 1 ? SpecialsPolicy::Element : SpecialsPolicy::BlockNan;
+      if (o.rule != ScaleRule::Amax) {
+        o.rule = kRules[n % kRules.size()];
+        if (variant % 3 == 2) o.input = InputPrecision::Float32;
+      } else if (variant % 2 == 1) {
+        o.rule = ScaleRule::FourOverSix;
+      }
+      o.seed = 800 + n;
+      ++n;
+      if (!reference_accepts(f)) continue;
+      INFO(name << ": " << BlockKernel::unsupported_reason(f));
+      REQUIRE(BlockKernel::supports(f));
+      check_format(f, x, kShape);
+    }
+  }
+}
+
 TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
   BlockFormat f46 = parse("nvfp4");
   f46.options.input = InputPrecision::Float32;  // float32 quotients under the exact NVFP4 arithmetic

@@ -239,7 +239,6 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
     return "element format '" + e.name() + "' is not a float, integer or codebook format";
   if (e.bits() > 8) return "element format '" + e.name() + "' is wider than 8 bits";
   if (!e.has_zero()) return "element format '" + e.name() + "' has no zero";
-  if (!e.is_signed()) return "unsigned element format '" + e.name() + "' is not supported";
   if (!codebook) {
     if (const std::string why = CastKernel::unsupported_reason(e); !why.empty()) return why;
   }

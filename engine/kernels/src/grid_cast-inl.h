@@ -285,13 +285,13 @@ HWY_INLINE VU cast_lanes(const CastVectors& c, VU u, VU random, VI minus_x, MU* 
   const VU inf_bits = hn::Set(du, 0x7F800000U);
   const MU is_inf = hn::Eq(abs, inf_bits);
   code = hn::IfThenElse(is_inf, hn::IfThenElse(neg, c.inf_neg, c.inf_pos), code);
-  if (c.is_unsigned) {
-    code = hn::IfThenElse(hn::AndNot(hn::Eq(abs, hn::Zero(du)), neg), c.negative_unsigned, code);
-  }
+  const MU negative_nonzero = hn::AndNot(hn::Eq(abs, hn::Zero(du)), neg);
+  if (c.is_unsigned) code = hn::IfThenElse(negative_nonzero, c.negative_unsigned, code);
   code = hn::IfThenElse(hn::Gt(abs, inf_bits), hn::IfThenElse(neg, c.nan_neg, c.nan_pos), code);
   if (over_out != nullptr) {
     over = hn::AndNot(zero_input, hn::And(over, hn::Lt(abs, inf_bits)));
     if (c.inf_overflows) over = hn::Or(over, is_inf);
+    if (c.is_unsigned) over = hn::AndNot(negative_nonzero, over);  // invalid, not an overflow
     *over_out = over;
   }
   return code;
@@ -340,6 +340,7 @@ struct CastVectors64 {
         inf_neg(hn::Set(D64(), p.inf_code[1])),
         nan_pos(hn::Set(D64(), p.nan_code[0])),
         nan_neg(hn::Set(D64(), p.nan_code[1])),
+        negative_unsigned(hn::Set(D64(), p.negative_unsigned_code)),
         split_exponent(hn::Set(DI64(), p.split_exponent)),
         low_quantum_drop(hn::Set(DI64(), p.low_quantum_drop)),
         low_field_base(hn::Set(DI64(), p.low_field_base)),
@@ -350,23 +351,25 @@ struct CastVectors64 {
         rounding(p.rounding),
         split(p.split),
         has_tiny(p.has_tiny),
-        inf_overflows(p.inf_overflows) {}
+        inf_overflows(p.inf_overflows),
+        is_unsigned(p.is_unsigned) {}
 
   VI64 exponent_clamp, quantum_drop, quantum_min, field_base, tiny_below;
   VI64 split_exponent, low_quantum_drop, low_field_base, low_mantissa_shift, high_mantissa_shift;
   V64 tiny_code, limit_pos, limit_neg, flush_below, neg_xor, neg_add, neg_mask, neg_or;
   V64 zero_pos, zero_neg, overflow_pos, overflow_neg, zero_input_pos, zero_input_neg;
-  V64 inf_pos, inf_neg, nan_pos, nan_neg;
+  V64 inf_pos, inf_neg, nan_pos, nan_neg, negative_unsigned;
   int mantissa_shift;
   int random_bits;
   Rounding rounding;
   bool split;
   bool has_tiny;
   bool inf_overflows;
+  bool is_unsigned;
 };
 
 /// Codes of the doubles q (never subnormal: quotients of float32 values by moderate divisors), with the
-/// same rules as cast_lanes (signed formats; flush-input does not apply to f64 sources). *over as there.
+/// same rules as cast_lanes (flush-input does not apply to f64 sources). *over as there.
 template <class Round>
 HWY_INLINE V64 cast_lanes64(const CastVectors64& c, VF64 q, V64 random, M64* over_out) {
   const D64 du;
@@ -410,10 +413,13 @@ HWY_INLINE V64 cast_lanes64(const CastVectors64& c, VF64 q, V64 random, M64* ove
   const V64 inf_bits = hn::Set(du, 0x7FF0000000000000ULL);
   const M64 is_inf = hn::Eq(abs, inf_bits);
   code = hn::IfThenElse(is_inf, hn::IfThenElse(neg, c.inf_neg, c.inf_pos), code);
+  const M64 negative_nonzero = hn::AndNot(zero_input, neg);
+  if (c.is_unsigned) code = hn::IfThenElse(negative_nonzero, c.negative_unsigned, code);
   code = hn::IfThenElse(hn::Gt(abs, inf_bits), hn::IfThenElse(neg, c.nan_neg, c.nan_pos), code);
   if (over_out != nullptr) {
     over = hn::AndNot(zero_input, hn::And(over, hn::Lt(abs, inf_bits)));
     if (c.inf_overflows) over = hn::Or(over, is_inf);
+    if (c.is_unsigned) over = hn::AndNot(negative_nonzero, over);  // invalid, not an overflow
     *over_out = over;
   }
   return code;

@@ -83,7 +83,7 @@ struct BlockPacked {
 /// A block quantizer for one block format, reduced once to the constants the SIMD code takes.
 ///
 /// Supported: element formats CastKernel supports of at most 8 bits (the MX float and integer elements,
-/// BOOST E2M5, the MX-SAFE element),
+/// BOOST E2M5, the MX-SAFE element, unsigned integers),
 /// 1-D blocks along the last axis (a fixed size or the whole axis), and either
 ///  - power-of-two scales (E8M0, or powers of two in float16, bfloat16 or float32 codes) under every scale
 ///    rule giving a power-of-two scale (floor, ceil, rceil, even, midmax), both clamp sites, or
