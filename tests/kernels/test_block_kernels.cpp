@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "mxlab/core/random.hpp"
 #include "mxlab/formats/cast.hpp"
+#include "mxlab/formats/catalogue.hpp"
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/kernels/block_kernel.hpp"
 #include "mxlab/kernels/simd_target.hpp"
@@ -741,39 +743,35 @@ TEST_CASE("block kernels: power-of-two scales stored in wide float formats", "[k
   }
 }
 
-/// A tensor of int8:float32_float32_t32 (tensor scale maximum 1: g = float32(T / 127) for the tensor amax T)
-/// whose second block has scale s = S * 2^-24 under the tensor scale g = G * 2^-24, and elements
-/// +-x = 2^(m - 48 + k) and their float32 neighbours. With B * S * G = 2^m + sign, x / (s * g) =
-/// B * 2^k / (1 + sign 2^-m) lies within 2^-51 relative of the grid point or midpoint B * 2^k, on the side
-/// opposite to sign: the double quotient rounds onto it or next to it, and the reference's fused multiply-add
-/// decides the side.
-std::vector<float> quotient_window_input(const BlockFormat& f, int m, double S, double G, int k) {
-  const double g = std::ldexp(G, -24);
-  const double s = std::ldexp(S, -24);
-  // The tensor amax T and block amax a that round to g and s: float32 neighbours of 127 g and 127 s g.
+/// A tensor of two blocks of 32 in a two-level format with tensor scale maximum 1, whose tensor scale is g and
+/// whose second block has scale s: block 0 holds the tensor amax T (g = the rounding of T / max), block 1 its
+/// amax a (s = the rounding of a / (max g)) and elements +-xw and their float32 neighbours. None when no float32
+/// amax near max s g rounds to s (float32 amaxes and scales have the same precision).
+std::optional<std::vector<float>> window_tensor(const BlockFormat& f, double s, double g, float xw) {
+  const double emax = f.element.max_finite();
+  // Float32 neighbours of max g and max s g that round to g and s.
   auto find = [](double start, double want, const std::function<double(float)>& result) {
     auto v = static_cast<float>(start);
     for (int i = 0; i < 8 && result(v) != want; ++i)
       v = std::nextafter(v, result(v) < want ? std::numeric_limits<float>::infinity() : 0.0F);
-    REQUIRE(result(v) == want);
-    return v;
+    return result(v) == want ? std::optional<float>(v) : std::nullopt;
   };
-  const float T = find(127 * g, g, [&](float t) { return choose_tensor_scale(f, t)->value; });
+  const auto T = find(emax * g, g, [&](float t) { return choose_tensor_scale(f, t)->value; });
   auto so = resolve_options(*f.layout.scale, f.options.scale);
   REQUIRE(so.ok());
-  const float a =
-      find(127 * s * g, s, [&](float v) { return f.layout.scale->decode(float_block_scale_code(f, *so, v, 127, g)); });
-  const auto xw = static_cast<float>(std::ldexp(1.0, m - 48 + k));
+  const auto a = find(emax * s * g, s,
+                      [&](float v) { return f.layout.scale->decode(float_block_scale_code(f, *so, v, emax, g)); });
+  if (!T || !a) return std::nullopt;
   std::vector<float> v(64);
-  v[0] = T;  // block 0: the tensor amax
-  v[32] = a;  // block 1: amax a, the window elements of both signs and their float32 neighbours
+  v[0] = *T;
+  v[32] = *a;
   for (std::size_t i = 33; i < 64; ++i) {
     float e = xw;
     if (i % 4 == 1) e = std::nextafter(xw, 0.0F);
     if (i % 4 == 2) e = std::nextafter(xw, std::numeric_limits<float>::infinity());
     v[i] = i % 2 ? e : -e;
   }
-  for (std::size_t i = 1; i < 32; ++i) v[i] = static_cast<float>(i) * T / 64;
+  for (std::size_t i = 1; i < 32; ++i) v[i] = static_cast<float>(i) * *T / 64;
   return v;
 }
 
@@ -796,7 +794,12 @@ TEST_CASE("block kernels: element quotients inside the reference's adjustment wi
       f.options.tensor_scale_max = 1;
       f.options.element.rounding = r;
       f.options.seed = 700 + n++;
-      const auto x = quotient_window_input(f, c.m, c.S, c.G, c.k);
+      // s = S 2^-24, g = G 2^-24, x = 2^(m - 48 + k): x / (s g) = B 2^k / (1 + sign 2^-m), within 2^-51
+      // relative of the int8 value or midpoint B 2^k, on the side opposite to sign.
+      const auto window = window_tensor(f, std::ldexp(c.S, -24), std::ldexp(c.G, -24),
+                                        static_cast<float>(std::ldexp(1.0, c.m - 48 + c.k)));
+      REQUIRE(window.has_value());
+      const std::vector<float>& x = *window;
       const std::int64_t product =
           static_cast<std::int64_t>(c.B) * static_cast<std::int64_t>(c.S) * static_cast<std::int64_t>(c.G);
       REQUIRE(product == (std::int64_t{1} << c.m) + c.sign);
@@ -839,14 +842,107 @@ TEST_CASE("block kernels: unsigned integer elements", "[kernels][block]") {
   }
 }
 
+TEST_CASE("block kernels: float block scales under the float32 input rounding", "[kernels][block]") {
+  // InputPrecision::Float32 without the NVFP4 arithmetic: elements cast from fl32(x / (s g)), with the options
+  // on float32 scaled values (add-half rounding, zero sign).
+  const auto x = make_input(70, kShape[0], kShape[1]);
+  const std::vector<std::int64_t> shape = {20, 96};
+  std::size_t n = 0;
+  for (const char* name : {"nvfp4", "e4m3:float32_t128", "int8:e4m3_float32_t32", "e2m1:e4m3_t16",
+                           "mxsf_element:bf16_t32", "e5m2:e5m2_t32"}) {
+    const BlockFormat base = parse(name);
+    const auto xf = make_float_scale_input(71 + n, shape[0], shape[1], n % 2 == 0, base.element.max_finite(),
+                                           base.layout.scale->max_finite(), *base.layout.scale);
+    for (int variant = 0; variant < 6; ++variant) {
+      BlockFormat f = base;
+      QuantOptions& o = f.options;
+      o.input = InputPrecision::Float32;
+      o.element.rounding = kRoundings[n % kRoundings.size()];
+      if (variant % 3 == 1) {
+        o.nearest_arith = NearestArith::Float32AddHalf;
+        o.element.rounding = n % 2 ? Rounding::NearestAway : Rounding::NearestEven;
+      }
+      o.zero_sign = std::vector<ZeroSign>{ZeroSign::Keep, ZeroSign::MinusZeroPlus, ZeroSign::ZeroMinus}[(n / 2) % 3];
+      o.specials = std::vector<SpecialsPolicy>{SpecialsPolicy::BlockNan, SpecialsPolicy::Element,
+                                               SpecialsPolicy::BlockNanAny}[(n / 5) % 3];
+      o.scale.overflow = n % 4 == 3 ? Overflow::Inf : Overflow::Default;
+      if (variant % 2 == 1) o.rule = ScaleRule::FourOverSix;
+      o.seed = 900 + n;
+      ++n;
+      if (!reference_accepts(f)) continue;
+      INFO(name << ": " << BlockKernel::unsupported_reason(f));
+      REQUIRE(BlockKernel::supports(f));
+      check_format(f, x, kShape);
+      check_format(f, xf, shape);
+    }
+  }
+}
+
+TEST_CASE("block kernels: float32 input rounding of quotients at float32 midpoints", "[kernels][block]") {
+  // int8:float32_float32_t32 under InputPrecision::Float32, s = S 2^-24, g = G 2^-24 and elements
+  // x = X 2^(1 + mu), where X 2^49 = M S G - delta: x / (s g) = (M - delta / (S G)) 2^mu lies within 2^-45 of
+  // a float32 ulp from the float32 midpoint M 2^mu = b + t ulp(b) / 2 next to an int8 rounding boundary b = b2 / 2.
+  // The exact quotient rounds to b or to its float32 neighbour by the sign of delta, and the int8 casts of the two
+  // differ; the double quotient is the midpoint itself, where rounding it to float32 picks the even neighbour.
+  // The constants come from factoring delta M^-1 mod 2^49 into two 24-bit integers.
+  struct Case {
+    int b2, t, delta;
+    std::uint64_t S, G, X;
+  };
+  const Case cases[] = {{11, 1, -3, 6503969, 14200413, 3784707},    {15, -1, 1, 9922067, 13741029, 7618558},
+                        {31, -1, 3, 15298127, 13583859, 11999226},  {31, 1, -3, 13329033, 15590613, 11999238},
+                        {33, 1, -3, 15592861, 14613985, 7003394},   {61, -1, 1, 8590849, 11998719, 5855998},
+                        {71, -1, 3, 9633133, 8995537, 2864990},     {77, -1, -3, 11565397, 8336375, 3456994},
+                        {81, 1, 3, 13611919, 16654925, 8551006},    {83, -1, 1, 14022941, 6385355, 3460767},
+                        {117, -1, 1, 16137187, 11476533, 10090078}, {121, -1, 1, 16623961, 7205143, 6748894}};
+  const Format* f32 = find_catalogue_format("float32");
+  REQUIRE(f32 != nullptr);
+  CastOptions rne_inf;
+  rne_inf.overflow = Overflow::Inf;
+  std::size_t n = 0, double_rounding = 0, reached = 0;
+  for (const Case& c : cases) {
+    const double b = c.b2 / 2.0;
+    const int eb = floor_log2(b);
+    const auto M = static_cast<std::uint64_t>(static_cast<std::int64_t>(std::ldexp(b, 24 - eb)) + c.t);
+    using u128 = unsigned __int128;
+    REQUIRE(static_cast<u128>(M) * c.S * c.G - static_cast<u128>(static_cast<std::int64_t>(c.delta)) ==
+            static_cast<u128>(c.X) << 49);
+    const double s = std::ldexp(static_cast<double>(c.S), -24);
+    const double g = std::ldexp(static_cast<double>(c.G), -24);
+    const auto xw = static_cast<float>(std::ldexp(static_cast<double>(c.X), 1 + eb - 24));
+    // The reference's float32 quotient against the double quotient rounded to float32.
+    const auto exact = static_cast<float>(f32->decode(cast_quotient(*f32, xw, s * g, rne_inf).code));
+    if (exact != static_cast<float>(static_cast<double>(xw) / (s * g))) ++double_rounding;
+    for (Rounding r : {Rounding::NearestEven, Rounding::NearestAway, Rounding::TowardZero}) {
+      BlockFormat f = parse("int8:float32_float32_t32");
+      f.options.tensor_scale_max = 1;
+      f.options.input = InputPrecision::Float32;
+      f.options.element.rounding = r;
+      f.options.zero_sign = n++ % 2 ? ZeroSign::ZeroMinus : ZeroSign::Keep;
+      // The product s g is what counts: the factors are swapped or moved by powers of two until a float32
+      // block amax gives the scale.
+      std::optional<std::vector<float>> x;
+      for (int k = 0; k < 8 && !x; ++k) {
+        const double sk = std::ldexp(k % 2 ? g : s, k / 2);
+        x = window_tensor(f, sk, s * g / sk, xw);
+      }
+      if (!x) continue;
+      ++reached;
+      check_format(f, *x, {2, 32});
+    }
+  }
+  CHECK(reached >= 24);
+  CHECK(double_rounding >= 4);  // the cases reach inputs where rounding the double quotient is wrong
+}
+
 TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
-  BlockFormat f46 = parse("nvfp4");
-  f46.options.input = InputPrecision::Float32;  // float32 quotients under the exact NVFP4 arithmetic
+  BlockFormat f46 = parse("nf4:e4m3_t64");
+  f46.options.input = InputPrecision::Float32;  // a codebook under the float32 input rounding
   CHECK_FALSE(BlockKernel::unsupported_reason(f46).empty());
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("bf16:e8m0_t32")).empty());  // elements of more than 8 bits
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxsf@8x8")).empty());  // 2-D tiles
   BlockFormat f = parse("nvfp4");
-  f.options.input = InputPrecision::Float32;
+  f.options.amax_log2 = AmaxLog2::Field;  // a power-of-two reading under rule amax
   CHECK_FALSE(BlockKernel::supports(f));
   CHECK_FALSE(BlockKernel::make(f).ok());
   f = parse("mxfp4");

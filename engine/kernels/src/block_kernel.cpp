@@ -18,6 +18,7 @@
 #include "grid_params.hpp"
 #include "parallel.hpp"
 #include "mxlab/core/random.hpp"
+#include "mxlab/formats/catalogue.hpp"
 #include "mxlab/kernels/block_kernel.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
 #include "mxlab/quantize/pack.hpp"
@@ -97,12 +98,21 @@ BlockParams::FastRne fast_rne_params(const Format& e, const CastOptions& o, cons
 }
 
 /// Whether the options are the exact rules (no peer arithmetic); otherwise *why names the first that is not.
-bool is_default_peer(const QuantOptions& o, std::string* why) {
+/// With float32_input, the float32 input rounding and the options on its scaled values (nearest arithmetic,
+/// zero sign) count as exact rules too.
+bool is_default_peer(const QuantOptions& o, std::string* why, bool float32_input = false) {
   auto bad = [&](const std::string& what) {
     if (why == nullptr) return false;
     *why = "peer arithmetic option " + what + " is not supported by the SIMD block kernel with float block scales";
     return false;
   };
+  if (float32_input && o.input == InputPrecision::Float32) {
+    QuantOptions exact = o;
+    exact.input = InputPrecision::Exact;
+    exact.nearest_arith = NearestArith::Exact;
+    exact.zero_sign = ZeroSign::Keep;
+    return is_default_peer(exact, why);
+  }
   if (o.input != InputPrecision::Exact) return bad("input precision '" + std::string(to_string(o.input)) + "'");
   if (o.amax_log2 != AmaxLog2::Exact) return bad("amax log2 '" + std::string(to_string(o.amax_log2)) + "'");
   if (o.rceil_quotient != RceilQuotient::Exact)
@@ -264,7 +274,7 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
                             o.specials == SpecialsPolicy::Element || (nvfp4_peer && peer_policy);
   if (float_scales && !float_policy)
     return "NaN/Inf policy '" + std::string(to_string(o.specials)) + "' is not supported with float block scales";
-  if (std::string why; float_scales && !nvfp4_peer && !is_default_peer(o, &why)) return why;
+  if (std::string why; float_scales && !nvfp4_peer && !is_default_peer(o, &why, !codebook)) return why;
   auto eo = resolve_options(e, o.element);
   if (!eo) return "element options: " + eo.error().message;
   const bool flush_input = eo->subnormals == SubnormalMode::FlushInput || eo->subnormals == SubnormalMode::Flush;
@@ -318,7 +328,13 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   if (p->float_scales) {
     const Format& sf = *f.layout.scale;
     fill_scale_values(sf, owned_scale, p.get());
-    p->check_quotients = p->wide_scale;
+    // Significant bits of the block scales, the tensor scale (1 for g = 1) and the element maximum.
+    const int s_bits = sf.spec().mantissa_bits + 1;
+    const int g_bits = f.layout.tensor_scale ? f.layout.tensor_scale->spec().mantissa_bits + 1 : 1;
+    const int max_bits = e.bits();
+    p->check_quotients = e.bits() + 1 + s_bits + g_bits > 48;
+    p->check_scale_quotients = s_bits + 1 + max_bits + g_bits > 48;
+    p->check_f32_quotients = s_bits + g_bits > 29;
     p->scale_cast = kernel_detail::build_cast_params(sf, so);
     p->scale_one_code = cast(sf, 1.0, so).code;
     p->min_block_scale = o.min_block_scale;
@@ -359,6 +375,15 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   p->zero_code_pos = e.zero_code(false);
   p->zero_code_neg = e.has_negative_zero() ? e.zero_code(true) : e.zero_code(false);
   p->nvfp4_peer = p->float_scales && o.nvfp4_arith != Nvfp4Arith::Exact;
+  p->float_peer = p->float_scales && !p->nvfp4_peer && o.input == InputPrecision::Float32;
+  if (p->float_peer) {
+    // The reference's float32 divide: cast_quotient into float32, nearest-even, overflow to Inf.
+    p->f32 = find_catalogue_format("float32");
+    CastOptions rne;
+    rne.overflow = Overflow::Inf;
+    p->f32_opts = *resolve_options(*p->f32, rne);
+    p->f32_cast = kernel_detail::build_cast_params(*p->f32, p->f32_opts);
+  }
   if (e.kind() == FormatKind::Codebook) {
     p->codebook = true;
     const auto table = e.sorted_values();

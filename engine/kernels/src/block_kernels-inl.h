@@ -417,9 +417,10 @@ HWY_INLINE M64 near_boundary64(const CastVectors64& c, VF64 q) {
 /// 2^-43 of b away from b, far outside the window of 2^-50. Inside it q = b exactly and stays. The quotient
 /// the reference casts is therefore the correctly rounded x / d, which the vector cast takes.
 ///
-/// Wider scales (BlockParams::check_quotients) break that count: lanes near a boundary (near_boundary64) are
-/// cast by cast_quotient itself; elsewhere q is again what the reference casts. An infinite d (a scale that
-/// overflowed to Inf) sends every lane there.
+/// Longer scale significands (float16, float32 scales) break that count when b * d may exceed 48 bits
+/// (BlockParams::check_quotients): lanes near a boundary (near_boundary64) are cast by cast_quotient itself;
+/// elsewhere q is again what the reference casts. An infinite d (a scale that overflowed to Inf) sends every
+/// lane there.
 template <class Round>
 HWY_INLINE V64 quotient_codes64(const BlockParams& p, const CastVectors64& c64, VF64 x, double d, V64 random,
                                 M64* over) {
@@ -893,27 +894,72 @@ HWY_INLINE VU add_half_lanes(const BlockParams& p, VF v) {
   return hn::Or(hn::BitCast(du, w), hn::And(vb, hn::Set(du, 0x80000000U)));
 }
 
-/// The element pass of a block under the NVFP4 peer arithmetic (mxlab::nvfp4_peer_element_input, every step in
-/// float32): v = x * min(1 / (s * S_dec), FLT_MAX) (Transformer Engine) or x / (s * S_dec) (ModelOpt) in
-/// float32 lanes (IEEE products and quotients, as the scalar float32 ones), then the peer's element cast.
-/// Vectors where some v is NaN or infinite take mxlab::peer_element_cast lane by lane.
-HWY_NOINLINE void nvfp4_peer_elements(const BlockParams& p, const BlockCall& call, const CastVectors& c, CodeSink& sink,
-                                      const std::uint8_t* xb, std::size_t len, std::size_t start, float s,
-                                      double scale_d) {
+/// The float32 scaled values v = fl32(x / d) of the float32 lanes x, d = s * g, under the peers' float32 input
+/// rounding with a float block scale (InputPrecision::Float32 without the NVFP4 arithmetic): the reference
+/// rounds the exact quotient to float32 (cast_quotient into float32). Here the double quotient is rounded to
+/// float32, which is the same except where the double lies within twice cast_quotient's window of a float32
+/// value or midpoint (a float32 boundary times d may have 57 significant bits); those lanes, and every lane
+/// under an infinite d, take the reference's own step. A power-of-two d gives exact quotients.
+HWY_INLINE VF f32_quotient_lanes(const BlockParams& p, const CastVectors64& f32v, VF x, double d) {
+  const DF df;
+  const DF64 df64;
+  const D64 d64;
+  const DFh dfh;
+  const std::size_t lanes = hn::Lanes(df);
+  const std::size_t lh = hn::Lanes(df64);
+  HWY_ALIGN float xf[kMaxLanes];
+  HWY_ALIGN float v[kMaxLanes];
+  HWY_ALIGN std::uint64_t fix[kMaxLanes] = {};
+  hn::Store(x, df, xf);
+  const VF64 dv = hn::Set(df64, d);
+  const bool finite_d = std::isfinite(d);
+  // A power-of-two d gives exact quotients; short significands never meet a midpoint (check_f32_quotients).
+  const bool exact = finite_d && (!p.check_f32_quotients ||
+                                  (std::bit_cast<std::uint64_t>(d) & ((std::uint64_t{1} << 52) - 1)) == 0);
+  bool any = !finite_d;
+  for (std::size_t i = 0; i < lanes; i += lh) {
+    const VF64 q = hn::Div(hn::PromoteTo(df64, hn::LoadU(dfh, xf + i)), dv);
+    store_as_float(q, v + i);
+    if (finite_d && !exact) {
+      const M64 near = near_boundary64(f32v, q);
+      hn::StoreU(hn::VecFromMask(d64, near), d64, fix + i);
+      any = any || !hn::AllFalse(d64, near);
+    }
+  }
+  if (any) {
+    for (std::size_t l = 0; l < lanes; ++l) {
+      if (finite_d && fix[l] == 0) continue;
+      const double xl = xf[l];
+      v[l] = std::isfinite(xl) ? static_cast<float>(p.f32->decode(cast_quotient(*p.f32, xl, d, p.f32_opts).code))
+                               : static_cast<float>(xl / d);
+    }
+  }
+  return hn::Load(df, v);
+}
+
+/// The element pass of a block under a peer's float32 arithmetic with a float block scale: the NVFP4 peers'
+/// (mxlab::nvfp4_peer_element_input, every step in float32: v = x * min(1 / (s * S_dec), FLT_MAX) for
+/// Transformer Engine, x / (s * S_dec) for ModelOpt, IEEE products and quotients in float32 lanes as the
+/// scalar float32 ones) or the float32 input rounding alone (v = fl32(x / (s * g)), f32_quotient_lanes); then
+/// the peer's element cast. Vectors where some v is NaN or infinite take mxlab::peer_element_cast lane by lane
+/// (after the reference's rule for Inf kept as Inf under block-nan).
+HWY_NOINLINE void peer_float_elements(const BlockParams& p, const BlockCall& call, const CastVectors& c,
+                                      const CastVectors64& f32v, CodeSink& sink, const std::uint8_t* xb,
+                                      std::size_t len, std::size_t start, float s, double scale_d) {
   const DU du;
   const DI di;
   const DF df;
   const std::size_t lanes = hn::Lanes(du);
   const InputKind in_kind = call.input;
-  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
   const QuantOptions& o = *p.options;
-  const Nvfp4PeerTensor& t = *call.nvfp4;
+  const bool nvfp4 = p.nvfp4_peer;
   const bool te = o.nvfp4_arith == Nvfp4Arith::Te;
-  const float te_factor = std::fmin(1.0F / (s * t.s_dec), std::numeric_limits<float>::max());
-  const float mo_divisor = s * t.s_dec;
-  const double d = scale_d * call.g;  // decode(code) * s * S_dec as the reference's value: exact
+  const float te_factor = nvfp4 ? std::fmin(1.0F / (s * call.nvfp4->s_dec), std::numeric_limits<float>::max()) : 0;
+  const float mo_divisor = nvfp4 ? s * call.nvfp4->s_dec : 1;
+  const double d = scale_d * call.g;  // decode(code) * s * g as the reference's value: exact
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
   HWY_ALIGN std::uint32_t lane_x[kMaxLanes];
+  HWY_ALIGN float lane_v[kMaxLanes];
   HWY_ALIGN std::uint32_t lane_codes[kMaxLanes];
   HWY_ALIGN std::uint32_t lane_over[kMaxLanes];
   HWY_ALIGN std::uint32_t rnd[kMaxLanes];
@@ -921,7 +967,12 @@ HWY_NOINLINE void nvfp4_peer_elements(const BlockParams& p, const BlockCall& cal
     const std::size_t count = std::min(lanes, len - k);
     const VU u = load_part(in_kind, xb, k, count, in_buf);
     const VF x = hn::BitCast(df, u);
-    const VF v = te ? hn::Mul(x, hn::Set(df, te_factor)) : hn::Div(x, hn::Set(df, mo_divisor));
+    VF v;
+    if (!nvfp4) {
+      v = f32_quotient_lanes(p, f32v, x, d);
+    } else {
+      v = te ? hn::Mul(x, hn::Set(df, te_factor)) : hn::Div(x, hn::Set(df, mo_divisor));
+    }
     VU random = hn::Zero(du);
     if (p.stochastic) random = stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start + k));
     MU over = hn::FirstN(du, 0);
@@ -932,11 +983,17 @@ HWY_NOINLINE void nvfp4_peer_elements(const BlockParams& p, const BlockCall& cal
       code = apply_zero_sign(p, cast_lanes<AnyRounding>(c, wb, random, hn::Zero(di), &over), vb);
     } else {
       hn::Store(u, du, lane_x);
+      hn::Store(v, df, lane_v);
       hn::Store(random, du, rnd);
       for (std::size_t l = 0; l < lanes; ++l) {
         const float xf = std::bit_cast<float>(lane_x[l]);
-        const CastResult r = peer_element_cast(*p.element, nvfp4_peer_element_input(o, t, xf, s),
-                                               static_cast<double>(xf), p.element_opts, rnd[l], o);
+        if (!nvfp4 && std::isinf(xf) && p.specials == SpecialsPolicy::BlockNan && p.element_has_inf) {
+          lane_codes[l] = p.cast.inf_code[xf < 0 ? 1 : 0];  // kept as Inf (the reference's rule)
+          lane_over[l] = 0;
+          continue;
+        }
+        const float vin = nvfp4 ? nvfp4_peer_element_input(o, *call.nvfp4, xf, s) : lane_v[l];
+        const CastResult r = peer_element_cast(*p.element, vin, static_cast<double>(xf), p.element_opts, rnd[l], o);
         lane_codes[l] = r.code;
         lane_over[l] = r.overflow ? ~0U : 0U;
       }
@@ -1041,8 +1098,9 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
   FastExactSum sse_diff;  // rule 4over6
   constexpr std::uint32_t kNoCode = ~0U;
   std::optional<DefaultFpEnvironment> fp_env;
-  if (p.nvfp4_peer) fp_env.emplace();
-  const CastVectors c32(p.cast);  // the NVFP4 peer arithmetic: float32 lanes
+  if (p.nvfp4_peer || p.float_peer) fp_env.emplace();
+  const CastVectors c32(p.cast);  // the peers' float32 arithmetic: float32 lanes
+  const CastVectors64 f32v(p.f32_cast);  // float32 as a grid (the float32 input rounding of float scales)
   std::vector<double> block_x;    // Transformer Engine's 4over6: one block's values and random words
   std::vector<std::uint32_t> block_random;
   // The NVFP4 peers' scale codes of a group in vector lanes (rules other than 4over6, no minimum scale).
@@ -1145,7 +1203,7 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
         if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), code);
         const double sd = p.scale_of(code);
         const float s = std::isnan(sd) ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sd);
-        nvfp4_peer_elements(p, call, c32, sink, xb, lens[i], starts[i], s, sd);
+        peer_float_elements(p, call, c32, f32v, sink, xb, lens[i], starts[i], s, sd);
       }
       continue;
     }
@@ -1154,9 +1212,9 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
     for (std::size_t i = 0; i < count; i += l64) {
       const VF64 q = hn::Div(hn::Load(df, amax + i), target_g);
       hn::Store(cast_lanes64<AnyRounding>(s64, q, hn::Zero(d64), nullptr), d64, codes + i);
-      if (p.check_quotients) {
-        // Scales of more than 8 bits: quotients near a boundary of the scale grid are cast as the reference
-        // casts them (quotient_codes64 explains why only those).
+      if (p.check_scale_quotients) {
+        // Quotients near a boundary of the scale grid are cast as the reference casts them (quotient_codes64
+        // explains why only those).
         HWY_ALIGN std::uint64_t fix[kMaxLanes];
         hn::Store(hn::VecFromMask(d64, near_boundary64(s64, q)), d64, fix);
         for (std::size_t l = 0; l < l64 && i + l < count; ++l)
@@ -1195,6 +1253,8 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
       } else {
         if (p.codebook) {
           codebook_elements(p, call, sink, xb, lens[i], start, s, call.g);
+        } else if (p.float_peer) {
+          peer_float_elements(p, call, c32, f32v, sink, xb, lens[i], start, static_cast<float>(s), s);
         } else {
           float_scale_elements<AnyRounding>(p, call, c64, sink, xb, lens[i], start, s);
         }

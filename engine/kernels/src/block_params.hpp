@@ -41,10 +41,19 @@ struct BlockParams {
   const Format* scale_format = nullptr;
   bool scale_has_nan = true;
   std::uint32_t scale_nan_code = 0xFF;
-  /// Element quotients x / (s * g) whose double may fall within the reference's adjustment window of a
-  /// rounding boundary without being on it (scales of more than 8 bits): such lanes are cast by the
-  /// reference's cast_quotient (block_kernels-inl.h quotient_codes64).
+  /// Float scales whose quotients' doubles may fall within the reference's adjustment window of a rounding
+  /// boundary without being on it: the lanes near a boundary are cast by the reference's cast_quotient
+  /// (block_kernels-inl.h quotient_codes64). A boundary b times d = s * g is an integer of at most
+  /// bits(b) + bits(s) + bits(g) significant bits; up to 48 of them, a float32 x that is not b * d lies more
+  /// than 2^-48 of b away, outside twice the window (4 ulp). Elements: bits(b) <= element bits + 1; scales
+  /// (amax / (max * g)): bits(b) = scale significand + 1, bits(max) <= 8.
   bool check_quotients = false;
+  bool check_scale_quotients = false;
+  /// The float32 input rounding of float-scale quotients (float_peer): rounding the double x / (s * g) to
+  /// float32 is the exact quotient's rounding unless the double lands on a float32 midpoint M that the exact
+  /// quotient is not: |x / d - M| >= 2^mu / (S G) for integer significands S, G of s, g, which is at least half
+  /// a double ulp of M (2^(mu - 29)) when S G <= 2^29, i.e. bits(s) + bits(g) <= 29.
+  bool check_f32_quotients = false;
 
   double scale_of(std::uint32_t code) const {
     return wide_scale ? scale_format->decode(code) : scale_value_d[code & 0xFFU];
@@ -76,7 +85,13 @@ struct BlockParams {
   bool float_scales = false;
   bool two_level = false;  ///< a tensor scale g over the block scales
   double scale_target = 0;
-  bool nvfp4_peer = false;         ///< Nvfp4Arith Te or ModelOpt: every step in float32 (nvfp4_peer_elements)
+  bool nvfp4_peer = false;         ///< Nvfp4Arith Te or ModelOpt: every step in float32 (peer_float_elements)
+  /// InputPrecision::Float32 without the NVFP4 arithmetic: elements cast (by the peer's element step) from
+  /// fl32(x / (s * g)), the exact quotient rounded to float32 (f32 with f32_opts: nearest-even, overflow inf).
+  bool float_peer = false;
+  const Format* f32 = nullptr;
+  CastOptions f32_opts;
+  CastParams f32_cast;
   bool four_over_six = false;      ///< rule 4over6: also try amax mapped to scale_target_alt, keep the lower SSE
   double scale_target_alt = 0;     ///< 2/3 of the element's largest value, as the reference computes it
   CastOptions scale_opts;    ///< resolved options of the scale cast
