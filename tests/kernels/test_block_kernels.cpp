@@ -904,7 +904,7 @@ TEST_CASE("block kernels: float32 input rounding of quotients at float32 midpoin
     const double b = c.b2 / 2.0;
     const int eb = floor_log2(b);
     const auto M = static_cast<std::uint64_t>(static_cast<std::int64_t>(std::ldexp(b, 24 - eb)) + c.t);
-    using u128 = unsigned __int128;
+    __extension__ typedef unsigned __int128 u128;  // 73-bit products
     REQUIRE(static_cast<u128>(M) * c.S * c.G - static_cast<u128>(static_cast<std::int64_t>(c.delta)) ==
             static_cast<u128>(c.X) << 49);
     const double s = std::ldexp(static_cast<double>(c.S), -24);

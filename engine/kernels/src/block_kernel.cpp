@@ -335,6 +335,11 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
     p->check_quotients = e.bits() + 1 + s_bits + g_bits > 48;
     p->check_scale_quotients = s_bits + 1 + max_bits + g_bits > 48;
     p->check_f32_quotients = s_bits + g_bits > 29;
+    // The float32 pre-pass (float_scale_elements): 2^(1 - qe) of every grid quantum a normal float32.
+    const CastParams& c = p->cast;
+    p->fast32 = e.kind() != FormatKind::Codebook && eo.rounding != Rounding::Stochastic && s_bits <= 16 &&
+                e.min_positive() >= std::ldexp(1.0, -24) && e.max_finite() <= std::ldexp(1.0, 24) &&
+                c.quantum_min >= -100 && c.exponent_clamp <= 100;
     p->scale_cast = kernel_detail::build_cast_params(sf, so);
     p->scale_one_code = cast(sf, 1.0, so).code;
     p->min_block_scale = o.min_block_scale;

@@ -459,12 +459,42 @@ HWY_INLINE V64 quotient_codes64(const BlockParams& p, const CastVectors64& c64, 
   return hn::Load(du, lane_code);
 }
 
+/// Lanes of float32 quotients q = fl32(x * fl32(1 / d)) that may round differently from the exact x / d: those
+/// within 2^-21 relative of a multiple of half the grid quantum at q (every rounding boundary is one, as in
+/// near_boundary64), beyond the grid's exponent clamp (Inf and NaN included), and zeros of nonzero inputs. q is
+/// within 2^-22.9 relative of x / d (two float32 roundings, and the double 1 / d), so elsewhere no boundary lies
+/// between the two and every deterministic rounding mode gives the same code.
+HWY_INLINE MU near_boundary32(const CastVectors& c, VF q, VU x_bits) {
+  const DU du;
+  const DI di;
+  const DF df;
+  const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
+  const VU abs = hn::And(hn::BitCast(du, q), abs_mask);
+  const VI e = hn::Sub(hn::BitCast(di, hn::ShiftRight<23>(abs)), hn::Set(di, 127));
+  const VI drop = c.split ? hn::Max(c.quantum_drop, c.low_quantum_drop) : c.quantum_drop;
+  const VI qe = hn::Max(hn::Sub(hn::Min(e, c.exponent_clamp), drop), c.quantum_min);
+  // m = |q| / 2^(qe - 1), exact (BlockParams::fast32 keeps 2^(1 - qe) a normal float32).
+  const VF scale = hn::BitCast(df, hn::ShiftLeft<23>(hn::Sub(hn::Set(di, 128), qe)));
+  const VF m = hn::Mul(hn::BitCast(df, abs), scale);
+  const auto near = hn::Le(hn::Abs(hn::Sub(m, hn::Round(m))), hn::Mul(m, hn::Set(df, 0x1p-21F)));
+  const MU zero_q = hn::Eq(abs, hn::Zero(du));
+  const MU lost = hn::AndNot(hn::Eq(hn::And(x_bits, abs_mask), hn::Zero(du)), zero_q);  // x != 0, q == 0
+  return hn::Or(hn::Or(hn::AndNot(zero_q, hn::RebindMask(du, near)), lost),
+                hn::RebindMask(du, hn::Gt(e, c.exponent_clamp)));
+}
+
 /// The element pass of a block with a float scale s (rule amax) under tensor scale g: the reference's
 /// cast_quotient of every element by d = s * g (quotient_codes64), in double lanes.
+///
+/// Under deterministic rounding (BlockParams::fast32), whole float32 vectors go first: q = x * fl32(1 / d) in
+/// float32 lanes, cast on the float32 grid, unless near_boundary32 flags a lane, which sends that vector through
+/// the double lanes. The values decode(code) * s * g are formed as (decode * s) * g in float32: decode * s is
+/// exact (at most 8 + 16 significant bits, within float32's normal range by the block's bounds), and the
+/// product with g is rounded once, as the reference's double product rounded to float32.
 template <class Round>
 HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call, const CastVectors64& c64,
-                                     CodeSink& sink, const std::uint8_t* xb, std::size_t len, std::size_t start,
-                                     double s) {
+                                     const CastVectors& c32, CodeSink& sink, const std::uint8_t* xb,
+                                     std::size_t len, std::size_t start, double s) {
   const DF64 df;
   const D64 du;
   const DUh duh;
@@ -479,27 +509,80 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
   HWY_ALIGN std::uint32_t lane_x[kMaxLanes];
   HWY_ALIGN std::uint32_t lane_codes[kMaxLanes];
   HWY_ALIGN std::uint64_t lane_over[kMaxLanes];
-  for (std::size_t k = 0; k < len; k += lanes) {
-    const std::size_t count = std::min(lanes, len - k);
-    const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
-    const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
-    M64 over = hn::FirstN(du, 0);
-    const auto code = hn::TruncateTo(
-        duh, quotient_codes64<Round>(p, c64, x, d, random_lanes64(p, start + k), want_metrics ? &over : nullptr));
-    if (call.out == BlockOut::Packed) sink.put(duh, code, start + k, count);
+  // Elements [k0, k1) in double lanes.
+  const auto double_lanes = [&](std::size_t k0, std::size_t k1) {
+    for (std::size_t k = k0; k < k1; k += lanes) {
+      const std::size_t count = std::min(lanes, k1 - k);
+      const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
+      const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
+      M64 over = hn::FirstN(du, 0);
+      const auto code = hn::TruncateTo(
+          duh, quotient_codes64<Round>(p, c64, x, d, random_lanes64(p, start + k), want_metrics ? &over : nullptr));
+      if (call.out == BlockOut::Packed) sink.put(duh, code, start + k, count);
+      if (call.out == BlockOut::Fake) {
+        // decode(code) * s * g: exact in double, rounded once to float32.
+        store_as_float(hn::Mul(decode_lanes64(p, code), dv), out_buf);
+        std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
+      }
+      if (want_metrics) {
+        hn::Store(u, duh, lane_x);
+        hn::Store(code, duh, lane_codes);
+        hn::Store(hn::VecFromMask(du, over), du, lane_over);
+        for (std::size_t l = 0; l < count; ++l) {
+          const double deq = p.decode_f64[lane_codes[l]] * d;
+          add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq,
+                        lane_over[l] != 0);
+        }
+      }
+    }
+  };
+  const bool fast = p.fast32 && s > 0x1p-100 && s < 0x1p100 && d > 0x1p-120 && d < 0x1p120 &&
+                    static_cast<double>(static_cast<float>(call.g)) == call.g;
+  if (!fast) {
+    double_lanes(0, len);
+    return;
+  }
+  const DU du32;
+  const DI di32;
+  const DF df32;
+  const std::size_t lanes32 = hn::Lanes(du32);
+  const VF inverse = hn::Set(df32, static_cast<float>(1.0 / d));
+  const VF s_v = hn::Set(df32, static_cast<float>(s));
+  const VF g_v = hn::Set(df32, static_cast<float>(call.g));
+  const bool small_codes = p.bits <= 4 && lanes32 >= 16;
+  const VF table = hn::LoadU(df32, p.decode_f32.data());
+  HWY_ALIGN std::uint32_t lane_over32[kMaxLanes];
+  for (std::size_t k = 0; k < len; k += lanes32) {
+    const std::size_t count = std::min(lanes32, len - k);
+    const VU u = load_part(in_kind, xb, k, count, in_buf);
+    const VF q = hn::Mul(hn::BitCast(df32, u), inverse);
+    if (!hn::AllFalse(du32, near_boundary32(c32, q, u))) {
+      double_lanes(k, k + count);
+      continue;
+    }
+    MU over = hn::FirstN(du32, 0);
+    const VU code = cast_lanes<Round>(c32, hn::BitCast(du32, q), hn::Zero(du32), hn::Zero(di32),
+                                      want_metrics ? &over : nullptr);
+    if (call.out == BlockOut::Packed) sink.put(du32, code, start + k, count);
     if (call.out == BlockOut::Fake) {
-      // decode(code) * s * g: exact in double, rounded once to float32.
-      store_as_float(hn::Mul(decode_lanes64(p, code), dv), out_buf);
-      std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
+      // Codes of at most 4 bits index a table that fits one vector: a permutation instead of a gather.
+      const VF e = small_codes ? hn::TableLookupLanes(table, hn::IndicesFromVec(df32, hn::BitCast(di32, code)))
+                               : hn::GatherIndex(df32, p.decode_f32.data(), hn::BitCast(di32, code));
+      const VF value = hn::Mul(hn::Mul(e, s_v), g_v);
+      if (count == lanes32) {
+        hn::StoreU(value, df32, call.fake + start + k);
+      } else {
+        hn::Store(value, df32, out_buf);
+        std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
+      }
     }
     if (want_metrics) {
-      hn::Store(u, duh, lane_x);
-      hn::Store(code, duh, lane_codes);
-      hn::Store(hn::VecFromMask(du, over), du, lane_over);
+      hn::Store(u, du32, lane_x);
+      hn::Store(code, du32, lane_codes);
+      hn::Store(hn::VecFromMask(du32, over), du32, lane_over32);
       for (std::size_t l = 0; l < count; ++l) {
-        const double deq = p.decode_f64[lane_codes[l]] * d;
-        add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq,
-                      lane_over[l] != 0);
+        add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])),
+                      p.decode_f64[lane_codes[l]] * d, lane_over32[l] != 0);
       }
     }
   }
@@ -1098,7 +1181,7 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
   FastExactSum sse_diff;  // rule 4over6
   constexpr std::uint32_t kNoCode = ~0U;
   std::optional<DefaultFpEnvironment> fp_env;
-  if (p.nvfp4_peer || p.float_peer) fp_env.emplace();
+  fp_env.emplace();  // the float32 steps (peers' arithmetic, fast32 values) assume it
   const CastVectors c32(p.cast);  // the peers' float32 arithmetic: float32 lanes
   const CastVectors64 f32v(p.f32_cast);  // float32 as a grid (the float32 input rounding of float scales)
   std::vector<double> block_x;    // Transformer Engine's 4over6: one block's values and random words
@@ -1256,7 +1339,7 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
         } else if (p.float_peer) {
           peer_float_elements(p, call, c32, f32v, sink, xb, lens[i], start, static_cast<float>(s), s);
         } else {
-          float_scale_elements<AnyRounding>(p, call, c64, sink, xb, lens[i], start, s);
+          float_scale_elements<AnyRounding>(p, call, c64, c32, sink, xb, lens[i], start, s);
         }
       }
     }

@@ -54,6 +54,9 @@ struct BlockParams {
   /// quotient is not: |x / d - M| >= 2^mu / (S G) for integer significands S, G of s, g, which is at least half
   /// a double ulp of M (2^(mu - 29)) when S G <= 2^29, i.e. bits(s) + bits(g) <= 29.
   bool check_f32_quotients = false;
+  /// Float scales under deterministic rounding with scale significands of at most 16 bits and element values
+  /// in [2^-24, 2^24]: element quotients first in float32 lanes (block_kernels-inl.h float_scale_elements).
+  bool fast32 = false;
 
   double scale_of(std::uint32_t code) const {
     return wide_scale ? scale_format->decode(code) : scale_value_d[code & 0xFFU];
