@@ -935,11 +935,37 @@ TEST_CASE("block kernels: float32 input rounding of quotients at float32 midpoin
   CHECK(double_rounding >= 4);  // the cases reach inputs where rounding the double quotient is wrong
 }
 
+TEST_CASE("block kernels: element formats of 9 to 16 bits", "[kernels][block]") {
+  // Codes of more than 8 bits: bit-packed across byte boundaries in both orders, both integer encodings.
+  const auto x = make_input(75, kShape[0], kShape[1]);
+  std::size_t n = 0;
+  for (const char* name : {"fp16:e8m0_t32", "bf16:e8m0_t16", "int12:e8m0_t32", "e5m3:e8m0_t32", "fp16:float32_t64",
+                           "bf16:e4m3_float32_t16", "int16:bf16_t32", "e3m6:e8m0_t32s2"}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      BlockFormat f = parse(name);
+      QuantOptions& o = f.options;
+      o.element.rounding = kRoundings[n % kRoundings.size()];
+      o.nibble_order = variant % 2 ? NibbleOrder::HighFirst : NibbleOrder::LowFirst;
+      o.int_encoding = variant / 2 ? IntEncoding::SignMagnitude : IntEncoding::TwosComplement;
+      o.specials = variant == 3 ? SpecialsPolicy::Element : SpecialsPolicy::BlockNan;
+      if (o.rule != ScaleRule::Amax) o.rule = kRules[n % kRules.size()];
+      if (variant == 2 && f.layout.tiles[0].subtile == 0) o.input = InputPrecision::Float32;
+      o.seed = 950 + n;
+      ++n;
+      if (!reference_accepts(f)) continue;
+      INFO(name << ": " << BlockKernel::unsupported_reason(f));
+      REQUIRE(BlockKernel::supports(f));
+      check_format(f, x, kShape);
+      check_format(f, make_input(76, 5, 7), {5, 7});
+    }
+  }
+}
+
 TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
   BlockFormat f46 = parse("nf4:e4m3_t64");
   f46.options.input = InputPrecision::Float32;  // a codebook under the float32 input rounding
   CHECK_FALSE(BlockKernel::unsupported_reason(f46).empty());
-  CHECK_FALSE(BlockKernel::unsupported_reason(parse("bf16:e8m0_t32")).empty());  // elements of more than 8 bits
+  CHECK_FALSE(BlockKernel::unsupported_reason(parse("fp32:e8m0_t32")).empty());  // elements of more than 16 bits
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxsf@8x8")).empty());  // 2-D tiles
   BlockFormat f = parse("nvfp4");
   f.options.amax_log2 = AmaxLog2::Field;  // a power-of-two reading under rule amax

@@ -174,6 +174,21 @@ TEST_CASE("4over6: a candidate with an infinite error loses to a finite one", "[
   }
 }
 
+TEST_CASE("sign-magnitude integers need a symmetric element", "[quantize][pack]") {
+  BlockFormat f = bf("int8:e8m0_t32");  // -128 has no sign-magnitude code
+  f.options.int_encoding = IntEncoding::SignMagnitude;
+  const std::vector<double> x(32, -1000.0);
+  auto q = quantize(f, x, {32});
+  REQUIRE_FALSE(q.ok());
+  CHECK(q.error().message.find("symmetric") != std::string::npos);
+  f = bf("mxint8");  // symmetric: -128 unused
+  f.options.int_encoding = IntEncoding::SignMagnitude;
+  CHECK(quantize(f, x, {32}).ok());
+  f = bf("uint8:e8m0_t32");  // unsigned: the encoding does not apply
+  f.options.int_encoding = IntEncoding::SignMagnitude;
+  CHECK(quantize(f, x, {32}).ok());
+}
+
 TEST_CASE("pack, unpack and dequantize every element code at several scales", "[quantize][pack]") {
   for (const char* spec : {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "mxint8", "mxsf",
                            "boost_e2m5", "nvfp4"}) {

@@ -247,7 +247,8 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
   const bool codebook = e.kind() == FormatKind::Codebook;
   if (e.kind() != FormatKind::Float && e.kind() != FormatKind::Integer && !codebook)
     return "element format '" + e.name() + "' is not a float, integer or codebook format";
-  if (e.bits() > 8) return "element format '" + e.name() + "' is wider than 8 bits";
+  if (e.bits() > 16 || (codebook && e.bits() > 8))
+    return "element format '" + e.name() + "' is wider than " + (codebook ? "8" : "16") + " bits";
   if (!e.has_zero()) return "element format '" + e.name() + "' has no zero";
   if (!codebook) {
     if (const std::string why = CastKernel::unsupported_reason(e); !why.empty()) return why;
@@ -337,9 +338,11 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
     p->check_f32_quotients = s_bits + g_bits > 29;
     // The float32 pre-pass (float_scale_elements): 2^(1 - qe) of every grid quantum a normal float32.
     const CastParams& c = p->cast;
-    p->fast32 = e.kind() != FormatKind::Codebook && eo.rounding != Rounding::Stochastic && s_bits <= 16 &&
+    p->fast32 = e.kind() != FormatKind::Codebook && eo.rounding != Rounding::Stochastic &&
                 e.min_positive() >= std::ldexp(1.0, -24) && e.max_finite() <= std::ldexp(1.0, 24) &&
                 c.quantum_min >= -100 && c.exponent_clamp <= 100;
+    const int e_bits = e.kind() == FormatKind::Float ? e.spec().mantissa_bits + 1 : e.bits();
+    p->fast32_short_scales = e_bits + s_bits <= 24;  // decode * s exact in float32
     p->scale_cast = kernel_detail::build_cast_params(sf, so);
     p->scale_one_code = cast(sf, 1.0, so).code;
     p->min_block_scale = o.min_block_scale;
@@ -347,7 +350,7 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   } else if (std::string why = scale_table(*f.layout.scale, so, owned_scale, p.get()); !why.empty()) {
     return make_error(why);
   }
-  p->nan_block_code = static_cast<std::uint8_t>(e.has_nan() ? e.nan_code(false) : e.zero_code(false));
+  p->nan_block_code = e.has_nan() ? e.nan_code(false) : e.zero_code(false);
   p->specials = o.specials;
   p->element_has_inf = e.has_inf();
   p->rule = o.rule;
@@ -357,15 +360,22 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   p->stochastic = eo.rounding == Rounding::Stochastic;
   p->seed_key = splitmix64(o.seed);
   p->low_first = o.nibble_order == NibbleOrder::LowFirst;
-  const bool sign_magnitude = o.int_encoding == IntEncoding::SignMagnitude && e.kind() == FormatKind::Integer;
+  const bool sign_magnitude =
+      o.int_encoding == IntEncoding::SignMagnitude && e.kind() == FormatKind::Integer && e.is_signed();
   p->remap = sign_magnitude;
-  for (std::uint32_t c = 0; c < 256; ++c) {
+  p->wide_codes = e.bits() > 8;
+  const std::uint32_t table_size = std::max(256U, 1U << e.bits());
+  p->decode_f32.resize(table_size);
+  p->decode_f64.resize(table_size);
+  p->code_map.resize(table_size);
+  p->code_unmap.resize(table_size);
+  for (std::uint32_t c = 0; c < table_size; ++c) {
     const std::uint32_t code = c & low_bits(e.bits());
     const double v = e.decode(code);
     p->decode_f64[c] = v;
     p->decode_f32[c] = static_cast<float>(v);
-    p->code_map[c] = static_cast<std::uint8_t>(sign_magnitude ? to_sign_magnitude(code, e.bits()) : code);
-    p->code_unmap[c] = static_cast<std::uint8_t>(sign_magnitude ? from_sign_magnitude(code, e.bits()) : code);
+    p->code_map[c] = static_cast<std::uint16_t>(sign_magnitude ? to_sign_magnitude(code, e.bits()) : code);
+    p->code_unmap[c] = static_cast<std::uint16_t>(sign_magnitude ? from_sign_magnitude(code, e.bits()) : code);
   }
   // The peers' element steps (plan_loop, nvfp4_peer_elements).
   p->peer = o.input == InputPrecision::Float32;

@@ -208,6 +208,7 @@ struct CodeSink {
   std::size_t buffered = 0;
   HWY_ALIGN std::uint8_t codes[kChunk + kMaxLanes];
   HWY_ALIGN std::uint8_t packed[kChunk / 2 + kMaxLanes];
+  HWY_ALIGN std::uint16_t codes16[kChunk + kMaxLanes];  ///< elements of more than 8 bits
 
   /// 4-bit codes stored straight into the packed output, two per byte (set by a loop whose every put is a
   /// whole vector at an even element index: fast_floor_loop).
@@ -217,6 +218,13 @@ struct CodeSink {
       : p(params), call(c), direct8(params.bits == 8 && !params.remap) {}
 
   void flush() {
+    if (p.wide_codes) {
+      if (p.remap)
+        for (std::size_t i = 0; i < buffered; ++i) codes16[i] = p.code_map[codes16[i]];
+      call.writer->write(codes16, buffered);
+      buffered = 0;
+      return;
+    }
     if (p.remap)
       for (std::size_t i = 0; i < buffered; ++i) codes[i] = p.code_map[codes[i]];
     if (p.bits == 4 && call.writer->aligned() && buffered % 2 == 0) {
@@ -234,6 +242,13 @@ struct CodeSink {
   HWY_INLINE void put(D d, hn::Vec<D> code, std::size_t index, std::size_t count) {
     const hn::Rebind<std::uint8_t, D> d8;
     const std::size_t lanes = hn::Lanes(d);
+    if (p.wide_codes) {
+      const hn::Rebind<std::uint16_t, D> d16;
+      if (buffered + lanes > kChunk) flush();
+      hn::StoreU(hn::TruncateTo(d16, code), d16, codes16 + buffered);
+      buffered += count;
+      return;
+    }
     const auto code8 = hn::TruncateTo(d8, code);
 #if HWY_TARGET != HWY_SCALAR
     if (direct4) {
@@ -268,18 +283,25 @@ struct CodeSink {
     buffered += count;
   }
 
-  void put_repeated(std::uint8_t code, std::size_t index, std::size_t count) {
+  void put_repeated(std::uint32_t code, std::size_t index, std::size_t count) {
+    if (p.wide_codes) {
+      for (std::size_t k = 0; k < count; ++k) {
+        if (buffered == kChunk) flush();
+        codes16[buffered++] = static_cast<std::uint16_t>(code);
+      }
+      return;
+    }
     if (direct4) {
-      std::memset(call.elements + index / 2, (code & 0xF) | ((code & 0xF) << 4), count / 2);
+      std::memset(call.elements + index / 2, static_cast<int>((code & 0xFU) | ((code & 0xFU) << 4)), count / 2);
       return;
     }
     if (direct8) {
-      std::memset(call.elements + index, code, count);
+      std::memset(call.elements + index, static_cast<int>(code & 0xFFU), count);
       return;
     }
     for (std::size_t k = 0; k < count; ++k) {
       if (buffered == kChunk) flush();
-      codes[buffered++] = code;
+      codes[buffered++] = static_cast<std::uint8_t>(code);
     }
   }
 
@@ -489,8 +511,10 @@ HWY_INLINE MU near_boundary32(const CastVectors& c, VF q, VU x_bits) {
 /// Under deterministic rounding (BlockParams::fast32), whole float32 vectors go first: q = x * fl32(1 / d) in
 /// float32 lanes, cast on the float32 grid, unless near_boundary32 flags a lane, which sends that vector through
 /// the double lanes. The values decode(code) * s * g are formed as (decode * s) * g in float32: decode * s is
-/// exact (at most 8 + 16 significant bits, within float32's normal range by the block's bounds), and the
-/// product with g is rounded once, as the reference's double product rounded to float32.
+/// exact (element and scale significands of at most 24 bits together, within float32's normal range by the
+/// block's bounds), and the product with g is rounded once, as the reference's double product rounded to
+/// float32. Longer significands (float32 scales) take this path when g = 1, where decode * s is the one
+/// rounding.
 template <class Round>
 HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call, const CastVectors64& c64,
                                      const CastVectors& c32, CodeSink& sink, const std::uint8_t* xb,
@@ -536,7 +560,10 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
       }
     }
   };
-  const bool fast = p.fast32 && s > 0x1p-100 && s < 0x1p100 && d > 0x1p-120 && d < 0x1p120 &&
+  // decode * s is exact in float32 for scale significands of at most 16 bits; otherwise only g = 1 leaves a
+  // single rounding (of decode * s itself).
+  const bool one_rounding = p.fast32_short_scales || call.g == 1.0;
+  const bool fast = p.fast32 && one_rounding && s > 0x1p-100 && s < 0x1p100 && d > 0x1p-120 && d < 0x1p120 &&
                     static_cast<double>(static_cast<float>(call.g)) == call.g;
   if (!fast) {
     double_lanes(0, len);
@@ -568,7 +595,7 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
       // Codes of at most 4 bits index a table that fits one vector: a permutation instead of a gather.
       const VF e = small_codes ? hn::TableLookupLanes(table, hn::IndicesFromVec(df32, hn::BitCast(di32, code)))
                                : hn::GatherIndex(df32, p.decode_f32.data(), hn::BitCast(di32, code));
-      const VF value = hn::Mul(hn::Mul(e, s_v), g_v);
+      const VF value = call.g == 1.0 ? hn::Mul(e, s_v) : hn::Mul(hn::Mul(e, s_v), g_v);
       if (count == lanes32) {
         hn::StoreU(value, df32, call.fake + start + k);
       } else {
@@ -805,7 +832,7 @@ HWY_NOINLINE void codebook_elements(const BlockParams& p, const BlockCall& call,
 }
 
 /// A block whose float scale is zero: finite elements become zeros of their sign, others are cast as they
-/// are (the reference's rule).
+/// are, except an infinity kept as the element's infinity under block-nan (the reference's rules).
 HWY_NOINLINE void zero_scale_elements(const BlockParams& p, const BlockCall& call, CodeSink& sink,
                                       const std::uint8_t* xb, std::size_t len, std::size_t start) {
   const DUh duh;
@@ -827,6 +854,9 @@ HWY_NOINLINE void zero_scale_elements(const BlockParams& p, const BlockCall& cal
       if (std::isfinite(xf)) {
         codes[l] = p.cast.zero_code[std::signbit(xf) ? 1 : 0];
         value = std::signbit(xf) ? -0.0 : 0.0;
+      } else if (std::isinf(xf) && p.specials == SpecialsPolicy::BlockNan && p.element_has_inf) {
+        codes[l] = p.cast.inf_code[xf < 0 ? 1 : 0];  // kept as Inf (the reference's rule before the scale's)
+        value = xf;
       } else {
         const std::uint32_t random = p.stochastic ? stochastic_bits(p.options->seed, start + k + l) : 0U;
         const CastResult r = cast(*p.element, static_cast<double>(xf), p.element_opts, random);
@@ -1774,6 +1804,7 @@ void dequant_kernel_impl(const BlockParams& p, const DequantCall& call) {
   const D8 d8;
   const std::size_t lanes = hn::Lanes(du);
   HWY_ALIGN std::uint8_t codes[kChunk + kMaxLanes] = {};
+  HWY_ALIGN std::uint32_t wide[kChunk];  // codes of more than 8 bits
   HWY_ALIGN float out_buf[kMaxLanes];
   const std::uint32_t mask = (1U << p.bits) - 1U;
   const auto bits = static_cast<std::size_t>(p.bits);
@@ -1792,6 +1823,39 @@ void dequant_kernel_impl(const BlockParams& p, const DequantCall& call) {
     for (std::size_t done = 0; done < len; done += kChunk) {
       const std::size_t count = std::min(kChunk, len - done);
       const std::size_t first = start + done;
+      if (p.wide_codes) {
+        // Codes of 9 to 16 bits: three bytes hold each one at any bit offset; the values as below.
+        for (std::size_t i = 0; i < count; ++i) {
+          const std::size_t bit = (first + i) * bits;
+          const std::size_t byte = bit / 8;
+          const auto off = static_cast<std::uint32_t>(bit % 8);
+          std::uint32_t w = 0;  // the three bytes in stream order: little-endian or big-endian bits
+          for (std::size_t j = 0; j < 3; ++j) {
+            const std::uint32_t v = byte + j < call.element_bytes ? call.elements[byte + j] : 0U;
+            w |= p.low_first ? v << (8 * j) : v << (16 - 8 * j);
+          }
+          const std::uint32_t code =
+              p.low_first ? (w >> off) & mask : (w >> (24U - off - static_cast<std::uint32_t>(bits))) & mask;
+          wide[i] = p.remap ? p.code_unmap[code] : code;
+        }
+        float* out = call.out + first;
+        const double d = scale_d * call.g;
+        const auto sub = static_cast<std::size_t>(p.subtile);
+        const auto r = sub > 0 ? static_cast<std::int64_t>(first) / call.row : 0;
+        const std::size_t pos = first - static_cast<std::size_t>(r * call.row);
+        const auto sub0 = static_cast<std::size_t>(r * call.subtiles_per_row);
+        for (std::size_t i = 0; i < count; ++i) {
+          const double e = p.decode_f64[wide[i]];
+          if (p.float_scales) {
+            out[i] = static_cast<float>((scale_d == 0 && std::isfinite(e)) ? 0.0 : e * d);
+          } else if (sub > 0) {
+            out[i] = p.decode_f32[wide[i]] * std::ldexp(scale_f, -call.subtile_offsets[sub0 + (pos + i) / sub]);
+          } else {
+            out[i] = p.decode_f32[wide[i]] * scale_f;
+          }
+        }
+        continue;
+      }
       if (bits == 8) {
         std::memcpy(codes, call.elements + first, count);
       } else if (bits == 4 && first % 2 == 0) {

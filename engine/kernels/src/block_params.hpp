@@ -54,14 +54,16 @@ struct BlockParams {
   /// quotient is not: |x / d - M| >= 2^mu / (S G) for integer significands S, G of s, g, which is at least half
   /// a double ulp of M (2^(mu - 29)) when S G <= 2^29, i.e. bits(s) + bits(g) <= 29.
   bool check_f32_quotients = false;
-  /// Float scales under deterministic rounding with scale significands of at most 16 bits and element values
-  /// in [2^-24, 2^24]: element quotients first in float32 lanes (block_kernels-inl.h float_scale_elements).
+  /// Float scales under deterministic rounding with element values in [2^-24, 2^24]: element quotients first
+  /// in float32 lanes (block_kernels-inl.h float_scale_elements), for element and scale significands of at
+  /// most 24 bits together (fast32_short_scales) or blocks under g = 1.
   bool fast32 = false;
+  bool fast32_short_scales = false;
 
   double scale_of(std::uint32_t code) const {
     return wide_scale ? scale_format->decode(code) : scale_value_d[code & 0xFFU];
   }
-  std::uint8_t nan_block_code = 0;  ///< element code under a NaN scale
+  std::uint32_t nan_block_code = 0;  ///< element code under a NaN scale
   SpecialsPolicy specials = SpecialsPolicy::BlockNan;
   bool element_has_inf = false;
   int zero_block_exponent = -127;  ///< X of an all-zero block, clamped
@@ -128,14 +130,16 @@ struct BlockParams {
   std::shared_ptr<const BlockFormat> owner;  ///< keeps element and options alive
   const Format* element = nullptr;           ///< for the rules computed by mxlab::scale_exponent
   const QuantOptions* options = nullptr;
-  std::array<float, 256> decode_f32{};   ///< value of each element code (NaN codes NaN)
-  std::array<double, 256> decode_f64{};
+  /// Value of each element code (NaN codes NaN): max(256, 2^bits) entries, so that any byte indexes them.
+  std::vector<float> decode_f32;
+  std::vector<double> decode_f64;
+  bool wide_codes = false;  ///< elements of 9 to 16 bits: codes are buffered as uint16 (CodeSink, dequantization)
   bool stochastic = false;
   std::uint64_t seed_key = 0;  ///< splitmix64(seed)
   bool low_first = true;
   bool remap = false;                     ///< sign-magnitude integers: codes pass through code_map
-  std::array<std::uint8_t, 256> code_map{};
-  std::array<std::uint8_t, 256> code_unmap{};  ///< inverse of code_map
+  std::vector<std::uint16_t> code_map;
+  std::vector<std::uint16_t> code_unmap;  ///< inverse of code_map
 };
 
 /// Scale code of block b in a packed scale array (BlockParams::scale_bytes bytes each, little-endian).
@@ -165,14 +169,15 @@ class PackWriter {
       : out_(out), pos_(start_bit / 8), nbits_(static_cast<int>(start_bit % 8)), bits_(bits), low_first_(low_first),
         head_pending_(start_bit % 8 != 0) {}
 
-  void write(const std::uint8_t* codes, std::size_t n) {
+  template <class Code>
+  void write(const Code* codes, std::size_t n) {
     std::size_t i = 0;
-    if (nbits_ == 0 && bits_ == 8) {
+    if (sizeof(Code) == 1 && nbits_ == 0 && bits_ == 8) {
       std::memcpy(out_ + pos_, codes, n);
       pos_ += n;
       return;
     }
-    if (nbits_ == 0 && bits_ == 4) {
+    if (sizeof(Code) == 1 && nbits_ == 0 && bits_ == 4) {
       std::uint8_t* o = out_ + pos_;
       const std::size_t pairs = n / 2;
       if (low_first_) {

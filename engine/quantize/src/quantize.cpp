@@ -520,6 +520,10 @@ std::optional<Error> check_options(const BlockFormat& f, bool pow2_rule) {
   if (o.nearest_arith != NearestArith::Exact && o.input != InputPrecision::Float32 && o.nvfp4_arith == Nvfp4Arith::Exact)
     return make_error("nearest-rounding arithmetic '" + std::string(to_string(o.nearest_arith)) +
                       "' works on float32 scaled values: it needs input precision 'float32'");
+  const FormatSpec& es = f.element.spec();
+  if (o.int_encoding == IntEncoding::SignMagnitude && es.kind == FormatKind::Integer && es.is_signed && !es.symmetric)
+    return make_error("sign-magnitude integer encoding needs a symmetric integer element: '" + f.element.name() +
+                      "' has the code -2^" + std::to_string(es.int_bits - 1) + ", which sign-magnitude cannot hold");
   if (o.tensor_scale_max < 0 || !std::isfinite(o.tensor_scale_max))
     return make_error("the tensor-scale maximum must be a finite non-negative number");
   if (o.nvfp4_arith != Nvfp4Arith::Exact) {

@@ -82,8 +82,8 @@ struct BlockPacked {
 
 /// A block quantizer for one block format, reduced once to the constants the SIMD code takes.
 ///
-/// Supported: element formats CastKernel supports of at most 8 bits (the MX float and integer elements,
-/// BOOST E2M5, the MX-SAFE element, unsigned integers),
+/// Supported: element formats CastKernel supports of at most 16 bits (the MX float and integer elements,
+/// BOOST E2M5, the MX-SAFE element, unsigned integers, float16 or bfloat16 elements under block scales),
 /// 1-D blocks along the last axis (a fixed size or the whole axis), and either
 ///  - power-of-two scales (E8M0, or powers of two in float16, bfloat16 or float32 codes) under every scale
 ///    rule giving a power-of-two scale (floor, ceil, rceil, even, midmax), both clamp sites, or
@@ -96,7 +96,7 @@ struct BlockPacked {
 /// peer arithmetic option and NaN/Inf policy (every E8M0 peer profile) and subtiles; float scales take rule
 /// 4over6, the float32 input rounding and the NVFP4 peers' float32 arithmetic. Codebook elements (NF4) and
 /// N:M sparsity run under the exact rules. Everything else (2-D tiles, channel scales, elements of more than
-/// 8 bits) is reported by unsupported_reason().
+/// 16 bits) is reported by unsupported_reason().
 class BlockKernel {
  public:
   /// Why the SIMD kernel cannot quantize with this block format, or an empty string when it can.
