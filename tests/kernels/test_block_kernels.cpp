@@ -961,6 +961,42 @@ TEST_CASE("block kernels: element formats of 9 to 16 bits", "[kernels][block]") 
   }
 }
 
+TEST_CASE("block kernels: float block scales under every NaN/Inf policy and zero-sign rule", "[kernels][block]") {
+  // ignore-nan and tensor-nan (a NaN anywhere: every block NaN), the zero-sign rules on exact quotients, rule
+  // 4over6; codebook elements too.
+  const auto x = make_input(80, kShape[0], kShape[1]);
+  const auto xf = finite_only(x);
+  std::size_t n = 0;
+  for (const char* name : {"nvfp4", "e4m3:float32_t128", "int8:bf16_t32", "e5m2:e5m2_t32", "fp16:e4m3_t16",
+                           "e2m1_codebook:e4m3_float32_t16", "nf4:float32_t64", "e2m1_codebook:e8m0_t32"}) {
+    for (SpecialsPolicy sp : {SpecialsPolicy::IgnoreNan, SpecialsPolicy::TensorNan, SpecialsPolicy::BlockNan}) {
+      for (ZeroSign zs : {ZeroSign::Keep, ZeroSign::MinusZeroPlus, ZeroSign::ZeroMinus}) {
+        BlockFormat f = parse(name);
+        QuantOptions& o = f.options;
+        o.specials = sp;
+        o.zero_sign = zs;
+        o.element.rounding = kRoundings[n % kRoundings.size()];
+        if (n % 4 == 3) o.rule = ScaleRule::FourOverSix;
+        const bool codebook = f.element.kind() == FormatKind::Codebook;
+        if (n % 5 == 4 && !codebook) o.input = InputPrecision::Float32;
+        o.seed = 990 + n;
+        ++n;
+        if (!reference_accepts(f)) continue;
+        // Codebooks: power-of-two scales under the exact policies only.
+        const bool pow2 = o.rule != ScaleRule::Amax && o.rule != ScaleRule::FourOverSix;
+        if (codebook && pow2 && sp != SpecialsPolicy::BlockNan) {
+          CHECK_FALSE(BlockKernel::supports(f));
+          continue;
+        }
+        INFO(name << ": " << BlockKernel::unsupported_reason(f));
+        REQUIRE(BlockKernel::supports(f));
+        check_format(f, x, kShape);
+        if (sp == SpecialsPolicy::TensorNan) check_format(f, xf, kShape);  // not every block NaN
+      }
+    }
+  }
+}
+
 TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
   BlockFormat f46 = parse("nf4:e4m3_t64");
   f46.options.input = InputPrecision::Float32;  // a codebook under the float32 input rounding

@@ -98,18 +98,18 @@ BlockParams::FastRne fast_rne_params(const Format& e, const CastOptions& o, cons
 }
 
 /// Whether the options are the exact rules (no peer arithmetic); otherwise *why names the first that is not.
-/// With float32_input, the float32 input rounding and the options on its scaled values (nearest arithmetic,
-/// zero sign) count as exact rules too.
-bool is_default_peer(const QuantOptions& o, std::string* why, bool float32_input = false) {
+/// With float_rules (float block scales, elements on a grid), the float32 input rounding, the nearest
+/// arithmetic on its scaled values and the zero-sign rules count as exact rules too.
+bool is_default_peer(const QuantOptions& o, std::string* why, bool float_rules = false) {
   auto bad = [&](const std::string& what) {
     if (why == nullptr) return false;
     *why = "peer arithmetic option " + what + " is not supported by the SIMD block kernel with float block scales";
     return false;
   };
-  if (float32_input && o.input == InputPrecision::Float32) {
+  if (float_rules) {
     QuantOptions exact = o;
+    if (o.input == InputPrecision::Float32) exact.nearest_arith = NearestArith::Exact;
     exact.input = InputPrecision::Exact;
-    exact.nearest_arith = NearestArith::Exact;
     exact.zero_sign = ZeroSign::Keep;
     return is_default_peer(exact, why);
   }
@@ -254,10 +254,16 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
     if (const std::string why = CastKernel::unsupported_reason(e); !why.empty()) return why;
   }
   if (codebook) {
-    if (!is_default_peer(o, nullptr) || l.tiles[0].subtile > 0 || o.rule == ScaleRule::FourOverSix ||
-        (o.specials != SpecialsPolicy::BlockNan && o.specials != SpecialsPolicy::BlockNanAny &&
-         o.specials != SpecialsPolicy::Element))
-      return "codebook elements are supported with the exact rules only (no peer options, subtiles or 4over6)";
+    // The exact rules, the zero-sign rules, 4over6, and with float scales the policies ignore-nan and tensor-nan.
+    QuantOptions exact = o;
+    exact.zero_sign = ZeroSign::Keep;
+    const bool plain = o.specials == SpecialsPolicy::BlockNan || o.specials == SpecialsPolicy::BlockNanAny ||
+                       o.specials == SpecialsPolicy::Element;
+    const bool float_policy = float_scales && (o.specials == SpecialsPolicy::IgnoreNan ||
+                                               o.specials == SpecialsPolicy::TensorNan);
+    if (!is_default_peer(exact, nullptr) || l.tiles[0].subtile > 0 || (!plain && !float_policy))
+      return "codebook elements are supported under the exact rules only (no peer arithmetic, subtiles or "
+             "power-of-two peer NaN/Inf policies)";
     if (o.element.subnormals != SubnormalMode::Keep) return "codebook elements take the subnormal mode keep only";
   }
   for (std::uint32_t c = 0; c < (1U << e.bits()); ++c) {
@@ -272,10 +278,10 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
   const bool nvfp4_peer = o.nvfp4_arith != Nvfp4Arith::Exact;  // check_block_options: float32 scales and maxima
   const bool peer_policy = o.specials == SpecialsPolicy::IgnoreNan || o.specials == SpecialsPolicy::TensorNan;
   const bool float_policy = o.specials == SpecialsPolicy::BlockNan || o.specials == SpecialsPolicy::BlockNanAny ||
-                            o.specials == SpecialsPolicy::Element || (nvfp4_peer && peer_policy);
+                            o.specials == SpecialsPolicy::Element || peer_policy;
   if (float_scales && !float_policy)
     return "NaN/Inf policy '" + std::string(to_string(o.specials)) + "' is not supported with float block scales";
-  if (std::string why; float_scales && !nvfp4_peer && !is_default_peer(o, &why, !codebook)) return why;
+  if (std::string why; float_scales && !nvfp4_peer && !is_default_peer(o, &why, true)) return why;
   auto eo = resolve_options(e, o.element);
   if (!eo) return "element options: " + eo.error().message;
   const bool flush_input = eo->subnormals == SubnormalMode::FlushInput || eo->subnormals == SubnormalMode::Flush;
@@ -419,7 +425,7 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
     case ZeroBlock::MinNormal: zx = scale_exponent(e, std::ldexp(1.0, -126), o); break;
   }
   p->zero_block_exponent = std::clamp(zx, p->x_min, p->x_max);
-  if (needs_plan(f)) {
+  if (needs_plan(f) && e.kind() != FormatKind::Codebook) {  // codebooks: the exact rules and zero sign only
     p->planned = true;
     p->subtile = f.layout.tiles[0].subtile;
     p->subtile_dmax = (1 << f.layout.subtile_bits) - 1;
@@ -491,7 +497,7 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
   }
   // NaN/Inf policy tensor-nan: a NaN anywhere makes every block NaN, so a first pass looks for one.
   bool any_nan = false;
-  if (p.planned && p.specials == SpecialsPolicy::TensorNan && element_pass) {
+  if ((p.planned || (p.float_scales && !p.nvfp4_peer)) && p.specials == SpecialsPolicy::TensorNan && element_pass) {
     float unused = 0;
     Outputs first;
     first.tensor_amax = &unused;

@@ -199,6 +199,17 @@ HWY_INLINE VU fast_rne_lanes(const FastVectors& f, VU u, VF inverse, VF* r_out, 
   return hn::Or(code, hn::And(hn::ShiftRightSame(u, f.sign_shift), f.sign_bit));
 }
 
+/// The zero-sign rule (QuantOptions::zero_sign): the code of a lane whose zero value (a peer's scaled value,
+/// or the input under exact arithmetic) has the float32 bits z.
+template <class D = DU>
+HWY_INLINE hn::Vec<D> apply_zero_sign(const BlockParams& p, hn::Vec<D> code, hn::Vec<D> z, D d = D()) {
+  if (p.zero_sign == ZeroSign::Keep || !p.has_negative_zero) return code;
+  const auto zero = hn::Eq(hn::And(z, hn::Set(d, 0x7FFFFFFFU)), hn::Zero(d));
+  if (p.zero_sign == ZeroSign::ZeroMinus) return hn::IfThenElse(zero, hn::Set(d, p.zero_code_neg), code);
+  const auto negative = hn::Ne(hn::And(z, hn::Set(d, 0x80000000U)), hn::Zero(d));
+  return hn::IfThenElse(hn::And(zero, negative), hn::Set(d, p.zero_code_pos), code);
+}
+
 /// Where a block loop's element codes go: straight into the packed output (8-bit codes) or through a
 /// buffer that is bit-packed when full.
 struct CodeSink {
@@ -540,8 +551,11 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
       const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
       const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
       M64 over = hn::FirstN(du, 0);
-      const auto code = hn::TruncateTo(
-          duh, quotient_codes64<Round>(p, c64, x, d, random_lanes64(p, start + k), want_metrics ? &over : nullptr));
+      const auto code = apply_zero_sign(
+          p,
+          hn::TruncateTo(duh, quotient_codes64<Round>(p, c64, x, d, random_lanes64(p, start + k),
+                                                      want_metrics ? &over : nullptr)),
+          u, duh);  // the zero-sign rule on the input (exact arithmetic: the quotient is zero when x is)
       if (call.out == BlockOut::Packed) sink.put(duh, code, start + k, count);
       if (call.out == BlockOut::Fake) {
         // decode(code) * s * g: exact in double, rounded once to float32.
@@ -588,8 +602,10 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
       continue;
     }
     MU over = hn::FirstN(du32, 0);
-    const VU code = cast_lanes<Round>(c32, hn::BitCast(du32, q), hn::Zero(du32), hn::Zero(di32),
-                                      want_metrics ? &over : nullptr);
+    const VU code = apply_zero_sign(p,
+                                    cast_lanes<Round>(c32, hn::BitCast(du32, q), hn::Zero(du32), hn::Zero(di32),
+                                                      want_metrics ? &over : nullptr),
+                                    u);
     if (call.out == BlockOut::Packed) sink.put(du32, code, start + k, count);
     if (call.out == BlockOut::Fake) {
       // Codes of at most 4 bits index a table that fits one vector: a permutation instead of a gather.
@@ -613,60 +629,6 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
       }
     }
   }
-}
-
-/// Rule 4over6: whether the block's exact sum of squared errors under block scale a is below that under b
-/// (the reference's comparison; ties keep b). Each candidate's elements are the casts of x / (s * g) as in
-/// float_scale_elements; an error deq - x is a double (as the reference computes it) whose square enters an
-/// exact accumulator as its rounded value plus the fused multiply-add residual. A scale that is not positive
-/// dequantizes to 0. Non-finite inputs do not count. A NaN scale, or a finite input that dequantizes to Inf or
-/// NaN, makes a candidate's error infinite: a finite error beats it, two infinite ones tie.
-HWY_INLINE bool lower_sse(const BlockParams& p, const BlockCall& call, const CastVectors64& c64, const std::uint8_t* xb,
-                          std::size_t len, std::size_t start, double a, double b, FastExactSum& acc) {
-  const DF64 df;
-  const DUh duh;
-  const DFh dfh;
-  const std::size_t lanes = hn::Lanes(df);
-  const InputKind in_kind = call.input;
-  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
-  HWY_ALIGN double lane_x[kMaxLanes];
-  HWY_ALIGN double lane_deq[2][kMaxLanes];
-  acc.reset();
-  const double scales[2] = {a, b};
-  bool infinite[2] = {std::isnan(a), std::isnan(b)};
-  for (std::size_t k = 0; k < len; k += lanes) {
-    const std::size_t count = std::min(lanes, len - k);
-    const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
-    const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
-    hn::Store(x, df, lane_x);
-    const V64 random = random_lanes64(p, start + k);
-    for (int cand = 0; cand < 2; ++cand) {
-      const double s = scales[cand];
-      if (!(s > 0)) {  // 0 (or NaN: infinite above)
-        hn::Store(hn::Zero(df), df, lane_deq[cand]);
-        continue;
-      }
-      const double d = s * call.g;
-      const auto code = hn::TruncateTo(duh, quotient_codes64<AnyRounding>(p, c64, x, d, random, nullptr));
-      hn::Store(hn::Mul(decode_lanes64(p, code), hn::Set(df, d)), df, lane_deq[cand]);
-    }
-    for (std::size_t l = 0; l < count; ++l) {
-      if (!std::isfinite(lane_x[l])) continue;
-      if (!std::isfinite(lane_deq[0][l])) infinite[0] = true;
-      if (!std::isfinite(lane_deq[1][l])) infinite[1] = true;
-      if (infinite[0] || infinite[1]) continue;  // the sum is no longer needed
-      const double ea = lane_deq[0][l] - lane_x[l];
-      const double eb = lane_deq[1][l] - lane_x[l];
-      const double pa = ea * ea;
-      const double pb = eb * eb;
-      acc.add(pa);
-      acc.add(std::fma(ea, ea, -pa));
-      acc.add(-pb);
-      acc.add(-std::fma(eb, eb, -pb));
-    }
-  }
-  if (infinite[0] || infinite[1]) return !infinite[0];
-  return acc.sign() < 0;
 }
 
 /// Codes of the finite doubles q in a codebook element format: the reference's table cast (formats/src/cast.cpp
@@ -770,6 +732,39 @@ HWY_INLINE V64 codebook_lanes64(const BlockParams& p, VF64 q, V64 random, M64* o
 /// cast_quotient casts unless it lies within the reference's window of a value or midpoint; vectors with
 /// such a lane (or with NaN or Inf) take cast_quotient itself. Values are (decode * s) * g in double, as the
 /// reference forms them.
+/// Codes of the quotients x / d (d = s * g, positive or +Inf) in a codebook element format, as the reference's
+/// cast_quotient gives them: codebook_lanes64 of the double quotient, or cast_quotient itself for a vector with
+/// a lane near a value or midpoint (unless d is a power of two: exact quotients), or with NaN or Inf.
+HWY_INLINE V64 codebook_quotient_codes64(const BlockParams& p, VF64 x, double d, V64 random, M64* over) {
+  const DF64 df;
+  const D64 du;
+  const bool exact_quotient =  // 2^k
+      std::isfinite(d) && (std::bit_cast<std::uint64_t>(d) & ((std::uint64_t{1} << 52) - 1)) == 0;
+  M64 over_v = hn::FirstN(du, 0);
+  M64 near = hn::FirstN(du, 0);
+  V64 code = hn::Zero(du);
+  const bool finite = hn::AllTrue(df, hn::Lt(hn::Abs(x), hn::Set(df, std::numeric_limits<double>::infinity())));
+  if (finite) code = codebook_lanes64(p, hn::Div(x, hn::Set(df, d)), random, &over_v, exact_quotient ? nullptr : &near);
+  if (!finite || !hn::AllFalse(du, near)) {
+    HWY_ALIGN double lane_x[kMaxLanes];
+    HWY_ALIGN std::uint64_t lane_random[kMaxLanes];
+    HWY_ALIGN std::uint64_t lane_codes[kMaxLanes];
+    HWY_ALIGN std::uint64_t lane_over[kMaxLanes];
+    hn::Store(x, df, lane_x);
+    hn::Store(random, du, lane_random);
+    for (std::size_t l = 0; l < hn::Lanes(du); ++l) {
+      const CastResult r =
+          cast_quotient(*p.element, lane_x[l], d, p.element_opts, static_cast<std::uint32_t>(lane_random[l]));
+      lane_codes[l] = r.code;
+      lane_over[l] = r.overflow ? ~std::uint64_t{0} : 0;
+    }
+    code = hn::Load(du, lane_codes);
+    over_v = hn::Ne(hn::Load(du, lane_over), hn::Zero(du));
+  }
+  if (over != nullptr) *over = over_v;
+  return code;
+}
+
 HWY_NOINLINE void codebook_elements(const BlockParams& p, const BlockCall& call, CodeSink& sink,
                                     const std::uint8_t* xb, std::size_t len, std::size_t start, double s, double g) {
   const DF64 df;
@@ -779,42 +774,21 @@ HWY_NOINLINE void codebook_elements(const BlockParams& p, const BlockCall& call,
   const std::size_t lanes = hn::Lanes(df);
   const InputKind in_kind = call.input;
   const double d = s * g;
-  const VF64 dv = hn::Set(df, d);
-  const bool exact_quotient =  // 2^k
-      std::isfinite(d) && (std::bit_cast<std::uint64_t>(d) & ((std::uint64_t{1} << 52) - 1)) == 0;
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
   HWY_ALIGN double lane_x[kMaxLanes];
   HWY_ALIGN std::uint64_t lane_codes[kMaxLanes];
   HWY_ALIGN std::uint64_t lane_over[kMaxLanes];
-  HWY_ALIGN std::uint32_t rnd[kMaxLanes];
   HWY_ALIGN float out_buf[kMaxLanes];
   for (std::size_t k = 0; k < len; k += lanes) {
     const std::size_t count = std::min(lanes, len - k);
     const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
     const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
-    V64 random = hn::Zero(du);
-    hn::Vec<DUh> random32 = hn::Zero(duh);
-    if (p.stochastic) {
-      random32 = stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start + k), duh);
-      random = hn::PromoteTo(du, random32);
-    }
     M64 over = hn::FirstN(du, 0);
-    M64 near = hn::FirstN(du, 0);
-    V64 code;
-    const bool finite = hn::AllTrue(df, hn::Lt(hn::Abs(x), hn::Set(df, std::numeric_limits<double>::infinity())));
-    if (finite) code = codebook_lanes64(p, hn::Div(x, dv), random, &over, exact_quotient ? nullptr : &near);
-    if (!finite || !hn::AllFalse(du, near)) {
-      hn::Store(x, df, lane_x);
-      hn::Store(random32, duh, rnd);
-      for (std::size_t l = 0; l < lanes; ++l) {
-        const CastResult r = cast_quotient(*p.element, lane_x[l], d, p.element_opts, rnd[l]);
-        lane_codes[l] = r.code;
-        lane_over[l] = r.overflow ? ~std::uint64_t{0} : 0;
-      }
-      code = hn::Load(du, lane_codes);
-      over = hn::Ne(hn::Load(du, lane_over), hn::Zero(du));
-    }
-    if (call.out == BlockOut::Packed) sink.put(duh, hn::TruncateTo(duh, code), start + k, count);
+    // The zero-sign rule on the input (exact arithmetic: the quotient is zero when x is).
+    const hn::Vec<DUh> code32 = apply_zero_sign(
+        p, hn::TruncateTo(duh, codebook_quotient_codes64(p, x, d, random_lanes64(p, start + k), &over)), u, duh);
+    const V64 code = hn::PromoteTo(du, code32);
+    if (call.out == BlockOut::Packed) sink.put(duh, code32, start + k, count);
     if (call.out == BlockOut::Fake) {
       // (decode * s) * g in double, rounded once to float32.
       const VF64 e = hn::GatherIndex(df, p.decode_f64.data(), hn::BitCast(DI64(), code));
@@ -829,6 +803,61 @@ HWY_NOINLINE void codebook_elements(const BlockParams& p, const BlockCall& call,
         add_metric_at(call, start + k + l, lane_x[l], p.decode_f64[lane_codes[l]] * s * g, lane_over[l] != 0);
     }
   }
+}
+
+/// Rule 4over6: whether the block's exact sum of squared errors under block scale a is below that under b
+/// (the reference's comparison; ties keep b). Each candidate's elements are the casts of x / (s * g) as in
+/// float_scale_elements; an error deq - x is a double (as the reference computes it) whose square enters an
+/// exact accumulator as its rounded value plus the fused multiply-add residual. A scale that is not positive
+/// dequantizes to 0. Non-finite inputs do not count. A NaN scale, or a finite input that dequantizes to Inf or
+/// NaN, makes a candidate's error infinite: a finite error beats it, two infinite ones tie.
+HWY_INLINE bool lower_sse(const BlockParams& p, const BlockCall& call, const CastVectors64& c64, const std::uint8_t* xb,
+                          std::size_t len, std::size_t start, double a, double b, FastExactSum& acc) {
+  const DF64 df;
+  const DUh duh;
+  const DFh dfh;
+  const std::size_t lanes = hn::Lanes(df);
+  const InputKind in_kind = call.input;
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN double lane_x[kMaxLanes];
+  HWY_ALIGN double lane_deq[2][kMaxLanes];
+  acc.reset();
+  const double scales[2] = {a, b};
+  bool infinite[2] = {std::isnan(a), std::isnan(b)};
+  for (std::size_t k = 0; k < len; k += lanes) {
+    const std::size_t count = std::min(lanes, len - k);
+    const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
+    const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
+    hn::Store(x, df, lane_x);
+    const V64 random = random_lanes64(p, start + k);
+    for (int cand = 0; cand < 2; ++cand) {
+      const double s = scales[cand];
+      if (!(s > 0)) {  // 0 (or NaN: infinite above)
+        hn::Store(hn::Zero(df), df, lane_deq[cand]);
+        continue;
+      }
+      const double d = s * call.g;
+      const auto code = hn::TruncateTo(duh, p.codebook ? codebook_quotient_codes64(p, x, d, random, nullptr)
+                                                       : quotient_codes64<AnyRounding>(p, c64, x, d, random, nullptr));
+      hn::Store(hn::Mul(decode_lanes64(p, code), hn::Set(df, d)), df, lane_deq[cand]);
+    }
+    for (std::size_t l = 0; l < count; ++l) {
+      if (!std::isfinite(lane_x[l])) continue;
+      if (!std::isfinite(lane_deq[0][l])) infinite[0] = true;
+      if (!std::isfinite(lane_deq[1][l])) infinite[1] = true;
+      if (infinite[0] || infinite[1]) continue;  // the sum is no longer needed
+      const double ea = lane_deq[0][l] - lane_x[l];
+      const double eb = lane_deq[1][l] - lane_x[l];
+      const double pa = ea * ea;
+      const double pb = eb * eb;
+      acc.add(pa);
+      acc.add(std::fma(ea, ea, -pa));
+      acc.add(-pb);
+      acc.add(-std::fma(eb, eb, -pb));
+    }
+  }
+  if (infinite[0] || infinite[1]) return !infinite[0];
+  return acc.sign() < 0;
 }
 
 /// A block whose float scale is zero: finite elements become zeros of their sign, others are cast as they
@@ -957,17 +986,6 @@ class DefaultFpEnvironment {
   unsigned csr_;
 #endif
 };
-
-/// The zero-sign rule (QuantOptions::zero_sign): the code of a lane whose zero value (a peer's scaled value,
-/// or the input under exact arithmetic) has the bits z.
-HWY_INLINE VU apply_zero_sign(const BlockParams& p, VU code, VU z) {
-  const DU du;
-  if (p.zero_sign == ZeroSign::Keep || !p.has_negative_zero) return code;
-  const MU zero = hn::Eq(hn::And(z, hn::Set(du, 0x7FFFFFFFU)), hn::Zero(du));
-  if (p.zero_sign == ZeroSign::ZeroMinus) return hn::IfThenElse(zero, hn::Set(du, p.zero_code_neg), code);
-  const MU negative = hn::Ne(hn::And(z, hn::Set(du, 0x80000000U)), hn::Zero(du));
-  return hn::IfThenElse(hn::And(zero, negative), hn::Set(du, p.zero_code_pos), code);
-}
 
 /// microxcaling Python's float32 nearest rounding (mxlab::pow2_element_cast, NearestArith::Float32AddHalf) of
 /// the float32 scaled values v, as the bits of the rounded value w; the same float32 operations as the
@@ -1338,7 +1356,8 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
     for (std::size_t i = 0; i < count; ++i) {
       const auto b = static_cast<std::size_t>(g0) + i;
       const std::size_t start = starts[i];
-      if (nan_block(p, stats[i]) && p.scale_has_nan) {
+      const bool tensor_nan = p.specials == SpecialsPolicy::TensorNan && call.any_nan;
+      if ((nan_block(p, stats[i]) || tensor_nan) && p.scale_has_nan) {
         if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), p.scale_nan_code);
         nan_elements(p, call, sink, start, lens[i]);
         continue;
