@@ -552,7 +552,10 @@ TEST_CASE("block kernels: the peers' arithmetic options one by one and combined"
       SpecialsPolicy::BlockNan,    SpecialsPolicy::Element,      SpecialsPolicy::BlockNanAny,
       SpecialsPolicy::IgnoreNan,   SpecialsPolicy::TorchaoFloor, SpecialsPolicy::TorchaoRceil,
       SpecialsPolicy::TensorNan,   SpecialsPolicy::NanSmallest};
-  const std::vector<std::string> formats = {"mxfp8_e4m3", "mxfp6_e2m3", "mxfp4", "mxint8", "mxsf"};
+  // Codebooks too: the profiles cover MX and NVFP4 formats only, but the options apply to any element.
+  const std::vector<std::string> formats = {"mxfp8_e4m3", "mxfp6_e2m3",   "mxfp4",
+                                            "mxint8",     "mxsf",         "nf4:e8m0_t32",
+                                            "e2m1_codebook:e8m0_t32"};
   std::size_t n = 0;
   for (const auto& name : formats) {
     for (SpecialsPolicy sp : policies) {
@@ -982,12 +985,6 @@ TEST_CASE("block kernels: float block scales under every NaN/Inf policy and zero
         o.seed = 990 + n;
         ++n;
         if (!reference_accepts(f)) continue;
-        // Codebooks: power-of-two scales under the exact policies only.
-        const bool pow2 = o.rule != ScaleRule::Amax && o.rule != ScaleRule::FourOverSix;
-        if (codebook && pow2 && sp != SpecialsPolicy::BlockNan) {
-          CHECK_FALSE(BlockKernel::supports(f));
-          continue;
-        }
         INFO(name << ": " << BlockKernel::unsupported_reason(f));
         REQUIRE(BlockKernel::supports(f));
         check_format(f, x, kShape);
@@ -997,9 +994,49 @@ TEST_CASE("block kernels: float block scales under every NaN/Inf policy and zero
   }
 }
 
+TEST_CASE("block kernels: codebooks under the NVFP4 arithmetic and subtiles", "[kernels][block]") {
+  // The power-of-two peers' options on codebooks: "the peers' arithmetic options one by one and combined".
+  const auto x = make_input(85, kShape[0], kShape[1]);
+  // The NVFP4 peers' float32 arithmetic on a codebook (Transformer Engine's 4over6 metrics excepted).
+  for (Nvfp4Arith arith : {Nvfp4Arith::Te, Nvfp4Arith::ModelOpt}) {
+    BlockFormat f = parse("nf4:e4m3_float32_t16");
+    f.options.nvfp4_arith = arith;
+    f.options.specials = SpecialsPolicy::IgnoreNan;
+    if (!reference_accepts(f)) continue;
+    INFO(BlockKernel::unsupported_reason(f));
+    REQUIRE(BlockKernel::supports(f));
+    check_format(f, x, kShape);
+  }
+  std::size_t n = 0;
+  for (const char* name : {"e2m1_codebook:e8m0_t32s2", "nf4:e8m0_t16s4"}) {
+    for (ScaleRule rule : {ScaleRule::Floor, ScaleRule::Ceil, ScaleRule::RCeil}) {
+      BlockFormat f = parse(name);
+      f.options.rule = rule;
+      f.options.element.rounding = kRoundings[n % kRoundings.size()];
+      f.options.input = n % 2 ? InputPrecision::Float32 : InputPrecision::Exact;
+      f.options.seed = 1000 + n;
+      ++n;
+      INFO(name << ": " << BlockKernel::unsupported_reason(f));
+      REQUIRE(BlockKernel::supports(f));
+      check_format(f, x, kShape);
+    }
+  }
+  // The float32 input rounding and add-half rounding with float scales.
+  for (Rounding r : {Rounding::NearestEven, Rounding::NearestAway, Rounding::Stochastic}) {
+    BlockFormat f = parse("nf4:e4m3_float32_t16");
+    f.options.input = InputPrecision::Float32;
+    f.options.element.rounding = r;
+    if (r != Rounding::Stochastic) f.options.nearest_arith = NearestArith::Float32AddHalf;
+    f.options.seed = 1100;
+    if (!reference_accepts(f)) continue;
+    INFO(BlockKernel::unsupported_reason(f));
+    REQUIRE(BlockKernel::supports(f));
+    check_format(f, x, kShape);
+  }
+}
+
 TEST_CASE("block kernels: unsupported options are reported, never computed", "[kernels][block]") {
-  BlockFormat f46 = parse("nf4:e4m3_t64");
-  f46.options.input = InputPrecision::Float32;  // a codebook under the float32 input rounding
+  BlockFormat f46 = parse("fp32:e8m0_t32");  // elements of more than 16 bits
   CHECK_FALSE(BlockKernel::unsupported_reason(f46).empty());
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("fp32:e8m0_t32")).empty());  // elements of more than 16 bits
   CHECK_FALSE(BlockKernel::unsupported_reason(parse("mxsf@8x8")).empty());  // 2-D tiles

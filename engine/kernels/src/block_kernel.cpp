@@ -254,16 +254,8 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
     if (const std::string why = CastKernel::unsupported_reason(e); !why.empty()) return why;
   }
   if (codebook) {
-    // The exact rules, the zero-sign rules, 4over6, and with float scales the policies ignore-nan and tensor-nan.
-    QuantOptions exact = o;
-    exact.zero_sign = ZeroSign::Keep;
-    const bool plain = o.specials == SpecialsPolicy::BlockNan || o.specials == SpecialsPolicy::BlockNanAny ||
-                       o.specials == SpecialsPolicy::Element;
-    const bool float_policy = float_scales && (o.specials == SpecialsPolicy::IgnoreNan ||
-                                               o.specials == SpecialsPolicy::TensorNan);
-    if (!is_default_peer(exact, nullptr) || l.tiles[0].subtile > 0 || (!plain && !float_policy))
-      return "codebook elements are supported under the exact rules only (no peer arithmetic, subtiles or "
-             "power-of-two peer NaN/Inf policies)";
+    if (o.four_over_six != FourOverSixMetric::ExactSse)
+      return "codebook elements are not supported under Transformer Engine's 4over6 metrics";
     if (o.element.subnormals != SubnormalMode::Keep) return "codebook elements take the subnormal mode keep only";
   }
   for (std::uint32_t c = 0; c < (1U << e.bits()); ++c) {
@@ -425,7 +417,7 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
     case ZeroBlock::MinNormal: zx = scale_exponent(e, std::ldexp(1.0, -126), o); break;
   }
   p->zero_block_exponent = std::clamp(zx, p->x_min, p->x_max);
-  if (needs_plan(f) && e.kind() != FormatKind::Codebook) {  // codebooks: the exact rules and zero sign only
+  if (needs_plan(f)) {
     p->planned = true;
     p->subtile = f.layout.tiles[0].subtile;
     p->subtile_dmax = (1 << f.layout.subtile_bits) - 1;

@@ -1109,7 +1109,8 @@ HWY_NOINLINE void peer_float_elements(const BlockParams& p, const BlockCall& cal
     MU over = hn::FirstN(du, 0);
     VU code;
     const VU vb = hn::BitCast(du, v);
-    if (hn::AllFalse(du, hn::Gt(hn::And(vb, hn::Set(du, 0x7FFFFFFFU)), hn::Set(du, 0x7F7FFFFFU)))) {
+    // Codebooks take the reference's element step lane by lane (a table cast of v after the peer's steps).
+    if (!p.codebook && hn::AllFalse(du, hn::Gt(hn::And(vb, hn::Set(du, 0x7FFFFFFFU)), hn::Set(du, 0x7F7FFFFFU)))) {
       const VU wb = p.add_half ? add_half_lanes(p, v) : vb;
       code = apply_zero_sign(p, cast_lanes<AnyRounding>(c, wb, random, hn::Zero(di), &over), vb);
     } else {
@@ -1383,10 +1384,10 @@ HWY_NOINLINE void float_scale_loop(const BlockParams& p, const BlockCall& call) 
       } else if (s == 0) {
         zero_scale_elements(p, call, sink, xb, lens[i], start);
       } else {
-        if (p.codebook) {
-          codebook_elements(p, call, sink, xb, lens[i], start, s, call.g);
-        } else if (p.float_peer) {
+        if (p.float_peer) {
           peer_float_elements(p, call, c32, f32v, sink, xb, lens[i], start, static_cast<float>(s), s);
+        } else if (p.codebook) {
+          codebook_elements(p, call, sink, xb, lens[i], start, s, call.g);
         } else {
           float_scale_elements<AnyRounding>(p, call, c64, c32, sink, xb, lens[i], start, s);
         }
@@ -1655,6 +1656,35 @@ HWY_NOINLINE void plan_loop(const BlockParams& p, const BlockCall& call) {
       bool scalar = false;
       if (zero_block) {
         code = hn::Set(du, p.zero_code_pos);
+      } else if (p.codebook) {
+        if (specials || multiply || p.peer) {
+          scalar = true;  // the reference's own element step (mxlab::pow2_element_cast)
+        } else {
+          // Exact quotients x * 2^(d - X) in double lanes, cast by the codebook's table (codebook_lanes64).
+          const DF64 df64;
+          const D64 d64;
+          const DUh duh;
+          const hn::Rebind<std::int32_t, D64> dih;
+          const std::size_t l64 = hn::Lanes(df64);
+          HWY_ALIGN float xs[kMaxLanes];
+          HWY_ALIGN std::int32_t ks[kMaxLanes];
+          HWY_ALIGN std::uint32_t rs[kMaxLanes];
+          hn::Store(hn::BitCast(df, u), df, xs);
+          hn::Store(hn::Sub(off, divisor_e), di, ks);
+          hn::Store(random, du, rs);
+          for (std::size_t h = 0; h < lanes; h += l64) {
+            const VF64 x64 = hn::PromoteTo(df64, hn::LoadU(DFh(), xs + h));
+            const auto k64 = hn::PromoteTo(DI64(), hn::LoadU(dih, ks + h));
+            const VF64 pow = hn::BitCast(df64, hn::ShiftLeft<52>(hn::Add(k64, hn::Set(DI64(), 1023))));
+            M64 cb_over;
+            const V64 cb = codebook_lanes64(p, hn::Mul(x64, pow), hn::PromoteTo(d64, hn::LoadU(duh, rs + h)),
+                                            &cb_over, nullptr);
+            hn::StoreU(hn::TruncateTo(duh, cb), duh, lane_codes + h);
+            hn::StoreU(hn::TruncateTo(duh, hn::VecFromMask(d64, cb_over)), duh, lane_over + h);
+          }
+          code = apply_zero_sign(p, hn::Load(du, lane_codes), u);
+          over = hn::Ne(hn::Load(du, lane_over), hn::Zero(du));
+        }
       } else if (p.peer) {
         if (specials) {
           scalar = true;

@@ -94,9 +94,10 @@ struct BlockPacked {
 /// mode (stochastic with stochastic_bits(seed, element index)), overflow policy and the subnormal modes
 /// keep and flush-output, both nibble orders and both integer encodings. Power-of-two scales also take every
 /// peer arithmetic option and NaN/Inf policy (every E8M0 peer profile) and subtiles; float scales take rule
-/// 4over6, the float32 input rounding and the NVFP4 peers' float32 arithmetic. Codebook elements (NF4) and
-/// N:M sparsity run under the exact rules. Everything else (2-D tiles, channel scales, elements of more than
-/// 16 bits) is reported by unsupported_reason().
+/// 4over6, the float32 input rounding and the NVFP4 peers' float32 arithmetic. Codebook elements (NF4) take the
+/// same options (except Transformer Engine's 4over6 metrics); N:M sparsity prunes a copy of the tensor first.
+/// Everything else (2-D tiles, channel scales, elements of more than 16 bits) is reported by
+/// unsupported_reason().
 class BlockKernel {
  public:
   /// Why the SIMD kernel cannot quantize with this block format, or an empty string when it can.
