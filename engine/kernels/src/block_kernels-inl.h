@@ -133,6 +133,23 @@ HWY_INLINE void add_metric_at(const BlockCall& call, std::size_t i, double x, do
   add_metric(*call.metrics, x, deq, over);
 }
 
+/// The fused metrics of elements [index, index + count) from their float32 input bits u, codes and overflow
+/// lanes (all ones where the cast overflowed), each dequantized as decode(code) * scale.
+template <class D>
+HWY_INLINE void add_lane_metrics(const BlockParams& p, const BlockCall& call, std::size_t index, std::size_t count,
+                                 D d, hn::Vec<D> u, hn::Vec<D> code, hn::Vec<D> over, double scale) {
+  HWY_ALIGN std::uint32_t lane_x[kMaxLanes];
+  HWY_ALIGN std::uint32_t lane_code[kMaxLanes];
+  HWY_ALIGN std::uint32_t lane_over[kMaxLanes];
+  hn::Store(u, d, lane_x);
+  hn::Store(code, d, lane_code);
+  hn::Store(over, d, lane_over);
+  for (std::size_t l = 0; l < count; ++l) {
+    add_metric_at(call, index + l, static_cast<double>(std::bit_cast<float>(lane_x[l])),
+                  p.decode_f64[lane_code[l]] * scale, lane_over[l] != 0);
+  }
+}
+
 /// Packs n 4-bit codes (n even) as byte pairs in the writer's nibble order, at a byte boundary.
 HWY_INLINE void pack_nibbles(const std::uint8_t* codes, std::size_t n, bool low_first, std::uint8_t* out) {
   const hn::ScalableTag<std::uint16_t> d16;
@@ -348,9 +365,6 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
   const VF scale_v = hn::Set(df, p.pow2_value[static_cast<std::size_t>(bs.xe - p.x_min)]);
   const VF inverse = hn::Set(df, p.scale_inverse[static_cast<std::size_t>(bs.xe - p.x_min)]);
   HWY_ALIGN float out_buf[kMaxLanes];
-  HWY_ALIGN std::uint32_t lane_x[kMaxLanes];
-  HWY_ALIGN std::uint32_t lane_codes[kMaxLanes];
-  HWY_ALIGN std::uint32_t lane_over[kMaxLanes];
   for (std::size_t k = 0; k < len; k += lanes) {
     const bool tail = k == full;  // only when len is not a multiple of lanes
     const std::size_t count = tail ? len - full : lanes;
@@ -392,16 +406,7 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
         std::memcpy(dst, out_buf, count * sizeof(float));
       }
     }
-    if (want_metrics) {
-      hn::Store(u, du, lane_x);
-      hn::Store(code, du, lane_codes);
-      hn::Store(hn::VecFromMask(du, over), du, lane_over);
-      for (std::size_t l = 0; l < count; ++l) {
-        const double deq = p.decode_f64[lane_codes[l]] * bs.scale_d;
-        add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq,
-                      lane_over[l] != 0);
-      }
-    }
+    if (want_metrics) add_lane_metrics(p, call, start + k, count, du, u, code, hn::VecFromMask(du, over), bs.scale_d);
   }
 }
 
@@ -415,6 +420,11 @@ HWY_INLINE V64 random_lanes64(const BlockParams& p, std::size_t index) {
 /// The values of element codes held in 32-bit lanes, as doubles.
 HWY_INLINE VF64 decode_lanes64(const BlockParams& p, hn::Vec<DUh> code) {
   return hn::PromoteTo(DF64(), hn::GatherIndex(DFh(), p.decode_f32.data(), hn::BitCast(hn::RebindToSigned<DUh>(), code)));
+}
+
+/// Whether the positive normal double d is a power of two (its quotients are exact).
+HWY_INLINE bool power_of_two(double d) {
+  return std::isfinite(d) && (std::bit_cast<std::uint64_t>(d) & ((std::uint64_t{1} << 52) - 1)) == 0;
 }
 
 /// Lanes whose double q lies within twice the reference's adjustment window (cast_quotient: 4 ulp of q plus
@@ -541,9 +551,6 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
   const VF64 dv = hn::Set(df, d);
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
   HWY_ALIGN float out_buf[kMaxLanes];
-  HWY_ALIGN std::uint32_t lane_x[kMaxLanes];
-  HWY_ALIGN std::uint32_t lane_codes[kMaxLanes];
-  HWY_ALIGN std::uint64_t lane_over[kMaxLanes];
   // Elements [k0, k1) in double lanes.
   const auto double_lanes = [&](std::size_t k0, std::size_t k1) {
     for (std::size_t k = k0; k < k1; k += lanes) {
@@ -562,16 +569,8 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
         store_as_float(hn::Mul(decode_lanes64(p, code), dv), out_buf);
         std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
       }
-      if (want_metrics) {
-        hn::Store(u, duh, lane_x);
-        hn::Store(code, duh, lane_codes);
-        hn::Store(hn::VecFromMask(du, over), du, lane_over);
-        for (std::size_t l = 0; l < count; ++l) {
-          const double deq = p.decode_f64[lane_codes[l]] * d;
-          add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])), deq,
-                        lane_over[l] != 0);
-        }
-      }
+      if (want_metrics)
+        add_lane_metrics(p, call, start + k, count, duh, u, code, hn::TruncateTo(duh, hn::VecFromMask(du, over)), d);
     }
   };
   // decode * s is exact in float32 for scale significands of at most 16 bits; otherwise only g = 1 leaves a
@@ -592,7 +591,6 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
   const VF g_v = hn::Set(df32, static_cast<float>(call.g));
   const bool small_codes = p.bits <= 4 && lanes32 >= 16;
   const VF table = hn::LoadU(df32, p.decode_f32.data());
-  HWY_ALIGN std::uint32_t lane_over32[kMaxLanes];
   for (std::size_t k = 0; k < len; k += lanes32) {
     const std::size_t count = std::min(lanes32, len - k);
     const VU u = load_part(in_kind, xb, k, count, in_buf);
@@ -619,15 +617,7 @@ HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call
         std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
       }
     }
-    if (want_metrics) {
-      hn::Store(u, du32, lane_x);
-      hn::Store(code, du32, lane_codes);
-      hn::Store(hn::VecFromMask(du32, over), du32, lane_over32);
-      for (std::size_t l = 0; l < count; ++l) {
-        add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])),
-                      p.decode_f64[lane_codes[l]] * d, lane_over32[l] != 0);
-      }
-    }
+    if (want_metrics) add_lane_metrics(p, call, start + k, count, du32, u, code, hn::VecFromMask(du32, over), d);
   }
 }
 
@@ -738,8 +728,7 @@ HWY_INLINE V64 codebook_lanes64(const BlockParams& p, VF64 q, V64 random, M64* o
 HWY_INLINE V64 codebook_quotient_codes64(const BlockParams& p, VF64 x, double d, V64 random, M64* over) {
   const DF64 df;
   const D64 du;
-  const bool exact_quotient =  // 2^k
-      std::isfinite(d) && (std::bit_cast<std::uint64_t>(d) & ((std::uint64_t{1} << 52) - 1)) == 0;
+  const bool exact_quotient = power_of_two(d);
   M64 over_v = hn::FirstN(du, 0);
   M64 near = hn::FirstN(du, 0);
   V64 code = hn::Zero(du);
@@ -1045,8 +1034,7 @@ HWY_INLINE VF f32_quotient_lanes(const BlockParams& p, const CastVectors64& f32v
   const VF64 dv = hn::Set(df64, d);
   const bool finite_d = std::isfinite(d);
   // A power-of-two d gives exact quotients; short significands never meet a midpoint (check_f32_quotients).
-  const bool exact = finite_d && (!p.check_f32_quotients ||
-                                  (std::bit_cast<std::uint64_t>(d) & ((std::uint64_t{1} << 52) - 1)) == 0);
+  const bool exact = finite_d && (!p.check_f32_quotients || power_of_two(d));
   bool any = !finite_d;
   for (std::size_t i = 0; i < lanes; i += lh) {
     const VF64 q = hn::Div(hn::PromoteTo(df64, hn::LoadU(dfh, xf + i)), dv);
@@ -1150,15 +1138,8 @@ HWY_NOINLINE void peer_float_elements(const BlockParams& p, const BlockCall& cal
 #endif
       std::memcpy(call.fake + start + k, values, count * sizeof(float));
     }
-    if (call.metrics != nullptr) {
-      hn::Store(u, du, lane_x);
-      hn::Store(code, du, lane_codes);
-      hn::Store(hn::VecFromMask(du, over), du, lane_over);
-      for (std::size_t l = 0; l < count; ++l) {
-        add_metric_at(call, start + k + l, static_cast<double>(std::bit_cast<float>(lane_x[l])),
-                      p.decode_f64[lane_codes[l]] * d, lane_over[l] != 0);
-      }
-    }
+    if (call.metrics != nullptr)
+      add_lane_metrics(p, call, start + k, count, du, u, code, hn::VecFromMask(du, over), d);
   }
 }
 
