@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cli/cli.hpp"
+#include "cli/inputs.hpp"
 #include "cli/quant_options.hpp"
 #include "mxlab/io/npy.hpp"
 #include "mxlab/quantize/pack.hpp"
@@ -56,7 +57,8 @@ Result<std::vector<std::int64_t>> json_ints(const std::string& json, const std::
 }  // namespace
 
 int cmd_dequantize(const std::vector<std::string>& argv, Io io) {
-  std::vector<OptionSpec> specs = {{"out", true, "FILE", "output .npy of the dequantized values (float64, exact)"}};
+  std::vector<OptionSpec> specs = {{"out", true, "FILE", "output .npy of the dequantized values (float64, exact)"},
+                                   threads_option()};
   for (auto& o : quant_options()) specs.push_back(o);
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "dequantize", args.error().message);
@@ -113,9 +115,13 @@ int cmd_dequantize(const std::vector<std::string>& argv, Io io) {
     if (!offsets) return bad_input(io, "dequantize", offsets.error().message);
     p.subtile_offsets = std::move(*offsets);
   }
-  auto q = unpack(*f, p);
-  if (!q) return bad_input(io, "dequantize", "'" + base + "': " + q.error().message);
-  auto written = write_npy(*out, std::span<const double>(q->values), *shape);
+  auto threads = threads_from_args(*args);
+  if (!threads) return bad_input(io, "dequantize", threads.error().message);
+  ops::Run run;
+  run.threads = *threads;
+  auto values = ops::dequantize(*f, p, run);
+  if (!values) return bad_input(io, "dequantize", "'" + base + "': " + values.error().message);
+  auto written = write_npy(*out, std::span<const double>(*values), *shape);
   if (!written) return bad_input(io, "dequantize", written.error().message);
   return kExitOk;
 }

@@ -11,6 +11,7 @@
 #include "cli/quant_options.hpp"
 #include "mxlab/exact/exact.hpp"
 #include "mxlab/formats/catalogue.hpp"
+#include "mxlab/io/atomic_file.hpp"
 #include "mxlab/io/npy.hpp"
 #include "mxlab/quantize/analysis.hpp"
 #include "mxlab/quantize/pack.hpp"
@@ -61,35 +62,51 @@ std::string strip_npy(const std::string& path) {
 }
 
 
-/// Fake-quant values in the input's dtype: f64 stays f64; f32 values are exact where representable
-/// and rounded to nearest-even otherwise (the count is reported); f16 / bf16 likewise in their format.
-std::string fake_quant_npy(const Tensor& t, const std::vector<double>& values, std::size_t* rounded) {
-  *rounded = 0;
-  switch (t.dtype()) {
-    case DType::F64: return npy_bytes("<f8", t.shape(), values);
-    case DType::F32: {
-      std::vector<float> f(values.size());
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        f[i] = static_cast<float>(values[i]);
-        if (static_cast<double>(f[i]) != values[i] && !std::isnan(values[i])) ++*rounded;
-      }
-      return npy_bytes("<f4", t.shape(), f);
-    }
-    case DType::F16:
-    case DType::BF16: {
-      const Format* fmt = find_catalogue_format(t.dtype() == DType::F16 ? "float16" : "bfloat16");
-      std::vector<std::uint16_t> bits(values.size());
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        const CastResult r = cast(*fmt, values[i], CastOptions{Rounding::NearestEven, Overflow::Inf});
-        bits[i] = static_cast<std::uint16_t>(r.code);
-        if (r.inexact) ++*rounded;
-      }
-      // FP16 as '<f2'; BF16 as '<u2' bit patterns (NumPy has no bfloat16; read back with --bf16).
-      return npy_bytes(t.dtype() == DType::F16 ? "<f2" : "<u2", t.shape(), bits);
-    }
+/// Streams fake-quant values into an atomic .npy in the input's dtype: f32 stays f32 (exact unless beyond the
+/// float32 range); f64 sources are written as f64; f16 / bf16 values are rounded to nearest-even in their
+/// format where not representable (counted in *rounded).
+class FakeQuantWriter {
+ public:
+  static Result<FakeQuantWriter> create(const std::string& path, const ops::TensorSource& t) {
+    auto file = AtomicFile::create(path, "npy");
+    if (!file) return file.error();
+    FakeQuantWriter w(std::move(*file), t.dtype());
+    const char* descr = w.dtype_ == DType::F64 ? "<f8" : w.dtype_ == DType::F32 ? "<f4" : w.dtype_ == DType::F16 ? "<f2" : "<u2";
+    w.file_.write(npy_header(descr, t.shape()));
+    return w;
   }
-  return {};
-}
+  std::optional<Error> write(std::span<const float> v) {
+    switch (dtype_) {
+      case DType::F32: file_.write(v.data(), v.size() * sizeof(float)); break;
+      case DType::F64: {
+        std::vector<double> d(v.begin(), v.end());
+        file_.write(d.data(), d.size() * sizeof(double));
+        break;
+      }
+      case DType::F16:
+      case DType::BF16: {
+        const Format* fmt = find_catalogue_format(dtype_ == DType::F16 ? "float16" : "bfloat16");
+        std::vector<std::uint16_t> bits(v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          const CastResult r = cast(*fmt, static_cast<double>(v[i]), CastOptions{Rounding::NearestEven, Overflow::Inf});
+          bits[i] = static_cast<std::uint16_t>(r.code);
+          if (r.inexact) ++rounded_;
+        }
+        file_.write(bits.data(), bits.size() * 2);
+        break;
+      }
+    }
+    return std::nullopt;
+  }
+  Result<std::size_t> commit() { return file_.commit(); }
+  std::size_t rounded() const { return rounded_; }
+
+ private:
+  FakeQuantWriter(AtomicFile f, DType d) : file_(std::move(f)), dtype_(d) {}
+  AtomicFile file_;
+  DType dtype_;
+  std::size_t rounded_ = 0;
+};
 
 }  // namespace
 
@@ -98,6 +115,8 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
       {"out", true, "FILE", "output .npy (fake quantization), or base name of the packed files"},
       {"packed", false, "", "write the packed form: FILE.elements.npy, FILE.scales.npy, FILE.tensor_scale.npy, FILE.subtiles.npy, FILE.json"},
       {"scale-layout", true, "L", "packed scale layout: blocks (default, row-major) or cublas (NVFP4 128x4 swizzle)"},
+      {"input", true, "INPUT", "the input, instead of the positional INPUT"},
+      threads_option(),
   };
   for (auto& o : quant_options()) specs.push_back(o);
   for (auto& o : input_options()) specs.push_back(o);
@@ -114,36 +133,46 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
            << options_help(specs);
     return kExitOk;
   }
-  if (args->positional.size() != 2)
+  if (args->positional.empty())
     return bad_input(io, "quantize", "expected SPEC and INPUT (e.g. mxlab quantize mxfp4 x.npy --out q.npy)");
+  if (args->positional.size() > 2) return bad_input(io, "quantize", "unexpected argument '" + args->positional[2] + "'");
+  auto input = input_argument(*args, 1);
+  if (!input) return bad_input(io, "quantize", input.error().message);
   const auto out = args->value("out");
   if (!out || out->empty()) return bad_input(io, "quantize", "missing --out FILE");
   auto f = block_format_from_args(args->positional[0], *args);
   if (!f) return bad_input(io, "quantize", f.error().message);
+  auto threads = threads_from_args(*args);
+  if (!threads) return bad_input(io, "quantize", threads.error().message);
   const std::string layout = args->value("scale-layout").value_or("blocks");
   if (layout != "blocks" && layout != "cublas")
     return bad_input(io, "quantize", "option '--scale-layout " + layout + "': expected blocks or cublas");
-  auto t = load_input(args->positional[1], *args);
+  auto t = open_input(*input, *args);
   if (!t) return bad_input(io, "quantize", t.error().message);
-  const std::vector<double> x = t->exact_values();
-  auto q = quantize(*f, x, t->shape());
-  if (!q) return bad_input(io, "quantize", q.error().message);
-
+  ops::Run run;
+  run.threads = *threads;
   OutputSet outputs;
   Provenance prov = build_provenance();
   prov.inputs = describe_options(*f);
-  prov.inputs.emplace_back("input", describe_input(args->positional[1], *args, *t));
+  prov.inputs.emplace_back("input", describe_source(*input, *args, *t));
   if (!args->flag("packed")) {
-    std::size_t rounded = 0;
-    outputs.add(*out, fake_quant_npy(*t, q->values, &rounded));
-    if (auto e = outputs.commit()) return bad_input(io, "quantize", e->message);
-    if (rounded)
-      io.err << "mxlab quantize: note: " << rounded << " dequantized values are not representable in "
+    auto writer = FakeQuantWriter::create(*out, *t);
+    if (!writer) return bad_input(io, "quantize", writer.error().message);
+    ops::QuantizeSink sink;
+    sink.fake = [&](std::size_t, std::span<const float> v) { return writer->write(v); };
+    auto q = ops::quantize_fake(*f, *t, sink, run);
+    if (!q) return bad_input(io, "quantize", q.error().message);
+    auto written = writer->commit();
+    if (!written) return bad_input(io, "quantize", written.error().message);
+    if (writer->rounded())
+      io.err << "mxlab quantize: note: " << writer->rounded() << " dequantized values are not representable in "
              << dtype_name(t->dtype()) << " and were rounded to nearest-even (use a float64 input to keep them exact)\n";
     return kExitOk;
   }
   const std::string base = strip_npy(*out);
-  const PackedTensor p = pack(*f, *q);
+  auto packed = ops::quantize_packed(*f, *t, run);
+  if (!packed) return bad_input(io, "quantize", packed.error().message);
+  const PackedTensor& p = *packed;
   outputs.add(base + ".elements.npy", npy_bytes("|u1", {static_cast<std::int64_t>(p.elements.size())}, p.elements));
   std::string scale_note = "block grid, row-major";
   if (f->layout.scale) {
@@ -166,7 +195,7 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
     outputs.add(base + ".tensor_scale.npy", npy_bytes("|u1", {static_cast<std::int64_t>(p.tensor_scale.size())}, p.tensor_scale));
   std::string json = "{\n  \"format\": " + json_quote(f->name) + ",\n  \"element\": " + json_quote(f->element.name()) +
                      ",\n  \"element_bits\": " + std::to_string(f->element.bits()) + ",\n  \"shape\": [";
-  for (std::size_t i = 0; i < t->shape().size(); ++i) json += (i ? ", " : "") + std::to_string(t->shape()[i]);
+  for (std::size_t i = 0; i < p.shape.size(); ++i) json += (i ? ", " : "") + std::to_string(p.shape[i]);
   json += "],\n  \"scale\": " + (f->layout.scale ? json_quote(f->layout.scale->name()) : std::string("null"));
   json += ",\n  \"scale_grid\": [";
   for (std::size_t i = 0; i < p.scale_grid.size(); ++i) json += (i ? ", " : "") + std::to_string(p.scale_grid[i]);
@@ -187,6 +216,7 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
       {"input", true, "INPUT", "FILE.npy, FILE.csv, FILE.f32, or gen:DIST (with --shape, --data-seed)"},
       {"per-block", false, "", "one row per block instead of per format"},
       {"gaps", false, "", "one row per exponent gap g = floor(log2 amax_block) - floor(log2 |x|)"},
+      threads_option(),
   };
   for (auto& o : quant_options()) specs.push_back(o);
   for (auto& o : input_options()) specs.push_back(o);
@@ -194,65 +224,86 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "analyze", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab analyze SPEC... --input INPUT [--per-block|--gaps] [--csv|--json|--md] [options]\n\n"
+    io.out << "usage: mxlab analyze SPEC... --input INPUT [--per-block|--gaps] [--csv|--json|--md] [options]\n"
+              "       mxlab analyze SPEC INPUT [options]   (one SPEC: the input may be positional)\n\n"
               "Quantizes INPUT with each block format SPEC and reports, per format (or per block / per gap):\n"
-              "MSE, RMSE, SQNR (dB), max absolute and relative error, underflow ratio (nonzero inputs that\n"
-              "became zero), saturation ratio, NaN outputs, bits per element including scales, and the exact\n"
-              "sum of squared errors (sse_exact, exact decimal). Per-element errors and sums are exact.\n\n"
+              "MSE, RMSE, SQNR (dB), bias (mean signed error), max absolute and relative error, underflow ratio\n"
+              "(nonzero inputs that became zero), saturation ratio, NaN outputs, bits per element including\n"
+              "scales, the exact sum of squared errors (sse_exact, exact decimal) and the engine that computed\n"
+              "the row. Sums are exact. Per-gap rows leave saturation out (the kernels count saturations per\n"
+              "tensor and per block range, not per element).\n\n"
            << options_help(specs);
     return kExitOk;
   }
   if (args->positional.empty()) return bad_input(io, "analyze", "missing SPEC (e.g. mxlab analyze mxfp4 nvfp4 --input x.npy)");
-  const auto input = args->value("input");
-  if (!input) return bad_input(io, "analyze", "missing --input INPUT");
+  std::vector<std::string> spec_args = args->positional;
+  std::string input;
+  if (auto in = args->value("input")) {
+    input = *in;
+  } else if (spec_args.size() == 2 && !block_format_from_args(spec_args[1], *args)) {
+    input = spec_args.back();  // mxlab analyze SPEC INPUT
+    spec_args.pop_back();
+  } else {
+    return bad_input(io, "analyze", "missing --input INPUT (or give one SPEC and the INPUT as positional arguments)");
+  }
   if (args->flag("per-block") && args->flag("gaps")) return bad_input(io, "analyze", "choose one of --per-block, --gaps");
+  auto threads = threads_from_args(*args);
+  if (!threads) return bad_input(io, "analyze", threads.error().message);
   std::vector<BlockFormat> formats;
-  for (const auto& s : args->positional) {
+  for (const auto& s : spec_args) {
     auto f = block_format_from_args(s, *args);
     if (!f) return bad_input(io, "analyze", f.error().message);
     formats.push_back(*f);
   }
-  auto t = load_input(*input, *args);
+  auto t = open_input(input, *args);
   if (!t) return bad_input(io, "analyze", t.error().message);
-  const std::vector<double> x = t->exact_values();
+
+  const bool per_block = args->flag("per-block"), gaps = args->flag("gaps");
+  ops::AnalyzeOptions options;
+  options.gaps = gaps;
+  options.per_block = per_block;
+  ops::Run run;
+  run.threads = *threads;
+  auto results = ops::analyze(formats, *t, options, run);
+  if (!results) return bad_input(io, "analyze", results.error().message);
 
   Table table;
-  const bool per_block = args->flag("per-block"), gaps = args->flag("gaps");
   table.add_column("format");
   if (per_block) table.add_column("block", true), table.add_column("amax", true), table.add_column("scale", true);
   if (gaps) table.add_column("gap", true);
-  for (const char* c : {"elements", "bits_per_element", "mse", "rmse", "sqnr_db", "max_abs_error", "max_rel_error",
-                        "underflow_ratio", "saturation_ratio", "nan_count"})
+  for (const char* c : {"elements", "bits_per_element", "mse", "rmse", "sqnr_db", "bias", "max_abs_error",
+                        "max_rel_error", "underflow_ratio", "saturation_ratio", "nan_count"})
     table.add_column(c, true);
   table.add_column("sse_exact");
-  auto row = [&](const BlockFormat& f, const Analysis& a, const ErrorStats& s, std::vector<std::string> lead) {
-    std::vector<std::string> r = {f.name};
+  table.add_column("engine");
+  auto row = [&](const ops::FormatAnalysis& a, const ErrorStats& s, std::vector<std::string> lead, bool saturation) {
+    std::vector<std::string> r = {a.format.name};
     for (auto& l : lead) r.push_back(std::move(l));
+    const double bias = s.count ? s.error_sum.to_double() / static_cast<double>(s.count) : 0.0;
     const std::vector<std::string> rest = {
         std::to_string(s.count + s.nan_outputs), g17(a.bits_per_element), g17(s.mse()), g17(s.rmse()), g17(s.sqnr_db()),
-        g17(s.max_abs_error), g17(s.max_rel_error), g17(s.underflow_ratio()), g17(s.saturation_ratio()),
-        std::to_string(s.nan_outputs), exact::from_parts(s.sse.parts()).to_decimal()};
+        g17(bias), g17(s.max_abs_error), g17(s.max_rel_error), g17(s.underflow_ratio()),
+        saturation ? g17(s.saturation_ratio()) : std::string("-"), std::to_string(s.nan_outputs),
+        exact::from_parts(s.sse.parts()).to_decimal(), a.engine};
     r.insert(r.end(), rest.begin(), rest.end());
     table.rows.push_back(std::move(r));
   };
-  for (const auto& f : formats) {
-    auto q = quantize(f, x, t->shape());
-    if (!q) return bad_input(io, "analyze", "format '" + f.name + "': " + q.error().message);
-    const Analysis a = analyze(f, x, *q);
+  for (const auto& a : *results) {
     if (per_block) {
       for (std::size_t b = 0; b < a.blocks.size(); ++b)
-        row(f, a, a.blocks[b], {std::to_string(b), g17(q->block_amax[b]), g17(q->scale_values[b] * q->tensor_scale)});
+        row(a, a.blocks[b].stats, {std::to_string(b), g17(a.blocks[b].amax), g17(a.blocks[b].scale)}, true);
     } else if (gaps) {
-      for (const auto& [g, s] : a.by_gap) row(f, a, s, {std::to_string(g)});
+      const bool exact_sat = a.engine.rfind("reference", 0) == 0;
+      for (const auto& [g, s] : a.by_gap) row(a, s, {std::to_string(g)}, exact_sat);
     } else {
-      row(f, a, a.total, {});
+      row(a, a.total, {}, true);
     }
   }
   Provenance prov = build_provenance();
   prov.inputs = describe_options(formats.front());
   prov.inputs.front().second.clear();
   for (const auto& f : formats) prov.inputs.front().second += (prov.inputs.front().second.empty() ? "" : " ") + f.name;
-  prov.inputs.emplace_back("input", describe_input(*input, *args, *t));
+  prov.inputs.emplace_back("input", describe_source(input, *args, *t));
   return emit_table(io, "analyze", *args, table, prov);
 }
 

@@ -5,6 +5,7 @@
 
 #include "mxlab/io/csv.hpp"
 #include "mxlab/io/distributions.hpp"
+#include "mxlab/io/mapped.hpp"
 #include "mxlab/io/npy.hpp"
 #include "mxlab/io/raw.hpp"
 
@@ -62,7 +63,57 @@ Result<Tensor> load_input(const std::string& input, const Args& args) {
                     "gen:normal:0,1)");
 }
 
-std::string describe_input(const std::string& input, const Args& args, const Tensor& t) {
+Result<ops::TensorSource> open_input(const std::string& input, const Args& args) {
+  if (ends_with(input, ".npy")) {
+    NpyReadOptions o;
+    o.u2_as_bf16 = args.flag("bf16");
+    if (MappedTensor::why_not_mappable(input, o).empty()) {
+      auto m = MappedTensor::open_npy(input, o);
+      if (!m) return m.error();
+      return ops::TensorSource::of(std::move(*m));
+    }
+  }
+  if (ends_with(input, ".f32") || ends_with(input, ".bin") || ends_with(input, ".raw")) {
+    std::vector<std::int64_t> shape;
+    if (auto s = args.value("shape")) {
+      auto parsed = parse_shape(*s);
+      if (!parsed) return parsed.error();
+      shape = *parsed;
+    }
+    auto m = MappedTensor::open_raw_f32(input, shape);
+    if (!m) return m.error();
+    return ops::TensorSource::of(std::move(*m));
+  }
+  auto t = load_input(input, args);
+  if (!t) return t.error();
+  return ops::TensorSource::of(std::move(*t));
+}
+
+Result<std::string> input_argument(const Args& args, std::size_t index) {
+  const auto flag = args.value("input");
+  const bool positional = args.positional.size() > index;
+  if (flag && positional)
+    return make_error("input given twice: '" + args.positional[index] + "' and '--input " + *flag + "'");
+  if (flag) return *flag;
+  if (positional) return args.positional[index];
+  return make_error("missing INPUT (a positional argument or --input INPUT)");
+}
+
+OptionSpec threads_option() {
+  return {"threads", true, "N", "worker threads (default: every hardware thread); results do not depend on it"};
+}
+
+Result<unsigned> threads_from_args(const Args& args) {
+  const auto v = args.value("threads");
+  if (!v) return 0U;
+  unsigned t = 0;
+  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), t);
+  if (ec != std::errc() || p != v->data() + v->size() || t < 1 || t > 1024)
+    return make_error("option '--threads " + *v + "': expected a whole number from 1 to 1024");
+  return t;
+}
+
+std::string describe_source(const std::string& input, const Args& args, const ops::TensorSource& t) {
   std::string s = input + " (" + std::string(dtype_name(t.dtype())) + " " + format_shape(t.shape()) + ")";
   if (input.rfind("gen:", 0) == 0) s += " data-seed " + args.value("data-seed").value_or("0");
   return s;

@@ -471,39 +471,57 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     po.metrics_x = x.data;
     return run(mode, px, shape, po, br);
   }
-  // Two-level formats: a first pass finds the tensor's largest finite magnitude, which sets the tensor scale.
-  double g = 1.0;
+  // Two-level formats: a first pass finds the tensor's largest finite magnitude, which sets the tensor scale;
+  // NaN/Inf policy tensor-nan: a NaN anywhere makes every block NaN, so a first pass looks for one. Calls over
+  // ranges of blocks take these from BlockRun::facts.
   const bool element_pass = mode == Mode::Fake || mode == Mode::Packed || mode == Mode::Metrics;
-  Nvfp4PeerTensor peer_tensor;
-  if (p.nvfp4_peer && element_pass) {
-    auto t = nvfp4_peer_tensor(x, shape, br);
-    if (!t) return t.error();
-    peer_tensor = *t;
-    g = peer_tensor.scale.value;
-    if (o.tensor_scale != nullptr) *o.tensor_scale = peer_tensor.scale;
-  } else if (p.two_level && element_pass) {
-    auto ts = tensor_scale(x, shape, br);
-    if (!ts) return ts.error();
-    g = ts->value;
-    if (o.tensor_scale != nullptr) *o.tensor_scale = *ts;
+  BlockTensorFacts facts;
+  if (element_pass && br.facts != nullptr) {
+    facts = *br.facts;
+  } else if (element_pass) {
+    auto f = tensor_facts(x, shape, br);
+    if (!f) return f.error();
+    facts = *f;
   }
-  // NaN/Inf policy tensor-nan: a NaN anywhere makes every block NaN, so a first pass looks for one.
-  bool any_nan = false;
-  if ((p.planned || (p.float_scales && !p.nvfp4_peer)) && p.specials == SpecialsPolicy::TensorNan && element_pass) {
-    float unused = 0;
-    Outputs first;
-    first.tensor_amax = &unused;
-    first.tensor_nan = &any_nan;
-    auto r = run(Mode::TensorAmax, x, shape, first, br);
-    if (!r) return r.error();
-  }
+  const double g = p.two_level ? facts.scale.value : 1.0;
+  if (p.two_level && o.tensor_scale != nullptr) *o.tensor_scale = facts.scale;
+  const bool any_nan = facts.any_nan;
+  const Nvfp4PeerTensor& peer_tensor = facts.peer;
   if (n == 0) return std::size_t{0};
   const std::int64_t row = shape.empty() ? 1 : shape.back();
   const std::int64_t k = block_size(row);
   const std::int64_t per_row = (row + k - 1) / k;
-  const std::int64_t nblocks = n / row * per_row;
+  const std::int64_t all_blocks = n / row * per_row;
+  const std::int64_t rb0 = br.first_block;
+  const std::int64_t rb1 = br.end_block < 0 ? all_blocks : br.end_block;
+  if (rb0 < 0 || rb0 > rb1 || rb1 > all_blocks)
+    return make_error("block range [" + std::to_string(rb0) + ", " + std::to_string(rb1) + ") outside the tensor's " +
+                      std::to_string(all_blocks) + " blocks");
+  const std::int64_t nblocks = rb1 - rb0;
+  const std::int64_t base = block_first_element(rb0, row);
+  if (mode == Mode::Packed && (static_cast<std::size_t>(base) * static_cast<std::size_t>(p.bits)) % 8 != 0)
+    return make_error("packed quantization of a block range must start on a byte boundary");
+  // The outputs hold the range only; the loops index them by tensor position, so they see them shifted back by
+  // the range's start (address arithmetic on integers: the shifted pointers are never dereferenced outside
+  // the range).
+  auto shift = [](auto* ptr, std::int64_t by) {
+    using T = std::remove_pointer_t<decltype(ptr)>;
+    if (ptr == nullptr) return ptr;
+    return reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(ptr) -
+                                static_cast<std::uintptr_t>(by) * sizeof(T));
+  };
+  const std::int64_t subtiles_per_row = p.subtile > 0 ? (row + p.subtile - 1) / p.subtile : 0;
+  const std::int64_t subtile_base =
+      p.subtile > 0 ? rb0 / per_row * subtiles_per_row + (rb0 % per_row) * k / p.subtile : 0;
+  float* const fake = shift(o.fake, base);
+  std::uint8_t* const elements =
+      shift(o.elements, static_cast<std::int64_t>(static_cast<std::size_t>(base) * static_cast<std::size_t>(p.bits) / 8));
+  std::uint8_t* const scales = shift(o.scales, rb0 * static_cast<std::int64_t>(p.scale_bytes));
+  float* const amax_out = shift(o.amax, rb0);
+  std::uint8_t* const subtile_out = shift(o.subtile_offsets, subtile_base);
 
-  const unsigned threads = kernel_detail::useful_threads(static_cast<std::size_t>(n), br.threads);
+  const auto range_elements = static_cast<std::size_t>(block_first_element(rb1, row) - base);
+  const unsigned threads = kernel_detail::useful_threads(range_elements, br.threads);
 
   kernel_detail::BlockOut out = kernel_detail::BlockOut::None;
   if (mode == Mode::Fake) out = kernel_detail::BlockOut::Fake;
@@ -520,19 +538,19 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
   std::vector<Part> parts(threads);
   for (unsigned t = 0; t < threads; ++t) {
     Part& part = parts[t];
-    part.b0 = nblocks * t / threads;
-    part.b1 = nblocks * (t + 1) / threads;
+    part.b0 = rb0 + nblocks * t / threads;
+    part.b1 = rb0 + nblocks * (t + 1) / threads;
     const std::int64_t r = part.b0 / per_row;
     const std::int64_t first = r * row + (part.b0 - r * per_row) * k;
     if (mode == Mode::Packed)
       part.writer = std::make_unique<kernel_detail::PackWriter>(
-          o.elements, static_cast<std::size_t>(first) * static_cast<std::size_t>(p.bits), p.bits, p.low_first);
+          elements, static_cast<std::size_t>(first) * static_cast<std::size_t>(p.bits), p.bits, p.low_first);
     if (o.metrics != nullptr) part.acc = std::make_unique<kernel_detail::MetricsAcc>();
   }
   // Outputs of this size are written with non-temporal stores (BlockCall::stream).
   constexpr std::size_t kStreamBytes = std::size_t{16} << 20;
-  const std::size_t output_bytes = mode == Mode::Fake     ? x.size * sizeof(float)
-                                   : mode == Mode::Packed ? packed_element_bytes(x.size)
+  const std::size_t output_bytes = mode == Mode::Fake     ? range_elements * sizeof(float)
+                                   : mode == Mode::Packed ? packed_element_bytes(range_elements)
                                                           : 0;
   auto work = [&](Part& part) {
     kernel_detail::BlockCall call;
@@ -544,11 +562,11 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     call.b0 = part.b0;
     call.b1 = part.b1;
     call.out = out;
-    call.fake = o.fake;
+    call.fake = fake;
     call.writer = part.writer.get();
-    call.elements = o.elements;
-    call.scales = o.scales;
-    call.amax = mode == Mode::Amax ? o.amax : nullptr;
+    call.elements = elements;
+    call.scales = scales;
+    call.amax = mode == Mode::Amax ? amax_out : nullptr;
     call.metrics = part.acc.get();
     call.stream = output_bytes >= kStreamBytes;
     call.g = g;
@@ -558,8 +576,8 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     call.nvfp4 = p.nvfp4_peer ? &peer_tensor : nullptr;
     call.metrics_x = o.metrics_x;
     call.any_nan = any_nan;
-    call.subtile_offsets = o.subtile_offsets;
-    call.subtiles_per_row = p.subtile > 0 ? (row + p.subtile - 1) / p.subtile : 0;
+    call.subtile_offsets = subtile_out;
+    call.subtiles_per_row = subtiles_per_row;
     kernel_detail::block_dispatch(p, call);
     if (part.writer) part.writer->finish();
   };
@@ -568,10 +586,10 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
   if (mode == Mode::Packed) {
     // Bytes shared by two parts (or the tensor's last partial byte): zero, then OR every contribution.
     for (const Part& part : parts)
-      for (const auto& e : part.writer->edge) o.elements[e.index] = 0;
+      for (const auto& e : part.writer->edge) elements[e.index] = 0;
     for (const Part& part : parts)
       for (const auto& e : part.writer->edge)
-        o.elements[e.index] = static_cast<std::uint8_t>(o.elements[e.index] | e.bits);
+        elements[e.index] = static_cast<std::uint8_t>(elements[e.index] | e.bits);
   }
   if (mode == Mode::TensorAmax) {
     float m = 0;
@@ -597,7 +615,70 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
       m.max_abs_error = std::max(m.max_abs_error, a.max_abs_error);
     }
   }
-  return x.size;
+  return range_elements;
+}
+
+BlockKernel::RangeSize BlockKernel::range_size(const std::vector<std::int64_t>& shape, const BlockRun& br) const {
+  RangeSize r;
+  const std::int64_t all = block_count(shape);
+  if (all <= 0) return r;
+  const std::int64_t row = shape.empty() ? 1 : shape.back();
+  const std::int64_t b0 = std::clamp<std::int64_t>(br.first_block, 0, all);
+  const std::int64_t b1 = br.end_block < 0 ? all : std::clamp<std::int64_t>(br.end_block, b0, all);
+  r.blocks = b1 - b0;
+  r.elements = block_first_element(b1, row) - block_first_element(b0, row);
+  if (params_->subtile > 0) {
+    const std::int64_t k = block_size(row);
+    const std::int64_t per_row = (row + k - 1) / k;
+    const std::int64_t spr = (row + params_->subtile - 1) / params_->subtile;
+    auto first_subtile = [&](std::int64_t b) {
+      return b / per_row * spr + std::min((b % per_row) * k, row + params_->subtile - 1) / params_->subtile;
+    };
+    r.subtiles = first_subtile(b1) - first_subtile(b0);
+  }
+  return r;
+}
+
+bool BlockKernel::needs_tensor_facts() const {
+  const BlockParams& p = *params_;
+  return p.two_level || p.nvfp4_peer ||
+         ((p.planned || p.float_scales) && p.specials == SpecialsPolicy::TensorNan);
+}
+
+Result<BlockTensorFacts> BlockKernel::tensor_facts(BlockInput x, const std::vector<std::int64_t>& shape,
+                                                   const BlockRun& br) const {
+  const BlockParams& p = *params_;
+  BlockRun whole = br;
+  whole.first_block = 0;
+  whole.end_block = -1;
+  whole.facts = nullptr;
+  BlockTensorFacts f;
+  if (p.nvfp4_peer) {
+    auto t = nvfp4_peer_tensor(x, shape, whole);
+    if (!t) return t.error();
+    f.peer = *t;
+    f.scale = t->scale;
+  } else if (p.two_level) {
+    auto ts = tensor_scale(x, shape, whole);
+    if (!ts) return ts.error();
+    f.scale = *ts;
+  }
+  if ((p.planned || (p.float_scales && !p.nvfp4_peer)) && p.specials == SpecialsPolicy::TensorNan) {
+    float unused = 0;
+    Outputs first;
+    first.tensor_amax = &unused;
+    first.tensor_nan = &f.any_nan;
+    auto r = run(Mode::TensorAmax, x, shape, first, whole);
+    if (!r) return r.error();
+  }
+  return f;
+}
+
+std::int64_t BlockKernel::block_first_element(std::int64_t b, std::int64_t row_length) const {
+  const std::int64_t k = block_size(row_length);
+  const std::int64_t per_row = (row_length + k - 1) / k;
+  const std::int64_t r = b / per_row;
+  return r * row_length + std::min((b - r * per_row) * k, row_length);
 }
 
 Result<TensorScale> BlockKernel::tensor_scale(BlockInput x, const std::vector<std::int64_t>& shape,
@@ -680,9 +761,10 @@ Result<Nvfp4PeerTensor> BlockKernel::nvfp4_peer_tensor(BlockInput x, const std::
 
 Result<std::size_t> BlockKernel::fake_quantize(BlockInput x, const std::vector<std::int64_t>& shape,
                                                std::span<float> out, const BlockRun& br, BlockMetrics* metrics) const {
-  if (out.size() < x.size)
+  const auto need = static_cast<std::size_t>(range_size(shape, br).elements);
+  if (out.size() < need)
     return make_error("fake quantization: output holds " + std::to_string(out.size()) + " values for " +
-                      std::to_string(x.size) + " inputs");
+                      std::to_string(need) + " inputs");
   Outputs o;
   o.fake = out.data();
   o.metrics = metrics;
@@ -694,18 +776,20 @@ Result<std::size_t> BlockKernel::quantize_packed(BlockInput x, const std::vector
                                                  const BlockRun& br, BlockMetrics* metrics,
                                                  TensorScale* tensor_scale,
                                                  std::span<std::uint8_t> subtile_offsets) const {
-  if (elements.size() < packed_element_bytes(x.size))
-    return make_error("packed quantization: element output holds " + std::to_string(elements.size()) +
-                      " bytes, " + std::to_string(packed_element_bytes(x.size)) + " needed");
   for (auto d : shape)
     if (d < 0) return make_error("negative dimension in the tensor shape");
-  const std::size_t scale_need = static_cast<std::size_t>(block_count(shape)) * scale_bytes();
+  const RangeSize range = range_size(shape, br);
+  const std::size_t element_need = packed_element_bytes(static_cast<std::size_t>(range.elements));
+  if (elements.size() < element_need)
+    return make_error("packed quantization: element output holds " + std::to_string(elements.size()) +
+                      " bytes, " + std::to_string(element_need) + " needed");
+  const std::size_t scale_need = static_cast<std::size_t>(range.blocks) * scale_bytes();
   if (scales.size() < scale_need)
     return make_error("packed quantization: scale output holds " + std::to_string(scales.size()) + " bytes, " +
                       std::to_string(scale_need) + " needed");
-  if (subtile_offsets.size() < static_cast<std::size_t>(subtile_count(shape)))
+  if (subtile_offsets.size() < static_cast<std::size_t>(range.subtiles))
     return make_error("packed quantization: subtile output holds " + std::to_string(subtile_offsets.size()) +
-                      " bytes, " + std::to_string(subtile_count(shape)) + " needed");
+                      " bytes, " + std::to_string(range.subtiles) + " needed");
   Outputs o;
   o.elements = elements.data();
   o.scales = scales.data();
@@ -748,9 +832,10 @@ Result<std::size_t> BlockKernel::block_amax(BlockInput x, const std::vector<std:
                                             std::span<float> amax, const BlockRun& br) const {
   for (auto d : shape)
     if (d < 0) return make_error("negative dimension in the tensor shape");
-  if (amax.size() < static_cast<std::size_t>(block_count(shape)))
+  const auto need = static_cast<std::size_t>(range_size(shape, br).blocks);
+  if (amax.size() < need)
     return make_error("block amax: output holds " + std::to_string(amax.size()) + " values for " +
-                      std::to_string(block_count(shape)) + " blocks");
+                      std::to_string(need) + " blocks");
   Outputs o;
   o.amax = amax.data();
   return run(Mode::Amax, x, shape, o, br);

@@ -51,9 +51,29 @@ struct BlockInput {
   BlockInput(BlockInputType t, std::span<const std::uint16_t> bits) : type(t), data(bits.data()), size(bits.size()) {}
 };
 
-/// How a block kernel call splits its work. Results never depend on `threads` or on the SIMD target.
+/// The tensor-level quantities a pass over some of a tensor's blocks needs from the whole tensor: the tensor
+/// scale of two-level formats (or the NVFP4 peers' float32 tensor quantities) and, under NaN/Inf policy
+/// tensor-nan, whether the tensor holds a NaN. BlockKernel::tensor_facts computes them once per tensor.
+struct BlockTensorFacts {
+  TensorScale scale;         ///< two-level formats: the tensor scale (value 1 otherwise)
+  Nvfp4PeerTensor peer;      ///< the NVFP4 peer arithmetic's tensor quantities (where it applies)
+  bool any_nan = false;      ///< the tensor holds a NaN (read only under policy tensor-nan)
+};
+
+/// How a block kernel call splits its work. Results never depend on `threads`, on the block range
+/// chosen or on the SIMD target.
 struct BlockRun {
   unsigned threads = 1;  ///< worker threads; 0 = all hardware threads
+  /// Only blocks [first_block, end_block) of the tensor (row-major block order; end_block < 0: to the last
+  /// block). The input is still the whole tensor (element indices, stochastic rounding and tensor-level
+  /// passes refer to it); the outputs hold the range only: fake values from the range's first element,
+  /// packed codes from its first element (whose bit offset must be a multiple of 8), scale codes, amax values
+  /// and subtile offsets from the range's first block and subtile. Metrics cover the range.
+  std::int64_t first_block = 0;
+  std::int64_t end_block = -1;
+  /// Tensor-level quantities from tensor_facts() for this tensor; null: computed by the call (a first pass
+  /// over the whole tensor where the format needs one).
+  const BlockTensorFacts* facts = nullptr;
 };
 
 /// Error totals of a quantize pass, defined as mxlab::ErrorStats (analysis.hpp) over the whole tensor:
@@ -149,6 +169,20 @@ class BlockKernel {
   /// other formats.
   Result<TensorScale> tensor_scale(BlockInput x, const std::vector<std::int64_t>& shape,
                                    const BlockRun& run = {}) const;
+  /// The tensor-level quantities of x (a pass over the whole tensor where the format needs one, else none),
+  /// for calls over ranges of its blocks (BlockRun::facts).
+  Result<BlockTensorFacts> tensor_facts(BlockInput x, const std::vector<std::int64_t>& shape,
+                                        const BlockRun& run = {}) const;
+  /// Whether the format needs tensor_facts() to be computed over the whole tensor (two-level scales, the NVFP4
+  /// peer arithmetic, policy tensor-nan); ranges of other formats need no facts.
+  bool needs_tensor_facts() const;
+  /// First element of block b of a tensor whose last axis has row_length elements.
+  std::int64_t block_first_element(std::int64_t b, std::int64_t row_length) const;
+  /// Blocks, elements and subtiles that a call with this block range covers (clamped to the tensor).
+  struct RangeSize {
+    std::int64_t blocks = 0, elements = 0, subtiles = 0;
+  };
+  RangeSize range_size(const std::vector<std::int64_t>& shape, const BlockRun& run) const;
   /// Largest finite magnitude of every block (0 if none), as QuantizedTensor::block_amax.
   Result<std::size_t> block_amax(BlockInput x, const std::vector<std::int64_t>& shape,
                                  std::span<float> amax, const BlockRun& run = {}) const;

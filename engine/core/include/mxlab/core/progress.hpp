@@ -1,0 +1,30 @@
+// Progress reports and cancellation of long work: every front end (terminal bar, GUI, experiment runner)
+// passes the same two things to the engine.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace mxlab {
+
+/// How far a job has come: `done` of `total` units (elements, points, steps) of the stage named.
+struct Progress {
+  std::int64_t done = 0;
+  std::int64_t total = 0;
+  std::string stage;
+};
+
+/// Where a job reports progress and learns that it should stop. Both are optional.
+struct Reporter {
+  std::function<void(const Progress&)> on_progress;
+  const std::atomic<bool>* cancel = nullptr;
+
+  bool cancelled() const { return cancel != nullptr && cancel->load(std::memory_order_relaxed); }
+  void report(std::int64_t done, std::int64_t total, const std::string& stage) const {
+    if (on_progress) on_progress(Progress{done, total, stage});
+  }
+};
+
+}  // namespace mxlab

@@ -1,0 +1,95 @@
+// The engine's entry points, one per job: every front end (CLI command, experiment point, training
+// operand, GUI view) builds these requests and calls these functions, never the kernels or the scalar
+// reference directly. Each picks the SIMD kernel where it covers the request and the scalar reference only
+// where the kernel refuses it; the results are the reference's, bit for bit, whichever runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mxlab/core/error.hpp"
+#include "mxlab/core/progress.hpp"
+#include "mxlab/ops/tensor_source.hpp"
+#include "mxlab/quantize/analysis.hpp"
+#include "mxlab/quantize/block_format.hpp"
+#include "mxlab/quantize/pack.hpp"
+
+namespace mxlab::ops {
+
+/// How a job runs. Results never depend on the thread count.
+struct Run {
+  unsigned threads = 0;   ///< worker threads; 0 = every hardware thread
+  Reporter reporter;      ///< progress (elements done of total, per format) and cancellation
+  std::int64_t chunk_elements = 0;  ///< elements per streamed chunk (0: 2^20); results do not depend on it
+};
+
+/// The message of a job stopped by Run::reporter.cancel.
+inline constexpr const char* kCancelled = "cancelled";
+
+/// Which engine computes a format: "simd:TARGET" (the kernels) or "reference" with the kernel's reason.
+std::string engine_for(const BlockFormat& f);
+
+// ---- analyze
+
+struct AnalyzeOptions {
+  bool gaps = false;       ///< exponent-gap histogram and errors by gap
+  bool per_block = false;  ///< one summary per block (memory grows with the number of blocks)
+};
+
+/// One block's figures (AnalyzeOptions::per_block).
+struct BlockSummary {
+  double amax = 0;   ///< largest finite magnitude in the block
+  double scale = 0;  ///< the block's decoded scale times the tensor scale
+  ErrorStats stats;
+};
+
+/// The analysis of one block format on one tensor.
+struct FormatAnalysis {
+  BlockFormat format;
+  std::string engine;      ///< engine_for(format), or why the reference ran
+  ErrorStats total;
+  double bits_per_element = 0;
+  std::map<int, std::int64_t> gap_histogram;  ///< AnalyzeOptions::gaps
+  std::map<int, ErrorStats> by_gap;           ///< AnalyzeOptions::gaps
+  std::vector<BlockSummary> blocks;           ///< AnalyzeOptions::per_block
+};
+
+/// Quantizes the tensor with every format and measures the error exactly (mxlab::analyze's figures), reading
+/// the tensor once per format in chunks: memory stays bounded by the input plus a fixed working set, whatever
+/// the number of formats or blocks (except per_block summaries).
+Result<std::vector<FormatAnalysis>> analyze(const std::vector<BlockFormat>& formats, const TensorSource& input,
+                                            const AnalyzeOptions& options = {}, const Run& run = {});
+
+// ---- quantize
+
+/// What quantize writes for each chunk of the tensor, in order.
+struct QuantizeSink {
+  /// Fake quantization: dequantized values of elements [first, first + values.size()) as float32 (the
+  /// reference's values rounded to float32, exact unless beyond the float32 range).
+  std::function<std::optional<Error>(std::size_t first, std::span<const float> values)> fake;
+};
+
+struct QuantizeResult {
+  std::string engine;
+  /// Error totals: count, sse, signal, underflows, saturations, NaN outputs and max abs error (analyze adds the
+  /// error sum and the largest relative error).
+  ErrorStats stats;
+};
+
+/// Fake quantization streamed to sink.fake chunk by chunk.
+Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& input, const QuantizeSink& sink,
+                                     const Run& run = {});
+
+/// Packed quantization of the whole tensor (as mxlab::pack of mxlab::quantize); stats as quantize_fake's.
+Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& input, const Run& run = {},
+                                     QuantizeResult* result = nullptr);
+
+/// Dequantizes a packed tensor (the inverse of quantize_packed) to its exact values.
+Result<std::vector<double>> dequantize(const BlockFormat& f, const PackedTensor& packed, const Run& run = {});
+
+}  // namespace mxlab::ops

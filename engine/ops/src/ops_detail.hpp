@@ -1,0 +1,66 @@
+// Internal helpers shared by the ops entry points: threads, kernel selection, chunking.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "mxlab/kernels/block_kernel.hpp"
+#include "mxlab/ops/ops.hpp"
+
+namespace mxlab::ops::detail {
+
+/// Worker threads for a request (0 = every hardware thread).
+inline unsigned resolve_threads(unsigned requested) {
+  if (requested != 0) return requested;
+  return std::max(1U, std::thread::hardware_concurrency());
+}
+
+/// Runs fn(part) for part = 0..parts-1, each on its own thread (the caller's thread runs part 0).
+template <class Fn>
+void run_parts(unsigned parts, Fn&& fn) {
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < parts; ++t) pool.emplace_back([&fn, t] { fn(t); });
+  fn(0U);
+  for (auto& th : pool) th.join();
+}
+
+/// The kernel for a format, when it covers it and the input reaches it exactly (float32-exact values).
+std::optional<BlockKernel> kernel_for(const BlockFormat& f, const TensorSource& input, std::string* why_not);
+
+/// The input as the kernels read it (float32 values, or float16/bfloat16 bits of a mapped file).
+BlockInput kernel_input(const TensorSource& input);
+
+/// Elements per chunk of a streamed pass (bounded working set: 4 MiB of float32 outputs).
+inline constexpr std::int64_t kChunkElements = std::int64_t{1} << 20;
+
+/// The block after the chunk that starts at block b0: about kChunkElements elements, ending where the next
+/// chunk's first element is a multiple of 8 (so packed codes of every width start on a byte), or at the last
+/// block; every block at once where the format cannot be split (N:M sparsity prunes the whole tensor).
+std::int64_t chunk_end(const BlockKernel& k, const std::vector<std::int64_t>& shape, std::int64_t b0, const Run& run);
+
+/// Adds a kernel pass's exact totals to an ErrorStats (every field but error_sum and max_rel_error).
+inline void add_metrics(ErrorStats& s, const BlockMetrics& m) {
+  s.count += m.count;
+  s.nonzero_inputs += m.nonzero_inputs;
+  s.underflows += m.underflows;
+  s.saturations += m.saturations;
+  s.nan_outputs += m.nan_outputs;
+  s.sse.add(m.sse);
+  s.signal.add(m.signal);
+  s.max_abs_error = std::max(s.max_abs_error, m.max_abs_error);
+}
+
+/// The tensor-level quantities of x for chunked kernel calls (none where the format needs none).
+inline Result<BlockTensorFacts> facts_for(const BlockKernel& k, const BlockInput& x,
+                                          const std::vector<std::int64_t>& shape, const BlockRun& br) {
+  if (!k.needs_tensor_facts()) return BlockTensorFacts{};
+  return k.tensor_facts(x, shape, br);
+}
+
+/// The SIMD target name the kernels run on now ("simd:AVX2").
+std::string simd_engine();
+
+}  // namespace mxlab::ops::detail

@@ -1,0 +1,240 @@
+// ops::quantize_fake, quantize_packed, dequantize: the kernels where they cover the format, the scalar
+// reference where not; both give the reference's codes and values.
+#include <cmath>
+#include <cstring>
+
+#include "mxlab/kernels/simd_target.hpp"
+#include "mxlab/quantize/pack.hpp"
+#include "ops_detail.hpp"
+
+namespace mxlab::ops {
+namespace detail {
+
+std::string simd_engine() { return "simd:" + active_simd_target(); }
+
+std::optional<BlockKernel> kernel_for(const BlockFormat& f, const TensorSource& input, std::string* why_not) {
+  if (!input.float32_exact()) {
+    *why_not = "float64 input values that float32 cannot hold";
+    return std::nullopt;
+  }
+  const std::string reason = BlockKernel::unsupported_reason(f);
+  if (!reason.empty()) {
+    *why_not = reason;
+    return std::nullopt;
+  }
+  auto k = BlockKernel::make(f);
+  if (!k) {
+    *why_not = k.error().message;
+    return std::nullopt;
+  }
+  return std::move(*k);
+}
+
+BlockInput kernel_input(const TensorSource& input) {
+  if (const Tensor* t = input.tensor()) return BlockInput(t->data());
+  const MappedTensor& m = *input.mapped();
+  const auto* bits = static_cast<const std::uint16_t*>(m.data());
+  switch (m.type()) {
+    case MappedType::F16: return BlockInput::f16({bits, m.size()});
+    case MappedType::BF16: return BlockInput::bf16({bits, m.size()});
+    case MappedType::F32: break;
+  }
+  return BlockInput(std::span<const float>(static_cast<const float*>(m.data()), m.size()));
+}
+
+std::int64_t chunk_end(const BlockKernel& k, const std::vector<std::int64_t>& shape, std::int64_t b0, const Run& run) {
+  const std::int64_t blocks = k.block_count(shape);
+  if (k.format().layout.sparse_m > 0) return blocks;
+  const std::int64_t row = shape.empty() ? 1 : shape.back();
+  const std::int64_t per_block = std::max<std::int64_t>(1, k.block_size(row));
+  std::int64_t b1 = std::min(blocks, b0 + std::max<std::int64_t>(1, (run.chunk_elements > 0 ? run.chunk_elements : kChunkElements) / per_block));
+  while (b1 < blocks && k.block_first_element(b1, row) % 8 != 0) ++b1;
+  return b1;
+}
+
+}  // namespace detail
+
+std::string engine_for(const BlockFormat& f) {
+  const std::string reason = BlockKernel::unsupported_reason(f);
+  return reason.empty() ? detail::simd_engine() : "reference (" + reason + ")";
+}
+
+namespace {
+
+
+std::optional<Error> cancelled(const Run& run) {
+  if (run.reporter.cancelled()) return make_error(kCancelled);
+  return std::nullopt;
+}
+
+/// The reference: the whole tensor quantized by mxlab::quantize on its exact values.
+Result<QuantizedTensor> reference_quantize(const BlockFormat& f, const TensorSource& input, std::vector<double>* x) {
+  *x = std::vector<double>(input.size());
+  for (std::size_t i = 0; i < x->size(); ++i) (*x)[i] = input.value(i);
+  return quantize(f, *x, input.shape());
+}
+
+}  // namespace
+
+Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& input, const QuantizeSink& sink,
+                                     const Run& run) {
+  QuantizeResult result;
+  std::string why;
+  auto kernel = detail::kernel_for(f, input, &why);
+  const auto& shape = input.shape();
+  const auto n = static_cast<std::int64_t>(input.size());
+  if (!kernel) {
+    result.engine = "reference (" + why + ")";
+    std::vector<double> x;
+    auto q = reference_quantize(f, input, &x);
+    if (!q) return q.error();
+    const Analysis a = analyze(f, x, *q);
+    result.stats = a.total;
+    std::vector<float> buf;
+    for (std::int64_t e0 = 0; e0 < n; e0 += detail::kChunkElements) {
+      const std::int64_t e1 = std::min(n, e0 + detail::kChunkElements);
+      buf.resize(static_cast<std::size_t>(e1 - e0));
+      for (std::int64_t i = e0; i < e1; ++i) buf[static_cast<std::size_t>(i - e0)] = static_cast<float>(q->values[static_cast<std::size_t>(i)]);
+      if (auto e = sink.fake(static_cast<std::size_t>(e0), buf)) return *e;
+      run.reporter.report(e1, n, f.name);
+    }
+    return result;
+  }
+  result.engine = detail::simd_engine();
+  const BlockInput x = detail::kernel_input(input);
+  BlockRun br{detail::resolve_threads(run.threads)};
+  auto t = detail::facts_for(*kernel, x, shape, br);
+  if (!t) return t.error();
+  const BlockTensorFacts facts = *t;
+  br.facts = &facts;
+  const std::int64_t blocks = kernel->block_count(shape);
+  const std::int64_t row = shape.empty() ? 1 : shape.back();
+  std::vector<float> buf;
+  for (std::int64_t b0 = 0; b0 < blocks;) {
+    if (auto e = cancelled(run)) return *e;
+    const std::int64_t b1 = detail::chunk_end(*kernel, shape, b0, run);
+    br.first_block = b0;
+    br.end_block = b1;
+    const std::int64_t e0 = kernel->block_first_element(b0, row);
+    const std::int64_t e1 = kernel->block_first_element(b1, row);
+    buf.resize(static_cast<std::size_t>(e1 - e0));
+    BlockMetrics m;
+    auto r = kernel->fake_quantize(x, shape, buf, br, &m);
+    if (!r) return r.error();
+    detail::add_metrics(result.stats, m);
+    if (auto e = sink.fake(static_cast<std::size_t>(e0), buf)) return *e;
+    input.release(static_cast<std::size_t>(e1));
+    run.reporter.report(e1, n, f.name);
+    b0 = b1;
+  }
+  return result;
+}
+
+Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& input, const Run& run,
+                                     QuantizeResult* result) {
+  QuantizeResult local;
+  QuantizeResult& res = result != nullptr ? *result : local;
+  res = QuantizeResult{};
+  std::string why;
+  auto kernel = detail::kernel_for(f, input, &why);
+  const auto& shape = input.shape();
+  const auto n = static_cast<std::int64_t>(input.size());
+  if (!kernel) {
+    res.engine = "reference (" + why + ")";
+    std::vector<double> x;
+    auto q = reference_quantize(f, input, &x);
+    if (!q) return q.error();
+    res.stats = analyze(f, x, *q).total;
+    run.reporter.report(n, n, f.name);
+    return pack(f, *q);
+  }
+  res.engine = detail::simd_engine();
+  const BlockInput x = detail::kernel_input(input);
+  BlockRun br{detail::resolve_threads(run.threads)};
+  auto t = detail::facts_for(*kernel, x, shape, br);
+  if (!t) return t.error();
+  const BlockTensorFacts facts = *t;
+  br.facts = &facts;
+  PackedTensor p;
+  p.shape = shape;
+  p.scale_grid = BlockIndexer(shape, f.layout).grid();
+  p.elements.resize(kernel->packed_element_bytes(input.size()));
+  const std::int64_t blocks = kernel->block_count(shape);
+  p.scales.resize(static_cast<std::size_t>(std::max<std::int64_t>(blocks, 0)) * kernel->scale_bytes());
+  p.subtile_offsets.resize(static_cast<std::size_t>(kernel->subtile_count(shape)));
+  if (!p.subtile_offsets.empty()) p.subtile_grid = BlockIndexer::subtiles(shape, f.layout).grid();
+  const std::int64_t row = shape.empty() ? 1 : shape.back();
+  TensorScale ts = facts.scale;
+  for (std::int64_t b0 = 0; b0 < blocks;) {
+    if (auto e = cancelled(run)) return *e;
+    const std::int64_t b1 = detail::chunk_end(*kernel, shape, b0, run);
+    br.first_block = b0;
+    br.end_block = b1;
+    const auto e0 = static_cast<std::size_t>(kernel->block_first_element(b0, row));
+    const auto e1 = static_cast<std::size_t>(kernel->block_first_element(b1, row));
+    const auto before = kernel->range_size(shape, BlockRun{1, 0, b0});
+    const auto range = kernel->range_size(shape, br);
+    const std::size_t eb = kernel->packed_element_bytes(e0);
+    const std::span<std::uint8_t> el(p.elements.data() + eb, kernel->packed_element_bytes(e1) - eb);
+    const std::span<std::uint8_t> sc(p.scales.data() + static_cast<std::size_t>(b0) * kernel->scale_bytes(),
+                                     static_cast<std::size_t>(b1 - b0) * kernel->scale_bytes());
+    const std::span<std::uint8_t> st =
+        p.subtile_offsets.empty() ? std::span<std::uint8_t>()
+                                  : std::span<std::uint8_t>(p.subtile_offsets.data() + before.subtiles,
+                                                            static_cast<std::size_t>(range.subtiles));
+    BlockMetrics m;
+    auto r = kernel->quantize_packed(x, shape, el, sc, br, &m, &ts, st);
+    if (!r) return r.error();
+    detail::add_metrics(res.stats, m);
+    input.release(e1);
+    run.reporter.report(static_cast<std::int64_t>(e1), n, f.name);
+    b0 = b1;
+  }
+  if (f.layout.tensor_scale) {
+    const int bytes = (f.layout.tensor_scale->bits() + 7) / 8;
+    for (int i = 0; i < bytes; ++i) p.tensor_scale.push_back(static_cast<std::uint8_t>(ts.code >> (8 * i)));
+  }
+  return p;
+}
+
+Result<std::vector<double>> dequantize(const BlockFormat& f, const PackedTensor& packed, const Run& run) {
+  // The kernels dequantize to float32, exact unless a value lies beyond the float32 range; the reference
+  // gives exact doubles. The kernel result is kept when no value can have left that range.
+  auto reference = [&]() -> Result<std::vector<double>> {
+    auto q = unpack(f, packed);
+    if (!q) return q.error();
+    return std::move(q->values);
+  };
+  // Float block scales: a value is decode(code) * s * g, which float32 does not always hold.
+  const bool float_scaled = f.layout.tensor_scale.has_value() || f.options.rule == ScaleRule::Amax ||
+                            f.options.rule == ScaleRule::FourOverSix;
+  if (BlockKernel::unsupported_reason(f) != "" || f.layout.sparse_m > 0 || float_scaled) return reference();
+  auto kernel = BlockKernel::make(f);
+  if (!kernel) return reference();
+  const auto& shape = packed.shape;
+  std::size_t n = 1;
+  for (auto d : shape) n *= static_cast<std::size_t>(std::max<std::int64_t>(d, 0));
+  if (packed.elements.size() != kernel->packed_element_bytes(n) ||
+      packed.scales.size() != static_cast<std::size_t>(kernel->block_count(shape)) * kernel->scale_bytes() ||
+      packed.subtile_offsets.size() != static_cast<std::size_t>(kernel->subtile_count(shape)))
+    return reference();  // the reference's own checks name what is wrong
+  double g = 1.0;
+  if (f.layout.tensor_scale) {
+    std::uint32_t code = 0;
+    for (std::size_t i = 0; i < packed.tensor_scale.size(); ++i) code |= std::uint32_t{packed.tensor_scale[i]} << (8 * i);
+    g = f.layout.tensor_scale->decode(code);
+  }
+  std::vector<float> out(n);
+  auto r = kernel->dequantize(packed.elements, packed.scales, shape, out, BlockRun{detail::resolve_threads(run.threads)},
+                              g, packed.subtile_offsets);
+  if (!r) return reference();
+  std::vector<double> values(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (std::isinf(out[i])) return reference();  // possibly a finite value beyond float32
+    values[i] = out[i];
+  }
+  run.reporter.report(static_cast<std::int64_t>(n), static_cast<std::int64_t>(n), f.name);
+  return values;
+}
+
+}  // namespace mxlab::ops

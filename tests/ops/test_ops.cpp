@@ -1,0 +1,224 @@
+// The engine entry points against the scalar reference (mxlab::quantize, mxlab::analyze, mxlab::pack):
+// whichever engine ops picks, codes, scales, values and every metric are the reference's, bit for bit, on
+// every compiled SIMD target, for any thread count and chunk size.
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "mxlab/core/random.hpp"
+#include "mxlab/kernels/simd_target.hpp"
+#include "mxlab/ops/ops.hpp"
+#include "mxlab/quantize/analysis.hpp"
+#include "mxlab/quantize/pack.hpp"
+
+namespace mxlab {
+namespace {
+
+/// Values that reach every corner of a block quantizer: magnitudes over many binades (gaps of 0 to 40 within a
+/// block), exact zeros of both signs, float32 subnormals, powers of two, blocks of equal values, and (unless
+/// finite_only) NaN and +-Inf.
+std::vector<float> corner_input(std::uint64_t seed, std::size_t n, bool finite_only) {
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t r = splitmix64(seed * 0x9E3779B97F4A7C15ULL + i);
+    const int kind = static_cast<int>(r % 64);
+    const double m = 1.0 + static_cast<double>((r >> 8) & 0xFFFFFF) / 16777216.0;
+    const int e = static_cast<int>((r >> 40) % 48) - 24;
+    double v = std::ldexp(m, e);
+    if (kind == 0) v = 0.0;
+    if (kind == 1) v = -0.0;
+    if (kind == 2) v = std::ldexp(m, -140);                  // float32 subnormal
+    if (kind == 3) v = std::ldexp(1.0, e);                   // power of two
+    if (kind == 4 && i > 0) v = static_cast<double>(x[i - 1]);  // a repeated value
+    if (!finite_only && kind == 5) v = std::numeric_limits<double>::quiet_NaN();
+    if (!finite_only && kind == 6) v = std::numeric_limits<double>::infinity();
+    if ((r >> 63) != 0) v = -v;
+    x[i] = static_cast<float>(v);
+  }
+  return x;
+}
+
+void check_stats(const ErrorStats& a, const ErrorStats& b, bool saturations, bool error_sum = true) {
+  CHECK(a.count == b.count);
+  CHECK(a.nonzero_inputs == b.nonzero_inputs);
+  CHECK(a.underflows == b.underflows);
+  if (saturations) CHECK(a.saturations == b.saturations);
+  CHECK(a.nan_outputs == b.nan_outputs);
+  CHECK(a.sse.parts().limbs == b.sse.parts().limbs);
+  CHECK(a.sse.parts().exponent == b.sse.parts().exponent);
+  CHECK(a.signal.parts().limbs == b.signal.parts().limbs);
+  CHECK(std::bit_cast<std::uint64_t>(a.max_abs_error) == std::bit_cast<std::uint64_t>(b.max_abs_error));
+  if (!error_sum) return;  // quantize's totals leave the error sum and the relative error out (ops.hpp)
+  const auto ea = a.error_sum.parts(), eb = b.error_sum.parts();
+  CHECK(ea.limbs == eb.limbs);
+  CHECK(ea.negative == eb.negative);
+  CHECK(std::bit_cast<std::uint64_t>(a.max_rel_error) == std::bit_cast<std::uint64_t>(b.max_rel_error));
+}
+
+/// Every entry point against the reference for one format and input.
+void check_against_reference(const BlockFormat& f, const std::vector<float>& xf, const std::vector<std::int64_t>& shape,
+                             unsigned threads, std::int64_t chunk) {
+  INFO("format " << f.name << " rule " << to_string(f.options.rule) << " shape " << shape.front() << "x"
+                 << shape.back() << " threads " << threads << " chunk " << chunk);
+  auto tensor = Tensor::from_f32(shape, xf);
+  REQUIRE(tensor.ok());
+  const ops::TensorSource src = ops::TensorSource::of(*tensor);
+  const std::vector<double> x(xf.begin(), xf.end());
+  auto q = quantize(f, x, shape);
+  if (!q.ok()) {
+    // A combination no rule defines: ops reports the same refusal.
+    CHECK_FALSE(ops::analyze({f}, src).ok());
+    return;
+  }
+  const Analysis ref = analyze(f, x, *q);
+  ops::Run run;
+  run.threads = threads;
+  run.chunk_elements = chunk;
+
+  auto a = ops::analyze({f}, src, ops::AnalyzeOptions{true, false}, run);
+  REQUIRE(a.ok());
+  const ops::FormatAnalysis& got = a->front();
+  INFO("engine " << got.engine);
+  const bool kernel = got.engine.rfind("simd:", 0) == 0;
+  check_stats(got.total, ref.total, true);
+  CHECK(got.gap_histogram == ref.gap_histogram);
+  REQUIRE(got.by_gap.size() == ref.by_gap.size());
+  for (const auto& [g, s] : ref.by_gap) {
+    INFO("gap " << g);
+    check_stats(got.by_gap.at(g), s, !kernel);  // the kernels leave saturations by gap out (ops.hpp)
+  }
+  CHECK(got.bits_per_element == ref.bits_per_element);
+
+  // Fake quantization: the reference's values rounded to float32.
+  std::vector<float> fake(xf.size(), -1.0F);
+  ops::QuantizeSink sink;
+  sink.fake = [&](std::size_t first, std::span<const float> v) -> std::optional<Error> {
+    std::memcpy(fake.data() + first, v.data(), v.size() * sizeof(float));
+    return std::nullopt;
+  };
+  auto fq = ops::quantize_fake(f, src, sink, run);
+  REQUIRE(fq.ok());
+  check_stats(fq->stats, ref.total, true, !fq->engine.starts_with("simd:"));
+  std::size_t value_mismatches = 0;
+  for (std::size_t i = 0; i < xf.size(); ++i) {
+    const float want = static_cast<float>(q->values[i]);
+    if (std::bit_cast<std::uint32_t>(fake[i]) != std::bit_cast<std::uint32_t>(want) &&
+        !(std::isnan(fake[i]) && std::isnan(want)))
+      ++value_mismatches;
+  }
+  CHECK(value_mismatches == 0);
+
+  // Packed quantization: mxlab::pack of the reference, byte for byte; then back.
+  auto packed = ops::quantize_packed(f, src, run);
+  REQUIRE(packed.ok());
+  const PackedTensor want = pack(f, *q);
+  CHECK(packed->elements == want.elements);
+  CHECK(packed->scales == want.scales);
+  CHECK(packed->tensor_scale == want.tensor_scale);
+  CHECK(packed->subtile_offsets == want.subtile_offsets);
+  CHECK(packed->scale_grid == want.scale_grid);
+  // Dequantization: the reference's unpack of the same packed form (which is quantize's values wherever a value is
+  // a function of its code and scale).
+  auto back = ops::dequantize(f, *packed, run);
+  REQUIRE(back.ok());
+  auto unpacked = unpack(f, want);
+  REQUIRE(unpacked.ok());
+  std::size_t dequant_mismatches = 0;
+  for (std::size_t i = 0; i < xf.size(); ++i)
+    if (std::bit_cast<std::uint64_t>((*back)[i]) != std::bit_cast<std::uint64_t>(unpacked->values[i]) &&
+        !(std::isnan((*back)[i]) && std::isnan(unpacked->values[i])))
+      ++dequant_mismatches;
+  CHECK(dequant_mismatches == 0);
+}
+
+BlockFormat parse(const std::string& s) {
+  auto f = parse_block_format(s);
+  REQUIRE(f.ok());
+  return *f;
+}
+
+const std::vector<std::int64_t> kShape = {7, 200};  // rows that end in a partial block of 32 and of 16
+
+TEST_CASE("ops: every catalogue block format and scale rule equals the reference", "[ops]") {
+  const auto x = corner_input(1, 7 * 200, false);
+  const auto xf = corner_input(2, 7 * 200, true);
+  for (const auto& target : simd_targets()) {
+    const ScopedSimdTarget forced(target);
+    INFO("target " << target.name);
+    for (const auto& name : block_format_names()) {
+      const BlockFormat base = parse(name);
+      check_against_reference(base, x, kShape, 3, 256);
+      check_against_reference(base, xf, kShape, 1, 0);
+      for (ScaleRule rule : {ScaleRule::Floor, ScaleRule::Ceil, ScaleRule::RCeil, ScaleRule::Even, ScaleRule::MidMax}) {
+        BlockFormat f = base;
+        f.options.rule = rule;
+        check_against_reference(f, xf, kShape, 2, 512);
+      }
+    }
+  }
+}
+
+TEST_CASE("ops: every peer profile equals the reference", "[ops]") {
+  const auto x = corner_input(3, 7 * 200, false);
+  const auto xf = corner_input(4, 7 * 200, true);
+  int covered = 0;
+  for (const auto& profile : profile_names()) {
+    for (const char* name : {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp4", "mxint8", "nvfp4", "mxsf"}) {
+      auto f = apply_profile(parse(name), profile);
+      if (!f.ok()) continue;
+      INFO("profile " << profile);
+      check_against_reference(*f, x, kShape, 2, 300);
+      check_against_reference(*f, xf, kShape, 1, 0);
+      ++covered;
+    }
+  }
+  CHECK(covered >= 20);
+}
+
+TEST_CASE("ops: formats the kernels refuse run on the reference with the same results", "[ops]") {
+  const auto x = corner_input(5, 16 * 64, false);
+  for (const char* name : {"mxsf@8x8", "e2m1:e8m0_c0", "int8:float32_t16_t16", "e4m3:float32_tensor"}) {
+    auto f = parse_block_format(name);
+    if (!f.ok()) continue;
+    INFO(name);
+    CHECK(ops::engine_for(*f).rfind("reference", 0) == 0);
+    check_against_reference(*f, x, {16, 64}, 2, 256);
+  }
+}
+
+TEST_CASE("ops: a cancelled run stops with the cancellation message", "[ops]") {
+  auto t = Tensor::from_f32({4096}, corner_input(6, 4096, true));
+  REQUIRE(t.ok());
+  std::atomic<bool> stop{true};
+  ops::Run run;
+  run.reporter.cancel = &stop;
+  auto a = ops::analyze({parse("mxfp4")}, ops::TensorSource::of(*t), {}, run);
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.error().message == ops::kCancelled);
+}
+
+TEST_CASE("ops: progress reaches the element count", "[ops]") {
+  auto t = Tensor::from_f32({8192}, corner_input(7, 8192, true));
+  REQUIRE(t.ok());
+  ops::Run run;
+  run.chunk_elements = 1000;
+  std::int64_t last = 0, reports = 0;
+  run.reporter.on_progress = [&](const Progress& p) {
+    CHECK(p.done > last);
+    CHECK(p.total == 8192);
+    last = p.done;
+    ++reports;
+  };
+  auto a = ops::analyze({parse("mxfp8_e4m3")}, ops::TensorSource::of(*t), {}, run);
+  REQUIRE(a.ok());
+  CHECK(last == 8192);
+  CHECK(reports >= 8);
+}
+
+}  // namespace
+}  // namespace mxlab
