@@ -945,7 +945,9 @@ TEST_CASE("microxcaling flush_fp32_subnorms zeroes a block whose amax is an FP32
   py.options.amax_subnormal = AmaxSubnormal::Flush;                 // A * (shared_exp > -127)
   const auto f = qz(py, x);
   CHECK(f.values == std::vector<double>{0.0, 0.0});
-  CHECK(f.codes == std::vector<std::uint32_t>{0x00, 0x80});  // Python multiplies by 0: -0 stays signed
+  // Python multiplies by 0, then rounds the -0 with sign(-0.0) * floor(0.5) = +0 (zero_sign minus-zero-plus):
+  // _quantize_mx(..., flush_fp32_subnorms=True) on CPU returns 0x00000000 for both.
+  CHECK(f.codes == std::vector<std::uint32_t>{0x00, 0x00});
   auto cu = prof("mxfp8_e4m3", "microxcaling-cuda");
   cu.options.amax_subnormal = AmaxSubnormal::FlushPositive;  // scaled_in = 0
   CHECK(qz(cu, x).codes == std::vector<std::uint32_t>{0x00, 0x00});
@@ -1199,4 +1201,35 @@ TEST_CASE("random tensors reach the choices where MX peers differ", "[profiles][
     INFO(spec);
     CHECK(codes > 0);
   }
+}
+
+// microxcaling's Python path rounds with sign(A) * floor(abs(A) + 0.5) in float32: torch.sign(-0.0) is 0, so a
+// -0 input comes out +0, and a negative that rounds to 0 comes out -0 (also for integer elements, whose one zero
+// code cannot say so: the value carries the sign). Values read off microxcaling's _quantize_mx on CPU.
+TEST_CASE("profiles: microxcaling's signs of zero", "[profiles]") {
+  const std::vector<double> x = {-0.0, 0.0, -1e-9, 1e-9, 4.0, -3.0, -0.004, 0.004};
+  for (const char* spec : {"mxfp8_e4m3", "mxfp4", "mxfp6_e3m2", "mxint8"}) {
+    INFO(spec);
+    const BlockFormat f = prof(spec, "microxcaling");
+    auto q = quantize(f, x, {static_cast<std::int64_t>(x.size())});
+    REQUIRE(q.ok());
+    CHECK(q->values[0] == 0.0);
+    CHECK_FALSE(std::signbit(q->values[0]));  // -0 in, +0 out
+    CHECK_FALSE(std::signbit(q->values[1]));
+    CHECK(q->values[2] == 0.0);
+    CHECK(std::signbit(q->values[2]));  // a negative that rounds to 0 keeps its sign
+    CHECK_FALSE(std::signbit(q->values[3]));
+    // The OCP default keeps the cast's own sign: -0 stays -0 for floats, integers give +0.
+    auto o = quantize(plain(spec), x, {static_cast<std::int64_t>(x.size())});
+    REQUIRE(o.ok());
+    const bool is_int = f.element.kind() == FormatKind::Integer;
+    CHECK(std::signbit(o->values[0]) == !is_int);
+  }
+  // MXINT8: the block's scale is 2^(2-0) = 4; -0.004 / 4 is below half a step (2^-7), so its value is -0.
+  const BlockFormat i8 = prof("mxint8", "microxcaling");
+  auto q = quantize(i8, x, {static_cast<std::int64_t>(x.size())});
+  REQUIRE(q.ok());
+  CHECK(q->codes[6] == 0);
+  CHECK(std::signbit(q->values[6]));
+  CHECK_FALSE(std::signbit(q->values[7]));
 }

@@ -583,6 +583,14 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
   };
   kernel_detail::run_parts(threads, [&](unsigned t) { work(parts[t]); });
 
+  if (mode == Mode::Fake && negative_zero_values(format_)) {
+    // Integer elements under ZeroSign::MinusZeroPlus: a negative input that became zero has the value -0.
+    kernel_detail::run_parts(threads, [&](unsigned t) {
+      const std::int64_t i0 = block_first_element(parts[t].b0, row), i1 = block_first_element(parts[t].b1, row);
+      for (std::int64_t i = i0; i < i1; ++i)
+        if (fake[i] == 0.0F && x.value(static_cast<std::size_t>(i)) < 0) fake[i] = -0.0F;
+    });
+  }
   if (mode == Mode::Packed) {
     // Bytes shared by two parts (or the tensor's last partial byte): zero, then OR every contribution.
     for (const Part& part : parts)

@@ -897,8 +897,9 @@ std::vector<double> dequantize(const BlockFormat& f, const QuantizedTensor& q) {
   return out;
 }
 
-Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> input,
-                                 const std::vector<std::int64_t>& shape) {
+namespace {
+Result<QuantizedTensor> quantize_codes(const BlockFormat& f, std::span<const double> input,
+                                       const std::vector<std::int64_t>& shape) {
   std::int64_t total = 1;
   for (auto d : shape) {
     if (d < 0) return make_error("negative dimension in the tensor shape");
@@ -1143,6 +1144,27 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
     const double e = f.element.decode(r.code);
     q.values[i] = (s == 0) ? e : e * s * g;
   }
+  return q;
+}
+
+}  // namespace
+
+bool negative_zero_values(const BlockFormat& f) {
+  return f.options.zero_sign == ZeroSign::MinusZeroPlus && f.element.kind() == FormatKind::Integer;
+}
+
+Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> input,
+                                 const std::vector<std::int64_t>& shape) {
+  auto q = quantize_codes(f, input, shape);
+  if (!q || !negative_zero_values(f)) return q;
+  // Integers have one zero code; under this rule the value of a negative input (after the float32 input
+  // rounding and N:M pruning) that becomes zero is -0, as sign(x) * 0 is in microxcaling's fake values.
+  std::vector<double> x(input.begin(), input.end());
+  if (f.options.input == InputPrecision::Float32)
+    for (double& v : x) v = static_cast<double>(static_cast<float>(v));
+  if (f.layout.sparse_m > 0 && !shape.empty()) apply_nm_sparsity(x, shape.back(), f.layout.sparse_n, f.layout.sparse_m);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (q->values[i] == 0 && x[i] < 0) q->values[i] = -0.0;
   return q;
 }
 

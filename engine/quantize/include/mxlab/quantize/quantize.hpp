@@ -60,6 +60,10 @@ struct QuantizedTensor {
 /// an option the formats cannot honour).
 Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> x, const std::vector<std::int64_t>& shape);
 
+/// Whether the values of negative inputs that become zero are -0 though the element's zero code is unsigned
+/// (integer elements under ZeroSign::MinusZeroPlus: microxcaling's sign(x) * 0).
+bool negative_zero_values(const BlockFormat& f);
+
 /// Dequantizes element codes with their block scales (the inverse of the packed form), exactly.
 std::vector<double> dequantize(const BlockFormat& f, const QuantizedTensor& q);
 
