@@ -1,5 +1,6 @@
 // `mxlab quantize` (fake-quantized or packed .npy outputs) and `mxlab analyze` (one row of metrics per
 // block format).
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -107,6 +108,43 @@ class FakeQuantWriter {
   DType dtype_;
   std::size_t rounded_ = 0;
 };
+
+/// The axes --layout or --reduction-axes name for blocks (none: the format's own axis).
+std::optional<Result<std::vector<int>>> reduction_axes(const Args& args, const std::vector<std::int64_t>& shape) {
+  const auto layout = args.value("layout");
+  const auto list = args.value("reduction-axes");
+  if (layout && list) return Result<std::vector<int>>(make_error("choose one of --layout, --reduction-axes"));
+  if (list) {
+    std::vector<int> axes;
+    std::size_t pos = 0;
+    while (pos <= list->size()) {
+      const std::size_t end = std::min(list->find(',', pos), list->size());
+      int a = 0;
+      auto [p, ec] = std::from_chars(list->data() + pos, list->data() + end, a);
+      if (ec != std::errc() || p != list->data() + end)
+        return Result<std::vector<int>>(make_error("option '--reduction-axes " + *list + "': expected axes such as 2 or 0,1"));
+      axes.push_back(a);
+      pos = end + 1;
+    }
+    return Result<std::vector<int>>(axes);
+  }
+  if (!layout) return std::nullopt;
+  struct Layout {
+    const char* name;
+    std::size_t rank;
+    std::vector<int> axes;
+  };
+  const Layout layouts[] = {{"hwio", 4, {2}}, {"hwio-depthwise", 4, {0, 1}}, {"io", 2, {0}}, {"oi", 2, {1}}, {"oihw", 4, {1}}};
+  for (const auto& l : layouts) {
+    if (*layout != l.name) continue;
+    if (shape.size() != l.rank)
+      return Result<std::vector<int>>(make_error("option '--layout " + *layout + "' needs a " + std::to_string(l.rank) +
+                                                 "-D tensor; the input has shape " + format_shape(shape)));
+    return Result<std::vector<int>>(l.axes);
+  }
+  return Result<std::vector<int>>(
+      make_error("option '--layout " + *layout + "': expected hwio, hwio-depthwise, io, oi or oihw"));
+}
 
 }  // namespace
 
@@ -216,6 +254,8 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
       {"input", true, "INPUT", "FILE.npy, FILE.csv, FILE.f32, or gen:DIST (with --shape, --data-seed)"},
       {"per-block", false, "", "one row per block instead of per format"},
       {"gaps", false, "", "one row per exponent gap g = floor(log2 amax_block) - floor(log2 |x|)"},
+      {"layout", true, "L", "weight layout, blocks along its reduction axes: hwio (I), hwio-depthwise (H x W), io (I), oi (I), oihw (I)"},
+      {"reduction-axes", true, "A[,B]", "block along these axes (moved last and flattened), e.g. 2 or 0,1"},
       threads_option(),
   };
   for (auto& o : quant_options()) specs.push_back(o);
@@ -257,6 +297,16 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
   }
   auto t = open_input(input, *args);
   if (!t) return bad_input(io, "analyze", t.error().message);
+  if (auto axes = reduction_axes(*args, t->shape())) {
+    if (!axes->ok()) return bad_input(io, "analyze", axes->error().message);
+    auto moved = ops::block_axes_last(*t, **axes);
+    if (!moved) return bad_input(io, "analyze", moved.error().message);
+    std::string list;
+    for (int a : **axes) list += (list.empty() ? "" : ",") + std::to_string(a);
+    io.err << "mxlab analyze: blocks along axes " << list << " of " << format_shape(t->shape()) << " (rows of "
+           << moved->shape().back() << ")\n";
+    t = std::move(*moved);
+  }
 
   const bool per_block = args->flag("per-block"), gaps = args->flag("gaps");
   ops::AnalyzeOptions options;

@@ -191,6 +191,53 @@ TEST_CASE("ops: formats the kernels refuse run on the reference with the same re
   }
 }
 
+TEST_CASE("ops: blocks along another axis equal the reference's, and an axis outside the tensor is an error", "[ops]") {
+  const std::vector<std::int64_t> shape = {3, 40, 5, 6};
+  const auto xf = corner_input(8, 3 * 40 * 5 * 6, false);
+  for (int axis : {1, -3, 0, 2}) {
+    for (const char* name : {"mxfp8_e4m3", "mxint8", "nvfp4"}) {
+      BlockFormat f = parse(name);
+      f.layout.axis = axis;
+      INFO(name << " axis " << axis);
+      auto tensor = Tensor::from_f32(shape, xf);
+      REQUIRE(tensor.ok());
+      const std::vector<double> x(xf.begin(), xf.end());
+      auto q = quantize(f, x, shape);
+      REQUIRE(q.ok());
+      const Analysis ref = analyze(f, x, *q);
+      auto a = ops::analyze({f}, ops::TensorSource::of(*tensor), ops::AnalyzeOptions{true, false});
+      REQUIRE(a.ok());
+      CHECK(a->front().engine.rfind("simd:", 0) == 0);
+      check_stats(a->front().total, ref.total, true);
+      CHECK(a->front().gap_histogram == ref.gap_histogram);
+    }
+  }
+  BlockFormat f = parse("mxfp4");
+  f.layout.axis = 4;
+  auto tensor = Tensor::from_f32(shape, xf);
+  REQUIRE(tensor.ok());
+  auto a = ops::analyze({f}, ops::TensorSource::of(*tensor));
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.error().message.find("outside the tensor's 4 axes") != std::string::npos);
+}
+
+TEST_CASE("ops: block_axes_last moves and flattens the reduction axes", "[ops]") {
+  // An HWIO depthwise kernel 2x3x4x1: blocks along H x W give one row of 6 per channel.
+  std::vector<float> v(24);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  auto t = Tensor::from_f32({2, 3, 4, 1}, v);
+  REQUIRE(t.ok());
+  auto m = ops::block_axes_last(ops::TensorSource::of(*t), {0, 1});
+  REQUIRE(m.ok());
+  CHECK(m->shape() == std::vector<std::int64_t>{4, 6});
+  // Row c holds element (h, w, c, 0) = h*12 + w*4 + c in (h, w) order.
+  for (std::int64_t c = 0; c < 4; ++c)
+    for (std::int64_t hw = 0; hw < 6; ++hw)
+      CHECK(m->value(static_cast<std::size_t>(c * 6 + hw)) == static_cast<double>((hw / 3) * 12 + (hw % 3) * 4 + c));
+  CHECK_FALSE(ops::block_axes_last(ops::TensorSource::of(*t), {4}).ok());
+  CHECK_FALSE(ops::block_axes_last(ops::TensorSource::of(*t), {1, -3}).ok());
+}
+
 TEST_CASE("ops: a cancelled run stops with the cancellation message", "[ops]") {
   auto t = Tensor::from_f32({4096}, corner_input(6, 4096, true));
   REQUIRE(t.ok());

@@ -230,6 +230,26 @@ Result<std::vector<FormatAnalysis>> analyze(const std::vector<BlockFormat>& form
   out.reserve(formats.size());
   for (const BlockFormat& f : formats) {
     if (run.reporter.cancelled()) return make_error(kCancelled);
+    if (auto e = detail::check_axis(f, input)) return *e;
+    // 1-D blocks along another axis than the last: the same blocks, in the same element order, along the last
+    // axis of the tensor with that axis moved last (stochastic rounding keys on element positions, so not then).
+    const auto rank = static_cast<int>(input.shape().size());
+    const int axis = f.layout.axis < 0 ? f.layout.axis + rank : f.layout.axis;
+    if (f.layout.tiles.size() == 1 && f.layout.channel_axis == ScaleLayout::kNoAxis && rank > 1 && axis != rank - 1 &&
+        f.options.element.rounding != Rounding::Stochastic && !options.per_block) {
+      auto moved = block_axes_last(input, {axis});
+      if (!moved) return moved.error();
+      BlockFormat last = f;
+      last.layout.axis = -1;
+      std::string why;
+      if (auto kernel = detail::kernel_for(last, *moved, &why)) {
+        auto a = analyze_kernel(*kernel, last, *moved, options, run);
+        if (!a) return a.error();
+        a->format = f;
+        out.push_back(std::move(*a));
+        continue;
+      }
+    }
     std::string why;
     auto kernel = detail::kernel_for(f, input, &why);
     Result<FormatAnalysis> a = kernel ? analyze_kernel(*kernel, f, input, options, run)

@@ -79,6 +79,7 @@ Result<QuantizedTensor> reference_quantize(const BlockFormat& f, const TensorSou
 Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& input, const QuantizeSink& sink,
                                      const Run& run) {
   QuantizeResult result;
+  if (auto e = detail::check_axis(f, input)) return *e;
   std::string why;
   auto kernel = detail::kernel_for(f, input, &why);
   const auto& shape = input.shape();
@@ -135,6 +136,7 @@ Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& i
   QuantizeResult local;
   QuantizeResult& res = result != nullptr ? *result : local;
   res = QuantizeResult{};
+  if (auto e = detail::check_axis(f, input)) return *e;
   std::string why;
   auto kernel = detail::kernel_for(f, input, &why);
   const auto& shape = input.shape();

@@ -46,4 +46,10 @@ class TensorSource {
   std::optional<MappedTensor> mapped_;
 };
 
+/// The tensor with the given axes moved last and flattened: shape [product of the other axes, product of the
+/// given axes], the given axes in the order listed, the others in their order. Blocks along the last axis of
+/// the result run along the reduction axes of a weight (a convolution kernel's input channels, a depthwise
+/// kernel's H x W). Axes may be negative (counted from the end); each at most once. Read into memory.
+Result<TensorSource> block_axes_last(const TensorSource& t, const std::vector<int>& axes);
+
 }  // namespace mxlab::ops
