@@ -11,7 +11,14 @@
 #include <sstream>
 #include <thread>
 
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <unistd.h>
+
 #include "cli/cli.hpp"
+#include "mxlab/io/atomic_file.hpp"
+#include "mxlab/io/npy.hpp"
 #include "mxlab/core/random.hpp"
 #include "mxlab/formats/catalogue.hpp"
 #include "mxlab/formats/parse.hpp"
@@ -65,7 +72,18 @@ struct Case {
   std::function<void(std::size_t n, unsigned threads)> simd;
   std::function<void(std::size_t n)> scalar;  ///< empty: no scalar reference
   std::string unsupported;                    ///< non-empty: reported, not run
+  std::function<void(std::size_t n)> setup = {};  ///< untimed preparation at each size (files to read)
+  /// The row whose time this row is compared with ("copy" for kernels; the file copy for end-to-end rows).
+  std::string baseline = "copy";
 };
+
+/// A fresh private folder for the end-to-end rows' files (under TMPDIR, else /tmp).
+std::string bench_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp != nullptr && *tmp != 0 ? tmp : "/tmp") + "/mxlab-bench-XXXXXX";
+  if (::mkdtemp(templ.data()) == nullptr) return ".";
+  return templ;
+}
 
 }  // namespace
 
@@ -290,28 +308,78 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
                      why});
   }
 
+  // End to end: what a user runs, from a .npy file to a file (quantize) or to a table (analyze), compared with
+  // reading the same file and writing its bytes to another.
+  const std::string dir = bench_dir();
+  const std::string in_path = dir + "/bench-input.npy", out_path = dir + "/bench-output.npy";
+  std::size_t written = 0;
+  auto write_input = [&](std::size_t n) {
+    if (written == n) return;
+    std::string bytes = npy_header("<f4", std::vector<std::int64_t>{static_cast<std::int64_t>(n)});
+    bytes.append(reinterpret_cast<const char*>(x.data()), n * sizeof(float));
+    if (!write_file_atomic(in_path, bytes, "npy")) return;
+    written = n;
+  };
+  std::ostringstream sink_out, sink_err;
+  std::istringstream no_in;
+  auto run_cli = [&](std::vector<std::string> argv, unsigned t) {
+    argv.insert(argv.begin(), "mxlab");
+    argv.push_back("--threads");
+    argv.push_back(std::to_string(t));
+    sink_out.str("");
+    (void)run(argv, Io{no_in, sink_out, sink_err});
+  };
+  cases.push_back({"e2e file copy", "float32 npy", 8.0,
+                   [&](std::size_t, unsigned) {
+                     // Read in 1 MiB pieces and write them to a new file, as quantize reads and writes.
+                     std::FILE* in = std::fopen(in_path.c_str(), "rb");
+                     auto out = AtomicFile::create(out_path, "npy");
+                     if (in == nullptr || !out) {
+                       if (in != nullptr) std::fclose(in);
+                       return;
+                     }
+                     std::vector<char> piece(std::size_t{1} << 20);
+                     for (std::size_t got; (got = std::fread(piece.data(), 1, piece.size(), in)) > 0;)
+                       out->write(piece.data(), got);
+                     std::fclose(in);
+                     (void)out->commit();
+                   },
+                   {}, "", write_input, "e2e file copy"});
+  for (const char* spec : {"mxfp8_e4m3", "mxfp4", "nvfp4", "mxint8", "mxsf"}) {
+    cases.push_back({"e2e analyze", spec, 8.0,
+                     [&, spec](std::size_t, unsigned t) { run_cli({"analyze", spec, in_path, "--csv"}, t); }, {}, "",
+                     write_input, "e2e file copy"});
+    cases.push_back({"e2e quantize", spec, 8.0,
+                     [&, spec](std::size_t, unsigned t) { run_cli({"quantize", spec, in_path, "--out", out_path}, t); },
+                     {}, "", write_input, "e2e file copy"});
+  }
+
   const double budget = quick ? 0.05 : 0.3;
   Table t;
-  for (const char* c : {"kernel", "format", "input_bytes", "elements", "threads", "seconds", "melem_per_s", "gb_per_s",
-                        "ratio_to_copy", "simd_1t_melem_per_s", "scalar_1t_melem_per_s", "speedup_vs_scalar", "note"}) {
+  for (const char* c : {"name", "kernel", "format", "input_bytes", "elements", "threads", "seconds", "elements_per_s",
+                        "melem_per_s", "gb_per_s", "ratio_to_copy", "simd_1t_melem_per_s", "scalar_1t_melem_per_s",
+                        "speedup_vs_scalar", "note"}) {
     const std::string col = c;
-    t.add_column(col, col != "kernel" && col != "format" && col != "note");
+    t.add_column(col, col != "name" && col != "kernel" && col != "format" && col != "note");
   }
   for (std::size_t size : sizes) {
     const std::size_t n = size / 4;
     const int min_reps = size >= (std::size_t{64} << 20) ? 4 : 3;
-    double copy_gbs = 0;
+    std::map<std::string, double> baseline_gbs;
     for (const Case& c : cases) {
+      const std::string name = c.kernel + " " + c.format;
       if (!c.unsupported.empty()) {
         if (size == sizes.front())
-          t.rows.push_back({c.kernel, c.format, std::to_string(size), std::to_string(n), std::to_string(threads), "", "",
-                            "", "", "", "", "", "unsupported: " + c.unsupported});
+          t.rows.push_back({name, c.kernel, c.format, std::to_string(size), std::to_string(n), std::to_string(threads), "",
+                            "", "", "", "", "", "", "", "unsupported: " + c.unsupported});
         continue;
       }
+      if (c.setup) c.setup(n);
       const double s = best_seconds([&] { c.simd(n, threads); }, budget, min_reps);
       const double eps = static_cast<double>(n) / s;
       const double gbs = eps * c.bytes_per_element / 1e9;
-      if (c.kernel == "copy") copy_gbs = gbs;
+      if (c.kernel == c.baseline) baseline_gbs[c.kernel] = gbs;
+      const double copy_gbs = baseline_gbs.count(c.baseline) ? baseline_gbs[c.baseline] : 0.0;
       std::string simd1, scalar1, speedup;
       if (size == sizes.front() && c.scalar) {
         const double s1 = best_seconds([&] { c.simd(n, 1); }, budget, 3);
@@ -320,12 +388,15 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
         scalar1 = fixed(static_cast<double>(n) / r1 / 1e6, 2);
         speedup = fixed(r1 / s1, 1);
       }
-      t.rows.push_back({c.kernel, c.format, std::to_string(size), std::to_string(n), std::to_string(threads),
-                        fixed(s, 6), fixed(eps / 1e6, 1), fixed(gbs, 2), copy_gbs > 0 ? fixed(gbs / copy_gbs, 3) : "",
-                        simd1, scalar1, speedup, ""});
+      t.rows.push_back({name, c.kernel, c.format, std::to_string(size), std::to_string(n), std::to_string(threads),
+                        fixed(s, 6), fixed(eps, 0), fixed(eps / 1e6, 1), fixed(gbs, 2),
+                        copy_gbs > 0 ? fixed(gbs / copy_gbs, 3) : "", simd1, scalar1, speedup, ""});
     }
   }
 
+  std::remove(in_path.c_str());
+  std::remove(out_path.c_str());
+  ::rmdir(dir.c_str());
   Provenance prov = build_provenance();
   prov.simd_target = active_simd_target();
   prov.inputs.push_back({"cpu", cpu_model()});

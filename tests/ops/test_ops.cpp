@@ -101,7 +101,7 @@ void check_against_reference(const BlockFormat& f, const std::vector<float>& xf,
     std::memcpy(fake.data() + first, v.data(), v.size() * sizeof(float));
     return std::nullopt;
   };
-  auto fq = ops::quantize_fake(f, src, sink, run);
+  auto fq = ops::quantize_fake(f, src, sink, run, true);
   REQUIRE(fq.ok());
   check_stats(fq->stats, ref.total, true, !fq->engine.starts_with("simd:"));
   std::size_t value_mismatches = 0;
@@ -114,8 +114,10 @@ void check_against_reference(const BlockFormat& f, const std::vector<float>& xf,
   CHECK(value_mismatches == 0);
 
   // Packed quantization: mxlab::pack of the reference, byte for byte; then back.
-  auto packed = ops::quantize_packed(f, src, run);
+  ops::QuantizeResult packed_stats;
+  auto packed = ops::quantize_packed(f, src, run, &packed_stats);
   REQUIRE(packed.ok());
+  check_stats(packed_stats.stats, ref.total, true, !packed_stats.engine.starts_with("simd:"));
   const PackedTensor want = pack(f, *q);
   CHECK(packed->elements == want.elements);
   CHECK(packed->scales == want.scales);

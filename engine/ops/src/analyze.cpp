@@ -1,7 +1,9 @@
 // ops::analyze: the kernels' fused exact metrics, chunk by chunk, plus one pass over each chunk's input and
 // fake-quant values for what the fused metrics leave out (the exact error sum, the largest relative error,
 // the exponent-gap histogram and errors by gap). The scalar reference where a kernel refuses the format.
+#include <array>
 #include <bit>
+#include <type_traits>
 #include <cmath>
 #include <limits>
 
@@ -22,16 +24,51 @@ struct ChunkExtra {
   std::map<int, ErrorStats> by_gap;
 };
 
-/// Elements [i0, i1) of the tensor (dequantized values from deq[0] = element e0).
+/// An exact sum of float32 values, fast: each value is m * 2^(E - 150) with a 24-bit integer m and its exponent
+/// field E, so the sum is a sum over E of integer sums, kept in 64 bits (at most 2^20 values between flushes).
+class Float32Sum {
+ public:
+  void add(float v) {
+    const auto b = std::bit_cast<std::uint32_t>(v);
+    const std::uint32_t e = (b >> 23) & 0xFF;
+    const auto m = static_cast<std::int64_t>((b & 0x7FFFFF) | (e != 0 ? 0x800000U : 0U));
+    bucket_[e != 0 ? e : 1] += (b >> 31) != 0 ? -m : m;
+    if (++pending_ == kFlushEvery) flush();
+  }
+  void subtract(float v) { add(-v); }
+  /// Moves the sum into `out` (exactly).
+  void flush_into(ExactSum& out) {
+    flush();
+    out.add(sum_);
+    sum_ = ExactSum{};
+  }
+
+ private:
+  static constexpr int kFlushEvery = 1 << 20;
+  void flush() {
+    for (std::size_t e = 0; e < bucket_.size(); ++e)
+      if (bucket_[e] != 0) sum_.add_scaled(static_cast<double>(bucket_[e]), static_cast<int>(e) - 150);
+    bucket_.fill(0);
+    pending_ = 0;
+  }
+  std::array<std::int64_t, 256> bucket_{};
+  int pending_ = 0;
+  ExactSum sum_;
+};
+
+/// Elements [i0, i1) of the tensor (dequantized values from deq[0] = element e0). The error sum is sum(d) -
+/// sum(x) over the elements mxlab::ErrorStats::add counts, exactly.
 template <class V>
 void extra_pass(const TensorSource& input, const V* deq, std::int64_t e0, std::int64_t i0, std::int64_t i1,
                 const float* amax, std::int64_t row, std::int64_t block, std::int64_t per_row, std::int64_t b0,
                 ChunkExtra& out) {
   const Tensor* t = input.tensor();
   const float* xf = t != nullptr && t->f32_is_exact() ? t->data().data() : nullptr;
+  Float32Sum fast;  // float32 values (V = float)
   for (std::int64_t i = i0; i < i1; ++i) {
-    const double x = xf != nullptr ? static_cast<double>(xf[i]) : input.value(static_cast<std::size_t>(i));
-    const double d = deq[i - e0];
+    // Kernel inputs are float32-exact, so x is a float.
+    const float x = xf != nullptr ? xf[i] : static_cast<float>(input.value(static_cast<std::size_t>(i)));
+    const V d = deq[i - e0];
     if (!std::isfinite(x)) continue;
     if (std::isinf(d)) {
       out.beyond_float32 = true;
@@ -44,21 +81,23 @@ void extra_pass(const TensorSource& input, const V* deq, std::int64_t e0, std::i
       if (a > 0) {
         const int g = floor_log2(a) - floor_log2(x);
         ++out.gap_histogram[g];
-        out.by_gap[g].add(x, d, 0);
+        out.by_gap[g].add(x, static_cast<double>(d), 0);
       }
     }
     if (std::isnan(d)) continue;
-    // The error d - x exactly as s + t (two-sum); the same terms mxlab::ErrorStats::add sums.
-    const double s = d - x;
-    const double bb = s - d;
-    const double tt = (d - (s - bb)) + (-x - bb);
-    out.error_sum.add(s);
-    if (tt != 0) out.error_sum.add(tt);
+    if constexpr (std::is_same_v<V, float>) {
+      fast.add(d);
+      fast.subtract(x);
+    } else {
+      out.error_sum.add(d);
+      out.error_sum.add(-static_cast<double>(x));
+    }
     if (x != 0) {
-      const double re = std::fabs(s) / std::fabs(x);
+      const double re = std::fabs(static_cast<double>(d) - static_cast<double>(x)) / std::fabs(static_cast<double>(x));
       if (re > out.max_rel_error) out.max_rel_error = re;
     }
   }
+  fast.flush_into(out.error_sum);
 }
 
 /// Float block scales (and tensor scales): a value is decode(code) * s * g, whose float32 rounding the kernels'

@@ -77,7 +77,7 @@ Result<QuantizedTensor> reference_quantize(const BlockFormat& f, const TensorSou
 }  // namespace
 
 Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& input, const QuantizeSink& sink,
-                                     const Run& run) {
+                                     const Run& run, bool with_stats) {
   QuantizeResult result;
   if (auto e = detail::check_axis(f, input)) return *e;
   std::string why;
@@ -89,8 +89,7 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
     std::vector<double> x;
     auto q = reference_quantize(f, input, &x);
     if (!q) return q.error();
-    const Analysis a = analyze(f, x, *q);
-    result.stats = a.total;
+    if (with_stats) result.stats = analyze(f, x, *q).total;
     std::vector<float> buf;
     for (std::int64_t e0 = 0; e0 < n; e0 += detail::kChunkElements) {
       const std::int64_t e1 = std::min(n, e0 + detail::kChunkElements);
@@ -120,9 +119,9 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
     const std::int64_t e1 = kernel->block_first_element(b1, row);
     buf.resize(static_cast<std::size_t>(e1 - e0));
     BlockMetrics m;
-    auto r = kernel->fake_quantize(x, shape, buf, br, &m);
+    auto r = kernel->fake_quantize(x, shape, buf, br, with_stats ? &m : nullptr);
     if (!r) return r.error();
-    detail::add_metrics(result.stats, m);
+    if (with_stats) detail::add_metrics(result.stats, m);
     if (auto e = sink.fake(static_cast<std::size_t>(e0), buf)) return *e;
     input.release(static_cast<std::size_t>(e1));
     run.reporter.report(e1, n, f.name);
@@ -146,7 +145,7 @@ Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& i
     std::vector<double> x;
     auto q = reference_quantize(f, input, &x);
     if (!q) return q.error();
-    res.stats = analyze(f, x, *q).total;
+    if (result != nullptr) res.stats = analyze(f, x, *q).total;
     run.reporter.report(n, n, f.name);
     return pack(f, *q);
   }
@@ -185,9 +184,9 @@ Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& i
                                   : std::span<std::uint8_t>(p.subtile_offsets.data() + before.subtiles,
                                                             static_cast<std::size_t>(range.subtiles));
     BlockMetrics m;
-    auto r = kernel->quantize_packed(x, shape, el, sc, br, &m, &ts, st);
+    auto r = kernel->quantize_packed(x, shape, el, sc, br, result != nullptr ? &m : nullptr, &ts, st);
     if (!r) return r.error();
-    detail::add_metrics(res.stats, m);
+    if (result != nullptr) detail::add_metrics(res.stats, m);
     input.release(e1);
     run.reporter.report(static_cast<std::int64_t>(e1), n, f.name);
     b0 = b1;

@@ -81,11 +81,13 @@ struct QuantizeResult {
   ErrorStats stats;
 };
 
-/// Fake quantization streamed to sink.fake chunk by chunk.
+/// Fake quantization streamed to sink.fake chunk by chunk; the error totals only with_stats (they cost a
+/// fused exact-metrics pass).
 Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& input, const QuantizeSink& sink,
-                                     const Run& run = {});
+                                     const Run& run = {}, bool with_stats = false);
 
-/// Packed quantization of the whole tensor (as mxlab::pack of mxlab::quantize); stats as quantize_fake's.
+/// Packed quantization of the whole tensor (as mxlab::pack of mxlab::quantize); with a result, its engine and
+/// error totals (as quantize_fake's with_stats).
 Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& input, const Run& run = {},
                                      QuantizeResult* result = nullptr);
 
