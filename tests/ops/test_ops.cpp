@@ -113,6 +113,12 @@ void check_against_reference(const BlockFormat& f, const std::vector<float>& xf,
   }
   CHECK(value_mismatches == 0);
 
+  // In-memory fake quantization (GEMM operands): the same values.
+  std::vector<float> direct(xf.size());
+  auto dq = ops::fake_quantize(f, xf, shape, direct, run);
+  REQUIRE(dq.ok());
+  CHECK(std::memcmp(direct.data(), fake.data(), xf.size() * sizeof(float)) == 0);
+
   // Packed quantization: mxlab::pack of the reference, byte for byte; then back.
   ops::QuantizeResult packed_stats;
   auto packed = ops::quantize_packed(f, src, run, &packed_stats);

@@ -86,6 +86,12 @@ struct QuantizeResult {
 Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& input, const QuantizeSink& sink,
                                      const Run& run = {}, bool with_stats = false);
 
+/// Fake quantization of float32 values held in memory (GEMM operands, GUI views): out[i] = the dequantized
+/// value of x[i] (as quantize_fake's values), in one pass without copies; with a result, its engine and error
+/// totals. Blocks run along the last axis of `shape` (for a GEMM operand, put the reduction axis last).
+Result<std::size_t> fake_quantize(const BlockFormat& f, std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                  std::span<float> out, const Run& run = {}, QuantizeResult* result = nullptr);
+
 /// Packed quantization of the whole tensor (as mxlab::pack of mxlab::quantize); with a result, its engine and
 /// error totals (as quantize_fake's with_stats).
 Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& input, const Run& run = {},
