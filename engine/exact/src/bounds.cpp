@@ -381,33 +381,42 @@ std::vector<Piece> derive_pieces(const BlockFormat& f) {
 /// The x interval of a piece at gap g: [2^-g, 2^(1-g)) and, at g = 0, x <= amax.
 struct XRange {
   Rat lo, hi;
+  bool lo_closed = true;
   bool hi_closed = false;
   bool empty = false;
 };
-XRange x_range(const Piece& p, int g) {
+XRange x_range(const Piece& p, int g, bool single) {
   XRange r;
   r.lo = p2(-g);
   r.hi = p2(1 - g);
+  if (single && g > 0) {  // a one-element block: its element is its amax, at gap 0 only
+    r.empty = true;
+    return r;
+  }
+  if (single && p.lo >= r.lo) {  // x = amax, inside the piece
+    r.lo = p.lo;
+    r.lo_closed = p.lo_closed;
+  }
   if (p.hi < r.hi) {
     r.hi = p.hi;
     r.hi_closed = p.hi_closed;
   }
-  r.empty = r.hi < r.lo || (r.hi == r.lo && !r.hi_closed);
+  r.empty = r.hi < r.lo || (r.hi == r.lo && !(r.hi_closed && r.lo_closed));
   return r;
 }
 
 /// Sup of the distance to a uniform grid hZ over [a, b] (b excluded unless cb), scaled by s for the
 /// absolute error; the relative error is scale-free. The distance is a sawtooth with peaks h/2 at the
 /// midpoints; the relative error peaks at the first midpoint and may be larger at a (docs/bounds.md).
-void sup_uniform(const Rat& a, const Rat& b, bool cb, const Rat& h, const Rat& s, Sup& abs, Sup& rel) {
+void sup_uniform(const Rat& a, const Rat& b, bool cb, const Rat& h, const Rat& s, Sup& abs, Sup& rel, bool ca = true) {
   auto dist = [&](const Rat& y) {
     const Rat lo = Rat(floor_int(y / h)) * h;
     return std::min(Rat(y - lo), Rat(lo + h - y));
   };
   Rat m1 = (Rat(floor_int(a / h)) + Rat(1, 2)) * h;
   if (m1 < a) m1 += h;
-  abs.offer(dist(a) * s, true);
-  rel.offer(dist(a) / a, true);
+  abs.offer(dist(a) * s, ca);
+  rel.offer(dist(a) / a, ca);
   if (m1 <= b) {
     const bool at = m1 < b || cb;
     abs.offer(h / 2 * s, at);
@@ -433,7 +442,8 @@ void sup_interval(const ElementModel& em, const Rat& s, const XRange& xr, Sup& a
     const Rat a = std::max(ylo, p2(k));
     const Rat b = std::min(top, p2(k + 1));
     const bool cb = b == top ? top_closed : true;  // inner binade ends: the error is continuous there
-    if (a < b || (a == b && cb)) sup_uniform(a, b, cb, em.step(k), s, abs, rel);
+    const bool ca = a == ylo ? xr.lo_closed : true;
+    if (a < b || (a == b && cb && ca)) sup_uniform(a, b, cb, em.step(k), s, abs, rel, ca);
     if (p2(k + 1) >= top) break;
   }
 }
@@ -451,15 +461,20 @@ GapBound finish(int g, const Sup& abs, const Sup& rel, bool underflow) {
   return b;
 }
 
+/// Whether every block holds one element (its amax), so that only gap 0 exists.
+bool single_element_blocks(const BlockFormat& f) { return f.block_elements() == 1; }
+
 std::vector<GapBound> analytic(const BlockFormat& f, const std::vector<Piece>& pieces, int max_gap) {
   const ElementModel em = element_model(f.element.spec());
+  const bool single = single_element_blocks(f);
   const bool tie_to_zero = f.options.element.rounding != Rounding::NearestAway;
   std::vector<GapBound> out;
   for (int g = 0; g <= max_gap; ++g) {
     Sup abs, rel;
     bool underflow = true;
+    if (single && g > 0) underflow = false;  // no element at this gap
     for (const Piece& p : pieces) {
-      const XRange xr = x_range(p, g);
+      const XRange xr = x_range(p, g, single);
       if (xr.empty) continue;
       const int e = -g - p.pow2_exponent;
       if (p.is_pow2 && g >= 1 && e < em.emax) {
@@ -507,8 +522,16 @@ struct Quantized {
   double scale = 0;  ///< block scale times tensor scale
 };
 
-/// The reference quantizer on the block {amax, x, -x}.
+/// The reference quantizer on x and -x, each in a block whose amax is `amax`: the block {amax, x, -x}, or with
+/// blocks of two elements {amax, x} and {amax, -x} (with one-element blocks x is its own amax).
 Quantized run_quantizer(const BlockFormat& f, double amax, double x) {
+  if (f.block_elements() <= 2 && f.layout.tiles.size() == 1) {
+    const std::vector<double> t = {amax, x, amax, -x};
+    auto r = quantize(f, t, {4});
+    if (!r) throw std::logic_error("bounds: quantize failed: " + r.error().message);
+    const std::size_t xb = f.block_elements() == 1 ? 1 : 0;  // the block of x
+    return {r->values[1], r->values[3], r->scale_values[xb] * r->tensor_scale};
+  }
   const std::vector<double> t = {amax, x, -x};
   auto r = quantize(f, t, {3});
   if (!r) throw std::logic_error("bounds: quantize failed: " + r.error().message);
@@ -594,8 +617,10 @@ struct Enumerator {
     Sup abs, rel;
     bool underflow = true;
     std::int64_t bad = piece_inconsistencies;
+    const bool single = single_element_blocks(f);
+    if (single && g > 0) underflow = false;  // no element at this gap
     for (const Piece& p : pieces) {
-      const XRange xr = x_range(p, g);
+      const XRange xr = x_range(p, g, single);
       if (xr.empty) continue;
       // An amax inside the piece (x <= amax matters only at g = 0).
       const Rat rep = p.lo == p.hi ? p.lo : (p.lo + p.hi) / 2;
@@ -619,7 +644,7 @@ struct Enumerator {
       if (xr.hi > xr.lo) pts.push_back(xr.hi);
       for (std::size_t i = 0; i < pts.size(); ++i) {
         const bool is_end = i + 1 == pts.size() && pts.size() > 1;
-        if (!is_end || xr.hi_closed) {
+        if ((!is_end || xr.hi_closed) && (i > 0 || xr.lo_closed)) {
           const Rat q = eval(pts[i]);
           const Rat e = mp::abs(q - pts[i]);
           abs.offer(e, true);
