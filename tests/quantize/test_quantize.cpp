@@ -325,6 +325,12 @@ TEST_CASE("block format strings", "[quantize][parse]") {
   CHECK(bf("mxfp6_e3m2").bits_per_element(1024) == 6.25);
   CHECK(bf("mxfp4").bits_per_element(1024) == 4.25);
   CHECK(bf("nvfp4").bits_per_element(1 << 20) == 4.5 + 32.0 / (1 << 20));
+  // What is stored: short final blocks and one-element blocks carry a whole scale each.
+  CHECK(bf("mxfp8_e4m3").stored_bits_per_element({1024}) == 8.25);
+  CHECK(bf("mxfp8_e4m3").stored_bits_per_element({3, 40}) == 8.0 + 6 * 8.0 / 120);  // rows of 32 + 8
+  CHECK(bf("mxfp8_e4m3@1").stored_bits_per_element({10}) == 16.0);
+  CHECK(bf("mxfp4").stored_bits_per_element({33}) == 4.0 + 2 * 8.0 / 33);
+  CHECK(bf("nvfp4").stored_bits_per_element({4, 24}) == 4.0 + (8 * 8.0 + 32.0) / 96);
   auto tc = parse_block_format("e4m3:float32_t16_t16");
   REQUIRE(tc.ok());
   CHECK(tc->layout.tiles.size() == 2);

@@ -184,7 +184,7 @@ Result<FormatAnalysis> analyze_kernel(const BlockKernel& kernel, const BlockForm
   r.engine = detail::simd_engine();
   const auto& shape = input.shape();
   const auto n = static_cast<std::int64_t>(input.size());
-  r.bits_per_element = f.bits_per_element(n);
+  r.bits_per_element = f.stored_bits_per_element(shape);
   const BlockInput x = detail::kernel_input(input);
   const unsigned threads = detail::resolve_threads(run.threads);
   BlockRun br{threads};

@@ -70,7 +70,7 @@ Analysis analyze(const BlockFormat& f, std::span<const double> x, const Quantize
   Analysis a;
   std::int64_t n = 1;
   for (auto d : q.shape) n *= d;
-  a.bits_per_element = f.bits_per_element(n);
+  a.bits_per_element = f.stored_bits_per_element(q.shape);
   std::vector<std::int64_t> block_of;
   if (f.layout.scale) {
     block_of = BlockIndexer(q.shape, f.layout).block_of_all();

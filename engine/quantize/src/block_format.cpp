@@ -1,6 +1,7 @@
 // Block format strings: short names with block overrides, and ELEMENT:SCALESPEC with TensorCast scale
 // specs (seed 002). Grammar and defaults in docs/quantization.md.
 #include "mxlab/quantize/block_format.hpp"
+#include "mxlab/quantize/quantize.hpp"
 
 #include <cctype>
 #include <charconv>
@@ -266,6 +267,23 @@ double BlockFormat::bits_per_element(std::int64_t tensor_elements) const {
   if (layout.tensor_scale && tensor_elements > 0)
     bits += static_cast<double>(layout.tensor_scale->bits()) / static_cast<double>(tensor_elements);
   return bits;
+}
+
+double BlockFormat::stored_bits_per_element(const std::vector<std::int64_t>& shape) const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  if (n <= 0) return static_cast<double>(element.bits());
+  double bits = static_cast<double>(element.bits()) * static_cast<double>(n);
+  if (layout.scale)
+    bits += static_cast<double>(BlockIndexer(shape, layout).block_count()) *
+            static_cast<double>((layout.scale->bits() + 7) / 8 * 8);
+  bool has_sub = false;
+  for (const auto& t : layout.tiles) has_sub = has_sub || t.subtile > 0;
+  if (has_sub)
+    bits += static_cast<double>(BlockIndexer::subtiles(shape, layout).block_count()) *
+            static_cast<double>(layout.subtile_bits);
+  if (layout.tensor_scale) bits += static_cast<double>(layout.tensor_scale->bits());
+  return bits / static_cast<double>(n);
 }
 
 Result<BlockFormat> parse_block_format(std::string_view text_in) {

@@ -206,6 +206,10 @@ struct BlockFormat {
 
   /// Storage bits per element including scales (for a tensor of `count` elements with 1-D/2-D tiles).
   double bits_per_element(std::int64_t tensor_elements) const;
+  /// Bits stored per element for a tensor of this shape (docs/quantization.md "Storage cost"): element bits,
+  /// plus every block's scale in whole bytes (partial edge blocks and one-element blocks included), subtile
+  /// offsets, and the tensor scale, divided by the element count.
+  double stored_bits_per_element(const std::vector<std::int64_t>& shape) const;
   /// Number of elements per block (product of tile sizes; 0 when a tile spans a whole axis).
   std::int64_t block_elements() const;
 };
