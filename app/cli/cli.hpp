@@ -48,6 +48,7 @@ int cmd_bounds(const std::vector<std::string>& argv, Io io);
 int cmd_dequantize(const std::vector<std::string>& argv, Io io);
 int cmd_verify_cast(const std::vector<std::string>& argv, Io io);
 int cmd_bench(const std::vector<std::string>& argv, Io io);
+int cmd_data(const std::vector<std::string>& argv, Io io);
 
 /// The code point table of a format (codes first..last), as written by `codepoints` and `golden`.
 Table codepoint_table(const Format& f, std::uint64_t first, std::uint64_t last);

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,6 +100,22 @@ inline std::string gzip_stored(std::string_view data) {
   out += le(crc32(data), 4);
   out += le(static_cast<std::uint32_t>(data.size()), 4);  // ISIZE: size mod 2^32
   return out;
+}
+
+// binary16 value from the definition (IEEE 754-2019 3.4, 3.6): bias 15, 10 mantissa bits.
+inline double f16_value(std::uint16_t h) {
+  const int sign = h >> 15;
+  const int e = (h >> 10) & 0x1F;
+  const int m = h & 0x3FF;
+  double v = 0;
+  if (e == 0x1F) {
+    v = m == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+  } else if (e == 0) {
+    v = std::ldexp(m, -24);  // 0.m * 2^-14
+  } else {
+    v = std::ldexp(1024 + m, e - 15 - 10);  // 1.m * 2^(e-15)
+  }
+  return sign ? -v : v;
 }
 
 }  // namespace mxlab::test

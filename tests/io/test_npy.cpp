@@ -14,6 +14,7 @@
 
 using namespace mxlab;
 using mxlab::test::bytes;
+using mxlab::test::f16_value;
 using mxlab::test::get_bytes;
 using mxlab::test::put_bytes;
 using mxlab::test::TempDir;
@@ -42,22 +43,6 @@ std::string le32(std::uint32_t v) {
 std::string be32(std::uint32_t v) {
   return bytes({static_cast<int>(v >> 24), static_cast<int>((v >> 16) & 0xFF), static_cast<int>((v >> 8) & 0xFF),
                 static_cast<int>(v & 0xFF)});
-}
-
-// binary16 value from the definition (IEEE 754-2019 3.4, 3.6): bias 15, 10 mantissa bits.
-double f16_value(std::uint16_t h) {
-  const int sign = h >> 15;
-  const int e = (h >> 10) & 0x1F;
-  const int m = h & 0x3FF;
-  double v = 0;
-  if (e == 0x1F) {
-    v = m == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
-  } else if (e == 0) {
-    v = std::ldexp(m, -24);  // 0.m * 2^-14
-  } else {
-    v = std::ldexp(1024 + m, e - 15 - 10);  // 1.m * 2^(e-15)
-  }
-  return sign ? -v : v;
 }
 
 }  // namespace
@@ -394,6 +379,14 @@ TEST_CASE("npy read errors name the file and the problem", "[io][npy][errors]") 
       {"trail.npy", npy_v1(ok_dict, 128, f4_1 + "xyz"), "3 bytes follow the array data"},
       {"bigshape.npy", npy_v1("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000, 1000000000), }", 128, ""),
        "truncated"},
+      // A zero dimension beside huge ones: no elements, but consumers that allocate per row or per block
+      // of the shape would ask for absurd memory.
+      {"zerohuge.npy", npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 9223372036854775807), }", 128, ""),
+       "has no elements but dimensions that multiply to 9223372036854775807"},
+      {"hugezero.npy", npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 0), }", 128, ""),
+       "has no elements but dimensions"},
+      {"dupkey.npy", npy_v1("{'descr': '<f4', 'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", 128, f4_1),
+       "the key 'descr' appears twice"},
   };
   for (const auto& c : cases) {
     INFO(c.name);
@@ -404,6 +397,14 @@ TEST_CASE("npy read errors name the file and the problem", "[io][npy][errors]") 
     REQUIRE_FALSE(t.ok());
     CHECK_THAT(t.error().message, Catch::StartsWith("npy '" + path + "': "));
     CHECK_THAT(t.error().message, Catch::Contains(c.problem));
+  }
+  SECTION("zero-element arrays with dimensions the file could hold are read") {
+    const std::string path = dir.file("empty.npy");
+    put_bytes(path, npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1000), }", 128, ""));
+    auto t = read_npy(path);
+    REQUIRE(t.ok());
+    CHECK(t->size() == 0);
+    CHECK(t->shape() == std::vector<std::int64_t>{0, 1000});
   }
   SECTION("missing file and directories") {
     auto m = read_npy(dir.file("missing.npy"));

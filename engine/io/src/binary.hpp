@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <span>
 
 namespace mxlab::io_detail {
 
@@ -58,5 +60,33 @@ inline bool is_f16_value(float f) {
 
 /// Whether f is a bfloat16 value (the low 16 bits are zero; NaN counts).
 inline bool is_bf16_value(float f) { return std::isnan(f) || (std::bit_cast<std::uint32_t>(f) & 0xFFFFU) == 0; }
+
+/// Deflate expands at most 1032:1 (a 258-byte match costs at least 2 bits), so a gzip file of S bytes
+/// decompresses to at most 1032 * S bytes.
+inline constexpr std::uint64_t kDeflateMaxRatio = 1032;
+
+/// A zero-element shape may name large dimensions beside its zero. Code that allocates per row or per
+/// block of such a shape must stay bounded, so the product of those dimensions may exceed the elements
+/// the file could hold by at most this many.
+inline constexpr std::uint64_t kEmptyShapeSlack = std::uint64_t{1} << 20;
+
+/// For a shape with a zero dimension: the product of its other dimensions (saturated at 2^64 - 1) if it
+/// exceeds file_bytes / itemsize + kEmptyShapeSlack; 0 when the shape is acceptable.
+inline std::uint64_t empty_shape_excess(std::span<const std::int64_t> shape, std::uint64_t itemsize,
+                                        std::uint64_t file_bytes) {
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t others = 1;
+  bool empty = false;
+  for (std::int64_t d : shape) {
+    const auto u = static_cast<std::uint64_t>(d);
+    if (d <= 0) {
+      empty = true;
+      continue;
+    }
+    others = others > kMax / u ? kMax : others * u;
+  }
+  if (!empty) return 0;
+  return others > file_bytes / itemsize + kEmptyShapeSlack ? others : 0;
+}
 
 }  // namespace mxlab::io_detail

@@ -24,6 +24,7 @@ Result<InputFile> InputFile::open(const std::string& path, std::string label) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return f.fail("cannot open: " + errno_message(errno));
   if (S_ISDIR(st.st_mode)) return f.fail("is a directory, not a file");
+  if (S_ISREG(st.st_mode)) f.stored_size_ = static_cast<std::uint64_t>(st.st_size);
   const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
   if (gz) {
     // A ".gz" file that is not gzip data is read as it is (zlib's transparent mode).
@@ -45,6 +46,7 @@ InputFile InputFile::from_memory(std::string_view bytes, std::string name, std::
   f.memory_ = bytes;
   f.in_memory_ = true;
   f.size_ = bytes.size();
+  f.stored_size_ = bytes.size();
   return f;
 }
 
@@ -56,7 +58,8 @@ InputFile::InputFile(InputFile&& other) noexcept
       memory_(other.memory_),
       in_memory_(other.in_memory_),
       size_(other.size_),
-      position_(other.position_) {}
+      position_(other.position_),
+      stored_size_(other.stored_size_) {}
 
 InputFile& InputFile::operator=(InputFile&& other) noexcept {
   if (this != &other) {
@@ -69,6 +72,7 @@ InputFile& InputFile::operator=(InputFile&& other) noexcept {
     in_memory_ = other.in_memory_;
     size_ = other.size_;
     position_ = other.position_;
+    stored_size_ = other.stored_size_;
   }
   return *this;
 }

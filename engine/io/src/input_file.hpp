@@ -33,6 +33,8 @@ class InputFile {
   Result<std::size_t> read(void* dest, std::size_t n);
   /// Bytes not yet read, when known without reading (plain regular files and memory; not gzip).
   std::optional<std::uint64_t> remaining() const;
+  /// Bytes of the input as stored (the compressed size for gzip files; 0 if unknown, e.g. a pipe).
+  std::uint64_t stored_size() const { return stored_size_; }
   /// Reads everything not yet read.
   Result<std::string> read_rest();
   /// Reads and counts everything not yet read, discarding it.
@@ -56,6 +58,7 @@ class InputFile {
   bool in_memory_ = false;
   std::optional<std::uint64_t> size_;
   std::uint64_t position_ = 0;
+  std::uint64_t stored_size_ = 0;
 };
 
 /// Message text of an errno value.

@@ -51,7 +51,7 @@ class HeaderParser {
       skip_ws();
       PyValue v;
       if (auto p = parse_value(v)) return p;
-      out[key] = std::move(v);
+      if (!out.emplace(key, std::move(v)).second) return problem("the key '" + key + "' appears twice");
       skip_ws();
       if (eat(',')) {
         skip_ws();
@@ -418,6 +418,10 @@ Result<Tensor> read_tensor(InputFile& in, const NpyReadOptions& options) {
   if (!n) return n.error();
   if (*n > std::numeric_limits<std::size_t>::max() / d->itemsize)
     return in.fail("shape " + tuple_text(h->shape) + " is too large");
+  const std::uint64_t file_bytes = in.remaining() ? *in.remaining() : in.stored_size() * io_detail::kDeflateMaxRatio;
+  if (auto others = io_detail::empty_shape_excess(h->shape, d->itemsize, file_bytes))
+    return in.fail("shape " + tuple_text(h->shape) + " has no elements but dimensions that multiply to " +
+                   std::to_string(others) + ", far more than a file of this size could hold (corrupt shape?)");
   std::vector<std::int64_t> shape = h->shape;
   switch (d->dtype) {
     case DType::F32: {

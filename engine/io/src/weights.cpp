@@ -1,0 +1,840 @@
+// Weight files: tfjs weight manifests, safetensors and GNU Backgammon .wd, listed from their headers
+// and read one tensor at a time.
+#include "mxlab/io/weights.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <memory>
+#include <new>
+#include <optional>
+#include <set>
+
+#include "binary.hpp"
+#include "json_limits.hpp"
+
+namespace mxlab {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+/// Most dimensions a weight may have; real weights have at most 5.
+constexpr std::size_t kMaxRank = 16;
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+std::string sq(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// Size of a regular file, or why it is not one.
+Result<std::uint64_t> regular_file_size(const std::string& path, const std::string& label) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return make_error(label + " '" + path + "': cannot open: " + std::error_code(errno, std::generic_category()).message());
+  if (S_ISDIR(st.st_mode)) return make_error(label + " '" + path + "': is a directory, not a file");
+  if (!S_ISREG(st.st_mode)) return make_error(label + " '" + path + "': is not a regular file");
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+// Reads n bytes at offset; fewer bytes than asked is an error (the file changed since it was opened).
+std::optional<std::string> read_at(std::FILE* f, std::uint64_t offset, char* dest, std::size_t n) {
+  if (offset > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max()) ||
+      ::fseeko(f, static_cast<off_t>(offset), SEEK_SET) != 0)
+    return "cannot seek to byte " + std::to_string(offset);
+  const std::size_t got = std::fread(dest, 1, n, f);
+  if (got < n) {
+    if (std::ferror(f)) return "cannot read: " + std::error_code(errno, std::generic_category()).message();
+    return "the file ends after " + std::to_string(offset + got) + " bytes, it was longer when opened";
+  }
+  return std::nullopt;
+}
+
+// Product of a shape, with the element count times the item size; nullopt on overflow of 64 bits.
+std::optional<std::uint64_t> checked_elements(std::span<const std::int64_t> shape) {
+  std::uint64_t n = 1;
+  for (std::int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    const auto u = static_cast<std::uint64_t>(d);
+    if (u != 0 && n > std::numeric_limits<std::uint64_t>::max() / u) return std::nullopt;
+    n *= u;
+  }
+  return n;
+}
+
+// A JSON array of non-negative integers (a shape); the problem as text otherwise.
+std::optional<std::string> json_shape(const json& v, std::vector<std::int64_t>& out) {
+  if (!v.is_array()) return "'shape' is " + io_detail::json_kind(v) + ", expected an array of integers";
+  if (v.size() > kMaxRank)
+    return "'shape' has " + std::to_string(v.size()) + " dimensions, more than " + std::to_string(kMaxRank);
+  out.clear();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const json& d = v[i];
+    if (d.is_number_unsigned()) {
+      const auto u = d.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        return "dimension " + std::to_string(i + 1) + " of 'shape' (" + std::to_string(u) + ") is too large";
+      out.push_back(static_cast<std::int64_t>(u));
+    } else if (d.is_number_integer()) {
+      return "dimension " + std::to_string(i + 1) + " of 'shape' is negative (" + std::to_string(d.get<std::int64_t>()) + ")";
+    } else {
+      return "dimension " + std::to_string(i + 1) + " of 'shape' is " + io_detail::json_kind(d) +
+             ", expected a non-negative integer";
+    }
+  }
+  return std::nullopt;
+}
+
+std::string shape_text(std::span<const std::int64_t> shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// ---- tfjs
+
+// Checks a shard path from weightsManifest and resolves it inside the model's folder.
+std::optional<std::string> check_shard_path(const std::string& p, const fs::path& dir, std::string& resolved) {
+  if (p.empty()) return "an empty shard path";
+  if (p.find('\0') != std::string::npos) return "a shard path with a NUL byte";
+  if (p.front() == '/' || p.find('\\') != std::string::npos || p.find(':') != std::string::npos)
+    return "the shard path " + sq(p) + " is not a plain relative path inside the model's folder";
+  for (const auto& part : fs::path(p))
+    if (part == ".." || part == ".")
+      return "the shard path " + sq(p) + " leaves or walks around the model's folder ('" + part.string() + "')";
+  const fs::path full = dir / p;
+  std::error_code ec;
+  const fs::path real = fs::canonical(full, ec);
+  if (ec) return "the shard " + sq(p) + " cannot be opened (" + full.string() + ": " + ec.message() + ")";
+  const fs::path real_dir = fs::canonical(dir, ec);
+  if (ec) return "the model's folder cannot be resolved: " + ec.message();
+  // Symbolic links must not lead out of the folder either.
+  auto rel = real.lexically_relative(real_dir);
+  if (rel.empty() || *rel.begin() == "..")
+    return "the shard " + sq(p) + " resolves to " + real.string() + ", outside the model's folder";
+  resolved = full.string();
+  return std::nullopt;
+}
+
+struct TfjsDtype {
+  WeightStorage storage = WeightStorage::Other;
+  std::uint64_t item = 4;
+  std::string text;
+};
+
+std::optional<std::string> tfjs_dtype(const json& w, TfjsDtype& out) {
+  auto it = w.find("dtype");
+  if (it == w.end()) return "lacks 'dtype'";
+  if (!it->is_string()) return "'dtype' is " + io_detail::json_kind(*it) + ", expected a string";
+  const auto& dtype = it->get_ref<const std::string&>();
+  if (dtype == "string") return "has dtype 'string' (variable-length strings are not supported in weight files)";
+  std::uint64_t item = 0;
+  WeightStorage storage = WeightStorage::Other;
+  if (dtype == "float32") {
+    item = 4, storage = WeightStorage::F32;
+  } else if (dtype == "int32") {
+    item = 4, storage = WeightStorage::I32;
+  } else if (dtype == "bool") {
+    item = 1;
+  } else if (dtype == "complex64") {
+    item = 8;
+  } else {
+    return "has the unknown dtype " + sq(dtype) + " (tfjs dtypes: float32, int32, bool, complex64, string)";
+  }
+  out.text = dtype;
+  auto q = w.find("quantization");
+  if (q != w.end() && !q->is_null()) {
+    if (!q->is_object()) return "'quantization' is " + io_detail::json_kind(*q) + ", expected an object";
+    auto qd = q->find("dtype");
+    if (qd == q->end() || !qd->is_string()) return "'quantization' lacks a string 'dtype'";
+    const auto& qt = qd->get_ref<const std::string&>();
+    if (qt == "float16") {
+      item = 2;
+      storage = dtype == "float32" ? WeightStorage::F16 : WeightStorage::Other;
+      out.text = "float16 of " + dtype;
+    } else if (qt == "uint8" || qt == "uint16") {
+      // Affine codes q * scale + min, computed by tfjs in JavaScript doubles and rounded to float32:
+      // listed, but not read as exact values.
+      item = qt == "uint8" ? 1 : 2;
+      storage = WeightStorage::Other;
+      out.text = qt + " affine of " + dtype;
+    } else {
+      return "has the unknown quantization dtype " + sq(qt) + " (tfjs: float16, uint8, uint16)";
+    }
+  }
+  out.item = item;
+  out.storage = storage;
+  return std::nullopt;
+}
+
+std::string strip_input_name(std::string s) {
+  if (!s.empty() && s.front() == '^') s.erase(0, 1);
+  const auto colon = s.rfind(':');
+  if (colon != std::string::npos && colon + 1 < s.size() &&
+      std::all_of(s.begin() + static_cast<std::ptrdiff_t>(colon) + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    s.erase(colon);
+  return s;
+}
+
+// The layout a consuming op gives its weight operand `input_index`.
+WeightLayout layout_from_op(const std::string& op, std::size_t input_index, const json& node) {
+  if (input_index != 1) return WeightLayout::Other;
+  if (op == "Conv2D" || op == "_FusedConv2D") return WeightLayout::ConvHWIO;
+  if (op == "DepthwiseConv2dNative" || op == "FusedDepthwiseConv2dNative") return WeightLayout::DepthwiseHWCM;
+  if (op == "Conv2DBackpropInput") return WeightLayout::ConvTransposeHWOI;
+  if (op == "MatMul" || op == "_FusedMatMul") {
+    bool transpose_b = false;
+    if (auto a = node.find("attr"); a != node.end() && a->is_object())
+      if (auto t = a->find("transpose_b"); t != a->end() && t->is_object())
+        if (auto b = t->find("b"); b != t->end() && b->is_boolean()) transpose_b = b->get<bool>();
+    return transpose_b ? WeightLayout::DenseOI : WeightLayout::DenseIO;
+  }
+  return WeightLayout::Other;
+}
+
+std::size_t layout_rank(WeightLayout layout) {
+  switch (layout) {
+    case WeightLayout::DenseIO:
+    case WeightLayout::DenseOI: return 2;
+    case WeightLayout::ConvHWIO:
+    case WeightLayout::DepthwiseHWCM:
+    case WeightLayout::ConvOIHW:
+    case WeightLayout::ConvTransposeHWOI: return 4;
+    case WeightLayout::Other: return 0;
+  }
+  return 0;
+}
+
+// Keras names (layers models, and graph models without a node list): ".../kernel", ".../depthwise_kernel".
+WeightLayout layout_from_name(const std::string& name, std::size_t rank) {
+  auto ends_with = [&](std::string_view suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends_with("depthwise_kernel") && rank == 4) return WeightLayout::DepthwiseHWCM;
+  if (ends_with("kernel") && rank == 4) return WeightLayout::ConvHWIO;
+  if (ends_with("kernel") && rank == 2) return WeightLayout::DenseIO;
+  return WeightLayout::Other;
+}
+
+// ---- safetensors
+
+struct StDtype {
+  const char* name;
+  WeightStorage storage;
+  std::uint64_t item;
+};
+
+// The safetensors dtypes with whole-byte elements (safetensors/src/tensor.rs, Dtype).
+constexpr StDtype kStDtypes[] = {
+    {"F64", WeightStorage::F64, 8},      {"F32", WeightStorage::F32, 4},     {"F16", WeightStorage::F16, 2},
+    {"BF16", WeightStorage::BF16, 2},    {"I64", WeightStorage::Other, 8},   {"I32", WeightStorage::I32, 4},
+    {"I16", WeightStorage::Other, 2},    {"I8", WeightStorage::Other, 1},    {"U64", WeightStorage::Other, 8},
+    {"U32", WeightStorage::Other, 4},    {"U16", WeightStorage::Other, 2},   {"U8", WeightStorage::Other, 1},
+    {"BOOL", WeightStorage::Other, 1},   {"F8_E4M3", WeightStorage::Other, 1}, {"F8_E5M2", WeightStorage::Other, 1},
+    {"F8_E8M0", WeightStorage::Other, 1},
+};
+
+// ---- gnubg
+
+constexpr float kGnubgMagic = 472.3782f;  // WEIGHTS_MAGIC_BINARY in gnubg's eval.h
+constexpr float kGnubgVersion = 1.0f;     // WEIGHTS_VERSION_BINARY of the weights Debian ships
+// Order of the nets in gnubg.wd (eval.c, EvalInitialise: contact, race, crashed, then the pruning nets).
+constexpr const char* kGnubgNets[] = {"contact", "race", "crashed", "prune_contact", "prune_crashed", "prune_race"};
+// A net's header: int cInput, cHidden, cOutput, fDynamic (nTrained); float betaHidden, betaOutput.
+constexpr std::uint64_t kGnubgNetHeader = 24;
+// Largest layer width accepted (the shipped nets have at most 250 inputs).
+constexpr std::uint64_t kGnubgMaxWidth = 1U << 20;
+
+float le_float(const unsigned char* p) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(io_detail::load_uint(p, 4, true)));
+}
+std::int32_t le_int(const unsigned char* p) {
+  return std::bit_cast<std::int32_t>(static_cast<std::uint32_t>(io_detail::load_uint(p, 4, true)));
+}
+
+bool has_suffix(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::string_view weight_file_kind_name(WeightFileKind kind) {
+  switch (kind) {
+    case WeightFileKind::Tfjs: return "tfjs";
+    case WeightFileKind::Safetensors: return "safetensors";
+    case WeightFileKind::Gnubg: return "gnubg";
+  }
+  return "?";
+}
+
+std::string_view weight_layout_name(WeightLayout layout) {
+  switch (layout) {
+    case WeightLayout::Other: return "other";
+    case WeightLayout::ConvHWIO: return "conv HWIO";
+    case WeightLayout::DepthwiseHWCM: return "depthwise HWCM";
+    case WeightLayout::DenseIO: return "dense IO";
+    case WeightLayout::DenseOI: return "dense OI";
+    case WeightLayout::ConvOIHW: return "conv OIHW";
+    case WeightLayout::ConvTransposeHWOI: return "conv-transpose HWOI";
+  }
+  return "?";
+}
+
+Result<ReductionAxes> reduction_axes(std::span<const std::int64_t> shape, WeightLayout layout) {
+  const std::size_t rank = layout_rank(layout);
+  if (rank == 0)
+    return make_error("weight of shape " + shape_text(shape) +
+                      ": its layout is not known (not used as a dense or convolution kernel), so it has no reduction axis");
+  if (shape.size() != rank)
+    return make_error("weight of shape " + shape_text(shape) + ": a " + std::string(weight_layout_name(layout)) +
+                      " kernel has " + std::to_string(rank) + " dimensions");
+  switch (layout) {
+    case WeightLayout::ConvHWIO: return ReductionAxes{{2}, "I"};
+    case WeightLayout::DepthwiseHWCM: return ReductionAxes{{0, 1}, "HxW"};
+    case WeightLayout::DenseIO: return ReductionAxes{{0}, "I"};
+    case WeightLayout::DenseOI: return ReductionAxes{{1}, "I"};
+    case WeightLayout::ConvOIHW: return ReductionAxes{{1}, "I"};
+    case WeightLayout::ConvTransposeHWOI: return ReductionAxes{{3}, "I"};
+    case WeightLayout::Other: break;
+  }
+  return make_error("weight of shape " + shape_text(shape) + ": unknown layout");
+}
+
+bool WeightInfo::readable() const {
+  return storage == WeightStorage::F32 || storage == WeightStorage::F16 || storage == WeightStorage::BF16 ||
+         storage == WeightStorage::F64;
+}
+
+Error WeightFile::fail(std::string_view problem) const { return make_error(label_ + " '" + path_ + "': " + std::string(problem)); }
+
+// An opened file: the reader's WeightFile so far, the file's size and an open handle.
+struct WeightFile::Begun {
+  WeightFile file;
+  std::uint64_t size = 0;
+  FilePtr handle;
+};
+
+Result<WeightFile::Begun> WeightFile::begin(WeightFileKind kind, const std::string& path) {
+  Begun b;
+  b.file.kind_ = kind;
+  b.file.path_ = path;
+  b.file.label_ = std::string(weight_file_kind_name(kind));
+  auto size = regular_file_size(path, b.file.label_);
+  if (!size) return size.error();
+  b.size = *size;
+  b.handle.reset(std::fopen(path.c_str(), "rb"));
+  if (!b.handle) return b.file.fail("cannot open: " + std::error_code(errno, std::generic_category()).message());
+  return b;
+}
+
+Result<WeightFile> WeightFile::open(const std::string& path) {
+  if (has_suffix(path, ".json")) return open_tfjs(path);
+  if (has_suffix(path, ".safetensors")) return open_safetensors(path);
+  if (has_suffix(path, ".wd")) return open_gnubg(path);
+  // Unknown name: a safetensors header is a little-endian length followed by '{'.
+  auto size = regular_file_size(path, "weights");
+  if (!size) return size.error();
+  FilePtr f(std::fopen(path.c_str(), "rb"));
+  unsigned char head[9] = {};
+  if (f && *size >= 9 && std::fread(head, 1, 9, f.get()) == 9) {
+    const std::uint64_t n = io_detail::load_uint(head, 8, true);
+    if (head[8] == '{' && n <= *size - 8) return open_safetensors(path);
+  }
+  return make_error("weights '" + path +
+                    "': unknown kind of weight file (expected a tfjs model.json, a .safetensors file or a gnubg .wd file)");
+}
+
+Result<WeightFile> WeightFile::open_tfjs(const std::string& path) {
+  auto begun = begin(WeightFileKind::Tfjs, path);
+  if (!begun) return begun.error();
+  auto& [wf, size, file] = *begun;
+  if (size > io_detail::kMaxJsonBytes)
+    return wf.fail("model.json has " + std::to_string(size) + " bytes, more than the limit of " +
+                   std::to_string(io_detail::kMaxJsonBytes));
+  std::string text(static_cast<std::size_t>(size), '\0');
+  if (auto p = read_at(file.get(), 0, text.data(), text.size())) return wf.fail(*p);
+  file.reset();
+  auto doc = io_detail::parse_json_limited(text, wf.label_ + " '" + path + "'");
+  if (!doc) return doc.error();
+  text.clear();
+  text.shrink_to_fit();
+  if (!doc->is_object()) return wf.fail("the top level is " + io_detail::json_kind(*doc) + ", expected an object");
+  auto manifest = doc->find("weightsManifest");
+  if (manifest == doc->end()) return wf.fail("there is no 'weightsManifest' (not a tfjs model.json)");
+  if (!manifest->is_array()) return wf.fail("'weightsManifest' is " + io_detail::json_kind(*manifest) + ", expected an array");
+
+  // Consumers of each constant in a graph model: the first op that takes it as an input.
+  std::map<std::string, std::pair<const json*, std::size_t>> consumer;
+  if (auto topo = doc->find("modelTopology"); topo != doc->end() && topo->is_object())
+    if (auto nodes = topo->find("node"); nodes != topo->end() && nodes->is_array())
+      for (const json& node : *nodes) {
+        if (!node.is_object()) continue;
+        auto inputs = node.find("input");
+        auto op = node.find("op");
+        if (inputs == node.end() || !inputs->is_array() || op == node.end() || !op->is_string()) continue;
+        for (std::size_t k = 0; k < inputs->size(); ++k)
+          if ((*inputs)[k].is_string())
+            consumer.emplace(strip_input_name((*inputs)[k].get<std::string>()), std::make_pair(&node, k));
+      }
+
+  const fs::path dir = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  std::set<std::string> names;
+  for (std::size_t g = 0; g < manifest->size(); ++g) {
+    const json& group = (*manifest)[g];
+    const std::string where = "weightsManifest[" + std::to_string(g) + "]";
+    if (!group.is_object()) return wf.fail(where + " is " + io_detail::json_kind(group) + ", expected an object");
+    auto paths = group.find("paths");
+    auto weights = group.find("weights");
+    if (paths == group.end() || !paths->is_array()) return wf.fail(where + " lacks a 'paths' array");
+    if (weights == group.end() || !weights->is_array()) return wf.fail(where + " lacks a 'weights' array");
+    std::vector<Shard> shards;
+    std::uint64_t total = 0;
+    for (std::size_t s = 0; s < paths->size(); ++s) {
+      const json& p = (*paths)[s];
+      if (!p.is_string())
+        return wf.fail(where + ".paths[" + std::to_string(s) + "] is " + io_detail::json_kind(p) + ", expected a string");
+      std::string resolved;
+      if (auto problem = check_shard_path(p.get<std::string>(), dir, resolved)) return wf.fail(where + ": " + *problem);
+      auto shard_size = regular_file_size(resolved, "tfjs shard");
+      if (!shard_size) return wf.fail(where + ": " + shard_size.error().message);
+      shards.push_back({resolved, *shard_size});
+      total += *shard_size;
+    }
+    std::uint64_t offset = 0;
+    for (std::size_t i = 0; i < weights->size(); ++i) {
+      const json& w = (*weights)[i];
+      std::string at = where + ".weights[" + std::to_string(i) + "]";
+      if (!w.is_object()) return wf.fail(at + " is " + io_detail::json_kind(w) + ", expected an object");
+      auto name = w.find("name");
+      if (name == w.end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+        return wf.fail(at + " lacks a non-empty string 'name'");
+      WeightInfo info;
+      info.name = name->get<std::string>();
+      at += " (" + sq(info.name) + ")";
+      if (!names.insert(info.name).second) return wf.fail(at + ": the name appears twice in the manifest");
+      auto shape = w.find("shape");
+      if (shape == w.end()) return wf.fail(at + " lacks 'shape'");
+      if (auto p = json_shape(*shape, info.shape)) return wf.fail(at + ": " + *p);
+      TfjsDtype dt;
+      if (auto p = tfjs_dtype(w, dt)) return wf.fail(at + " " + *p);
+      auto n = checked_elements(info.shape);
+      if (!n || *n > std::numeric_limits<std::uint64_t>::max() / dt.item)
+        return wf.fail(at + ": shape " + shape_text(info.shape) + " has more elements than 64 bits can count");
+      info.elements = *n;
+      info.byte_size = *n * dt.item;
+      if (auto others = io_detail::empty_shape_excess(info.shape, dt.item, total))
+        return wf.fail(at + ": shape " + shape_text(info.shape) + " has no elements but dimensions that multiply to " +
+                       std::to_string(others) + ", far more than the shards could hold (corrupt shape?)");
+      info.dtype = dt.text;
+      info.storage = dt.storage;
+      if (info.byte_size > total - std::min(total, offset))
+        return wf.fail(at + ": shape " + shape_text(info.shape) + " of " + dt.text + " needs " +
+                       std::to_string(info.byte_size) + " bytes at offset " + std::to_string(offset) +
+                       ", but the group's shards hold " + std::to_string(total) + " bytes in all (truncated data?)");
+      if (auto c = consumer.find(info.name); c != consumer.end()) {
+        const json& node = *c->second.first;
+        info.op = node["op"].get<std::string>();
+        const WeightLayout l = layout_from_op(info.op, c->second.second, node);
+        if (layout_rank(l) == info.shape.size()) info.layout = l;
+      } else {
+        info.layout = layout_from_name(info.name, info.shape.size());
+      }
+      wf.locations_.push_back({wf.sources_.size(), offset});
+      wf.weights_.push_back(std::move(info));
+      offset += wf.weights_.back().byte_size;
+    }
+    if (offset != total)
+      return wf.fail(where + ": the weights need " + std::to_string(offset) + " bytes, the shards hold " +
+                     std::to_string(total) + " (" + std::to_string(total - offset) + " bytes belong to no weight)");
+    wf.sources_.push_back(std::move(shards));
+  }
+  return wf;
+}
+
+Result<WeightFile> WeightFile::open_safetensors(const std::string& path) {
+  auto begun = begin(WeightFileKind::Safetensors, path);
+  if (!begun) return begun.error();
+  auto& [wf, size, f] = *begun;
+  if (size < 8) return wf.fail("truncated: " + std::to_string(size) + " bytes, fewer than the 8-byte header length");
+  unsigned char lenbuf[8];
+  if (auto p = read_at(f.get(), 0, reinterpret_cast<char*>(lenbuf), 8)) return wf.fail(*p);
+  const std::uint64_t header_len = io_detail::load_uint(lenbuf, 8, true);
+  if (header_len > size - 8)
+    return wf.fail("the header length " + std::to_string(header_len) + " is beyond the file (" + std::to_string(size) +
+                   " bytes)");
+  if (header_len > io_detail::kMaxJsonBytes)
+    return wf.fail("the header length " + std::to_string(header_len) + " is more than the limit of " +
+                   std::to_string(io_detail::kMaxJsonBytes) + " bytes");
+  std::string text(static_cast<std::size_t>(header_len), '\0');
+  if (auto p = read_at(f.get(), 8, text.data(), text.size())) return wf.fail(*p);
+  f.reset();
+  if (text.empty() || text.front() != '{') return wf.fail("the header does not start with '{'");
+  auto doc = io_detail::parse_json_limited(text, wf.label_ + " '" + path + "'");
+  if (!doc) return doc.error();
+  if (!doc->is_object()) return wf.fail("the header is " + io_detail::json_kind(*doc) + ", expected an object");
+  const std::uint64_t data_size = size - 8 - header_len;
+
+  struct Entry {
+    WeightInfo info;
+    std::uint64_t begin = 0, end = 0;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : doc->items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object()) return wf.fail("'__metadata__' is " + io_detail::json_kind(value) + ", expected an object");
+      for (const auto& [mk, mv] : value.items())
+        if (!mv.is_string())
+          return wf.fail("'__metadata__' entry " + sq(mk) + " is " + io_detail::json_kind(mv) + ", expected a string");
+      continue;
+    }
+    const std::string at = "tensor " + sq(key);
+    if (!value.is_object()) return wf.fail(at + " is " + io_detail::json_kind(value) + ", expected an object");
+    for (const auto& [k, v] : value.items())
+      if (k != "dtype" && k != "shape" && k != "data_offsets")
+        return wf.fail(at + " has the unexpected key " + sq(k) + " (expected dtype, shape, data_offsets)");
+    auto dtype = value.find("dtype");
+    auto shape = value.find("shape");
+    auto offsets = value.find("data_offsets");
+    if (dtype == value.end() || !dtype->is_string()) return wf.fail(at + " lacks a string 'dtype'");
+    if (shape == value.end()) return wf.fail(at + " lacks 'shape'");
+    if (offsets == value.end()) return wf.fail(at + " lacks 'data_offsets'");
+    Entry e;
+    e.info.name = key;
+    if (auto p = json_shape(*shape, e.info.shape)) return wf.fail(at + ": " + *p);
+    const auto& dt = dtype->get_ref<const std::string&>();
+    const StDtype* st = nullptr;
+    for (const auto& d : kStDtypes)
+      if (dt == d.name) st = &d;
+    if (st == nullptr)
+      return wf.fail(at + " has the unsupported dtype " + sq(dt) +
+                     " (known: F64 F32 F16 BF16 I64 I32 I16 I8 U64 U32 U16 U8 BOOL F8_E4M3 F8_E5M2 F8_E8M0)");
+    if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+        !(*offsets)[1].is_number_unsigned())
+      return wf.fail(at + ": 'data_offsets' must be two non-negative integers [begin, end]");
+    e.begin = (*offsets)[0].get<std::uint64_t>();
+    e.end = (*offsets)[1].get<std::uint64_t>();
+    if (e.begin > e.end)
+      return wf.fail(at + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] end before they begin");
+    if (e.end > data_size)
+      return wf.fail(at + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                     "] point outside the data (" + std::to_string(data_size) + " bytes after the header)");
+    auto n = checked_elements(e.info.shape);
+    if (!n || *n > std::numeric_limits<std::uint64_t>::max() / st->item)
+      return wf.fail(at + ": shape " + shape_text(e.info.shape) + " has more elements than 64 bits can count");
+    e.info.elements = *n;
+    e.info.byte_size = *n * st->item;
+    if (auto others = io_detail::empty_shape_excess(e.info.shape, st->item, data_size))
+      return wf.fail(at + ": shape " + shape_text(e.info.shape) + " has no elements but dimensions that multiply to " +
+                     std::to_string(others) + ", far more than the file could hold (corrupt shape?)");
+    if (e.info.byte_size != e.end - e.begin)
+      return wf.fail(at + ": shape " + shape_text(e.info.shape) + " of " + dt + " needs " +
+                     std::to_string(e.info.byte_size) + " bytes, data_offsets [" + std::to_string(e.begin) + ", " +
+                     std::to_string(e.end) + "] span " + std::to_string(e.end - e.begin));
+    e.info.dtype = dt;
+    e.info.storage = st->storage;
+    // Without a graph, the rank says how the tensor is used; PyTorch layouts are the common case.
+    if (e.info.shape.size() == 2) e.info.layout = WeightLayout::DenseOI;
+    if (e.info.shape.size() == 4) e.info.layout = WeightLayout::ConvOIHW;
+    entries.push_back(std::move(e));
+  }
+  // The data must be covered exactly: no overlaps, no holes, nothing after the last tensor
+  // (as the safetensors library requires).
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  std::uint64_t pos = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
+    if (e.begin < pos)
+      return wf.fail("tensors " + sq(entries[i - 1].info.name) + " and " + sq(e.info.name) +
+                     " overlap (data_offsets [" + std::to_string(entries[i - 1].begin) + ", " +
+                     std::to_string(entries[i - 1].end) + "] and [" + std::to_string(e.begin) + ", " +
+                     std::to_string(e.end) + "])");
+    if (e.begin > pos)
+      return wf.fail("data bytes " + std::to_string(pos) + " to " + std::to_string(e.begin) + " belong to no tensor");
+    pos = e.end;
+  }
+  if (pos != data_size)
+    return wf.fail(std::to_string(data_size - pos) + " bytes after the last tensor belong to no tensor (data ends at " +
+                   std::to_string(pos) + " of " + std::to_string(data_size) + ")");
+  wf.sources_.push_back({Shard{path, size}});
+  for (auto& e : entries) {
+    wf.locations_.push_back({0, 8 + header_len + e.begin});
+    wf.weights_.push_back(std::move(e.info));
+  }
+  return wf;
+}
+
+Result<WeightFile> WeightFile::open_gnubg(const std::string& path) {
+  auto begun = begin(WeightFileKind::Gnubg, path);
+  if (!begun) return begun.error();
+  auto& [wf, size, f] = *begun;
+  unsigned char head[kGnubgNetHeader];
+  if (size < 8) return wf.fail("truncated: " + std::to_string(size) + " bytes, fewer than the 8-byte header");
+  if (auto p = read_at(f.get(), 0, reinterpret_cast<char*>(head), 8)) return wf.fail(*p);
+  if (le_float(head) != kGnubgMagic) return wf.fail("not a gnubg weights file (the first float is not 472.3782)");
+  if (le_float(head + 4) != kGnubgVersion)
+    return wf.fail("weights version " + std::to_string(le_float(head + 4)) + " is not the supported version 1.0");
+  std::uint64_t pos = 8;
+  std::size_t net = 0;
+  while (pos < size) {
+    const std::string name = net < std::size(kGnubgNets) ? kGnubgNets[net] : "net" + std::to_string(net);
+    const std::string at = "net " + std::to_string(net) + " (" + name + ") at byte " + std::to_string(pos);
+    if (size - pos < kGnubgNetHeader)
+      return wf.fail(at + ": truncated, " + std::to_string(size - pos) + " bytes left, a net header needs 24");
+    if (auto p = read_at(f.get(), pos, reinterpret_cast<char*>(head), kGnubgNetHeader)) return wf.fail(*p);
+    const std::int32_t c_in = le_int(head), c_hidden = le_int(head + 4), c_out = le_int(head + 8),
+                       trained = le_int(head + 12);
+    const float beta_hidden = le_float(head + 16), beta_out = le_float(head + 20);
+    for (auto [what, c] : {std::pair<const char*, std::int32_t>{"cInput", c_in}, {"cHidden", c_hidden}, {"cOutput", c_out}})
+      if (c < 1 || static_cast<std::uint64_t>(c) > kGnubgMaxWidth)
+        return wf.fail(at + ": " + what + " = " + std::to_string(c) + " is not between 1 and " +
+                       std::to_string(kGnubgMaxWidth));
+    if (trained < 0) return wf.fail(at + ": the training count is negative (" + std::to_string(trained) + ")");
+    if (!(beta_hidden > 0.0f) || !(beta_out > 0.0f) || !std::isfinite(beta_hidden) || !std::isfinite(beta_out))
+      return wf.fail(at + ": the sigmoid betas are not positive finite numbers");
+    pos += kGnubgNetHeader;
+    const auto in = static_cast<std::int64_t>(c_in), hid = static_cast<std::int64_t>(c_hidden),
+               out = static_cast<std::int64_t>(c_out);
+    const std::pair<std::string, std::vector<std::int64_t>> parts[] = {
+        {"hidden_weights", {in, hid}}, {"output_weights", {out, hid}}, {"hidden_thresholds", {hid}}, {"output_thresholds", {out}}};
+    for (const auto& [part, shape] : parts) {
+      WeightInfo info;
+      info.name = name + "/" + part;
+      info.shape = shape;
+      info.elements = *checked_elements(shape);  // at most 2^40: cannot overflow
+      info.byte_size = info.elements * 4;
+      info.dtype = "float32";
+      info.storage = WeightStorage::F32;
+      if (part == "hidden_weights") info.layout = WeightLayout::DenseIO;  // arHiddenWeight[i * cHidden + j]
+      if (part == "output_weights") info.layout = WeightLayout::DenseOI;  // arOutputWeight[i * cHidden + j], i an output
+      if (info.byte_size > size - pos)
+        return wf.fail(at + ": " + info.name + " " + shape_text(shape) + " needs " + std::to_string(info.byte_size) +
+                       " bytes, " + std::to_string(size - pos) + " are left (truncated data)");
+      wf.locations_.push_back({0, pos});
+      pos += info.byte_size;
+      wf.weights_.push_back(std::move(info));
+    }
+    ++net;
+  }
+  if (net == 0) return wf.fail("the file holds no nets");
+  wf.sources_.push_back({Shard{path, size}});
+  return wf;
+}
+
+Result<std::size_t> WeightFile::find(std::string_view name) const {
+  for (std::size_t i = 0; i < weights_.size(); ++i)
+    if (weights_[i].name == name) return i;
+  return fail("there is no tensor named " + sq(name));
+}
+
+Result<std::string> WeightFile::read_bytes(const Location& loc, std::uint64_t n) const {
+  std::string out;
+  try {
+    out.resize(static_cast<std::size_t>(n));
+  } catch (const std::bad_alloc&) {
+    return fail("not enough memory for " + std::to_string(n) + " bytes");
+  }
+  std::uint64_t start = 0;  // offset of the current shard in the concatenation
+  std::uint64_t done = 0;
+  for (const Shard& s : sources_[loc.source]) {
+    if (done == n) break;
+    const std::uint64_t want = loc.offset + done;
+    if (want < start + s.size) {
+      const std::uint64_t in_shard = want - start;
+      const std::uint64_t m = std::min(n - done, s.size - in_shard);
+      FilePtr f(std::fopen(s.path.c_str(), "rb"));
+      if (!f)
+        return make_error(label_ + " shard '" + s.path + "': cannot open: " +
+                          std::error_code(errno, std::generic_category()).message());
+      if (auto p = read_at(f.get(), in_shard, out.data() + done, static_cast<std::size_t>(m)))
+        return make_error(label_ + " shard '" + s.path + "': " + *p);
+      done += m;
+    }
+    start += s.size;
+  }
+  if (done != n) return fail("internal error: a tensor reaches past its shards");
+  return out;
+}
+
+Result<Tensor> WeightFile::read(std::size_t index) const {
+  if (index >= weights_.size()) return fail("there is no tensor number " + std::to_string(index));
+  const WeightInfo& w = weights_[index];
+  if (!w.readable())
+    return fail("tensor " + sq(w.name) + " is stored as " + w.dtype +
+                (w.storage == WeightStorage::I32 ? ", integer constants are not weights" : "") +
+                "; readable tensors are stored as float32, float16, bfloat16 or float64");
+  auto bytes = read_bytes(locations_[index], w.byte_size);
+  if (!bytes) return bytes.error();
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes->data());
+  const auto n = static_cast<std::size_t>(w.elements);
+  try {
+    if (w.storage == WeightStorage::F64) {
+      std::vector<double> v(n);
+      for (std::size_t i = 0; i < n; ++i) v[i] = std::bit_cast<double>(io_detail::load_uint(p + 8 * i, 8, true));
+      bytes->clear();
+      bytes->shrink_to_fit();
+      auto t = Tensor::from_f64(w.shape, std::move(v));
+      if (!t) return fail("tensor " + sq(w.name) + ": " + t.error().message);
+      return t;
+    }
+    std::vector<float> v(n);
+    DType dtype = DType::F32;
+    switch (w.storage) {
+      case WeightStorage::F32:
+        for (std::size_t i = 0; i < n; ++i)
+          v[i] = std::bit_cast<float>(static_cast<std::uint32_t>(io_detail::load_uint(p + 4 * i, 4, true)));
+        break;
+      case WeightStorage::F16:
+        dtype = DType::F16;
+        for (std::size_t i = 0; i < n; ++i)
+          v[i] = io_detail::f16_to_float(static_cast<std::uint16_t>(io_detail::load_uint(p + 2 * i, 2, true)));
+        break;
+      case WeightStorage::BF16:
+        dtype = DType::BF16;
+        for (std::size_t i = 0; i < n; ++i)
+          v[i] = io_detail::bf16_to_float(static_cast<std::uint16_t>(io_detail::load_uint(p + 2 * i, 2, true)));
+        break;
+      default: return fail("internal error: unreadable storage");
+    }
+    auto t = Tensor::from_f32(w.shape, std::move(v), dtype);
+    if (!t) return fail("tensor " + sq(w.name) + ": " + t.error().message);
+    return t;
+  } catch (const std::bad_alloc&) {
+    return fail("not enough memory for the " + std::to_string(n) + " elements of tensor " + sq(w.name));
+  }
+}
+
+Result<Tensor> WeightFile::read(std::string_view name) const {
+  auto i = find(name);
+  if (!i) return i.error();
+  return read(*i);
+}
+
+// ---- Name patterns
+
+namespace {
+
+// Glob matching with backtracking over the last '*' (linear in practice, no recursion).
+// Returns the length of the set expression at p (after '['), or 0 if it is unclosed.
+std::size_t set_length(std::string_view g, std::size_t p) {
+  std::size_t q = p;
+  if (q < g.size() && g[q] == '!') ++q;
+  if (q < g.size() && g[q] == ']') ++q;  // a leading ']' is a member
+  while (q < g.size() && g[q] != ']') q += (g[q] == '\\' && q + 1 < g.size()) ? 2 : 1;
+  return q < g.size() ? q - p + 1 : 0;
+}
+
+bool set_matches(std::string_view set, char c) {
+  // set excludes the opening '[' and includes the closing ']'
+  std::size_t q = 0;
+  bool negate = false;
+  if (q < set.size() && set[q] == '!') negate = true, ++q;
+  bool found = false;
+  bool first = true;
+  while (q < set.size() && (set[q] != ']' || first)) {
+    first = false;
+    char lo = set[q];
+    if (lo == '\\' && q + 1 < set.size()) lo = set[++q];
+    ++q;
+    char hi = lo;
+    if (q + 1 < set.size() && set[q] == '-' && set[q + 1] != ']') {
+      hi = set[q + 1];
+      if (hi == '\\' && q + 2 < set.size()) hi = set[++q + 1];
+      q += 2;
+    }
+    if (c >= lo && c <= hi) found = true;
+  }
+  return found != negate;
+}
+
+bool glob_match(std::string_view g, std::string_view s) {
+  std::size_t gi = 0, si = 0;
+  std::size_t star_g = std::string_view::npos, star_s = 0;
+  while (si < s.size()) {
+    if (gi < g.size()) {
+      const char c = g[gi];
+      if (c == '*') {
+        star_g = ++gi;
+        star_s = si;
+        continue;
+      }
+      if (c == '?') {
+        ++gi, ++si;
+        continue;
+      }
+      if (c == '[') {
+        const std::size_t len = set_length(g, gi + 1);
+        if (set_matches(g.substr(gi + 1, len), s[si])) {
+          gi += 1 + len, ++si;
+          continue;
+        }
+      } else {
+        const char lit = (c == '\\' && gi + 1 < g.size()) ? g[gi + 1] : c;
+        if (lit == s[si]) {
+          gi += (c == '\\' && gi + 1 < g.size()) ? 2 : 1;
+          ++si;
+          continue;
+        }
+      }
+    }
+    if (star_g == std::string_view::npos) return false;
+    gi = star_g;
+    si = ++star_s;
+  }
+  while (gi < g.size() && g[gi] == '*') ++gi;
+  return gi == g.size();
+}
+
+}  // namespace
+
+Result<NamePattern> NamePattern::parse(std::string_view pattern) {
+  NamePattern p;
+  p.text_ = std::string(pattern);
+  if (pattern.rfind("re:", 0) == 0) {
+    p.is_regex_ = true;
+    try {
+      p.regex_ = std::regex(std::string(pattern.substr(3)), std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return make_error("name pattern '" + p.text_ + "': invalid regular expression (" + e.what() + ")");
+    }
+    return p;
+  }
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '\\') {
+      if (i + 1 == pattern.size()) return make_error("name pattern '" + p.text_ + "': ends with a lone '\\'");
+      ++i;
+    } else if (pattern[i] == '[') {
+      const std::size_t len = set_length(pattern, i + 1);
+      if (len == 0) return make_error("name pattern '" + p.text_ + "': '[' at position " + std::to_string(i + 1) + " is not closed");
+      i += len;
+    }
+  }
+  p.glob_ = std::string(pattern);
+  return p;
+}
+
+bool NamePattern::matches(std::string_view name) const {
+  if (is_regex_) return std::regex_match(name.begin(), name.end(), regex_);
+  return glob_match(glob_, name);
+}
+
+std::vector<WeightInfo> select_weights(std::span<const WeightInfo> weights, const NamePattern& pattern) {
+  std::vector<WeightInfo> out;
+  for (const auto& w : weights)
+    if (pattern.matches(w.name)) out.push_back(w);
+  return out;
+}
+
+}  // namespace mxlab
