@@ -322,12 +322,12 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   };
   std::ostringstream sink_out, sink_err;
   std::istringstream no_in;
-  auto run_cli = [&](std::vector<std::string> argv, unsigned t) {
-    argv.insert(argv.begin(), "mxlab");
-    argv.push_back("--threads");
-    argv.push_back(std::to_string(t));
+  auto run_cli = [&](std::vector<std::string> words, unsigned t) {
+    words.insert(words.begin(), "mxlab");
+    words.push_back("--threads");
+    words.push_back(std::to_string(t));
     sink_out.str("");
-    (void)run(argv, Io{no_in, sink_out, sink_err});
+    (void)run(words, Io{no_in, sink_out, sink_err});
   };
   cases.push_back({"e2e file copy", "float32 npy", 8.0,
                    [&](std::size_t, unsigned) {
