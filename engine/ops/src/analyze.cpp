@@ -188,9 +188,9 @@ Result<FormatAnalysis> analyze_kernel(const BlockKernel& kernel, const BlockForm
   const BlockInput x = detail::kernel_input(input);
   const unsigned threads = detail::resolve_threads(run.threads);
   BlockRun br{threads};
-  auto t = detail::facts_for(kernel, x, shape, br);
-  if (!t) return t.error();
-  const BlockTensorFacts facts = *t;
+  auto got_facts = detail::facts_for(kernel, x, shape, br);
+  if (!got_facts) return got_facts.error();
+  const BlockTensorFacts facts = *got_facts;
   br.facts = &facts;
   const std::int64_t blocks = kernel.block_count(shape);
   const std::int64_t row = shape.empty() ? 1 : shape.back();
@@ -205,7 +205,7 @@ Result<FormatAnalysis> analyze_kernel(const BlockKernel& kernel, const BlockForm
     table.resize(std::size_t{1} << f.element.bits());
     for (std::size_t c = 0; c < table.size(); ++c) table[c] = f.element.decode(static_cast<std::uint32_t>(c));
   }
-  const double g = facts.scale.value;
+  const double tensor_g = facts.scale.value;
   std::vector<ChunkExtra> extra(threads);
   for (std::int64_t b0 = 0; b0 < blocks;) {
     if (run.reporter.cancelled()) return make_error(kCancelled);
@@ -225,7 +225,7 @@ Result<FormatAnalysis> analyze_kernel(const BlockKernel& kernel, const BlockForm
       if (!a) return make_error("format '" + f.name + "': " + a.error().message);
     }
     if (exact_from_codes &&
-        !exact_chunk_values(kernel, f, x, shape, br, f.layout.tensor_scale ? g : 1.0, table, e0, e1, b0, b1, deq,
+        !exact_chunk_values(kernel, f, x, shape, br, f.layout.tensor_scale ? tensor_g : 1.0, table, e0, e1, b0, b1, deq,
                             deq64))
       return analyze_reference(f, input, o, "reference (values other than code times scale)");
     const std::int64_t len = e1 - e0;

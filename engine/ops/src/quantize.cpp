@@ -103,9 +103,9 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
   result.engine = detail::simd_engine();
   const BlockInput x = detail::kernel_input(input);
   BlockRun br{detail::resolve_threads(run.threads)};
-  auto t = detail::facts_for(*kernel, x, shape, br);
-  if (!t) return t.error();
-  const BlockTensorFacts facts = *t;
+  auto got_facts = detail::facts_for(*kernel, x, shape, br);
+  if (!got_facts) return got_facts.error();
+  const BlockTensorFacts facts = *got_facts;
   br.facts = &facts;
   const std::int64_t blocks = kernel->block_count(shape);
   const std::int64_t row = shape.empty() ? 1 : shape.back();
@@ -179,9 +179,9 @@ Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& i
   res.engine = detail::simd_engine();
   const BlockInput x = detail::kernel_input(input);
   BlockRun br{detail::resolve_threads(run.threads)};
-  auto t = detail::facts_for(*kernel, x, shape, br);
-  if (!t) return t.error();
-  const BlockTensorFacts facts = *t;
+  auto got_facts = detail::facts_for(*kernel, x, shape, br);
+  if (!got_facts) return got_facts.error();
+  const BlockTensorFacts facts = *got_facts;
   br.facts = &facts;
   PackedTensor p;
   p.shape = shape;
