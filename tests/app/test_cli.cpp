@@ -349,3 +349,73 @@ TEST_CASE("verify-cast compares the SIMD cast with the reference over a range", 
   CHECK(run({"verify-cast", "e4m3", "--target", "NOPE"}).code == 2);
   CHECK(run({"verify-cast", "nf4"}).code == 2);  // codebooks have no SIMD cast
 }
+
+TEST_CASE("quantize, analyze, dequantize: bad input gets exit code 2, one message, no file left", "[cli][quantize]") {
+  const auto dir = std::filesystem::temp_directory_path() / "mxlab_test_cli_bad_quant";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string d = dir.string();
+  {
+    std::ofstream truncated(d + "/short.npy", std::ios::binary);
+    truncated << npy_header("<f4", std::vector<std::int64_t>{1000}) << "abcd";
+  }
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {{"quantize", "mxfp4", "--out", d + "/q.npy"}, "missing INPUT"},
+      {{"quantize", "mxfp4", "gen:normal:0,1", "--input", "gen:normal:0,1", "--out", d + "/q.npy"}, "given twice"},
+      {{"quantize", "mxfp4", "gen:normal:0,1", "--out", d + "/q.npy", "--threads", "0"}, "--threads 0"},
+      {{"quantize", "mxfp4", "gen:normal:0,1", "--out", d + "/q.npy", "--threads", "many"}, "--threads many"},
+      {{"quantize", "mxfp4", "gen:normal:0,1", "--out", d + "/missing/q.npy"}, "missing/q.npy"},
+      {{"quantize", "mxfp4", d + "/short.npy", "--out", d + "/q.npy"}, "short.npy"},
+      {{"quantize", "mxfp4", "gen:normal:0,1", "--out", d + "/q.npy", "--block-axis", "2"}, "outside the tensor"},
+      {{"quantize", "mxfp4", "gen:normal:0,1", "--out", d + "/q", "--packed", "--block-axis", "1"}, "outside the tensor"},
+      {{"analyze", "mxfp4", "--input", d + "/nothing.npy"}, "nothing.npy"},
+      {{"analyze", "mxfp4", "--input", "gen:normal:0,1", "--layout", "hwio"}, "needs a 4-D tensor"},
+      {{"analyze", "mxfp4", "--input", "gen:normal:0,1", "--layout", "nchw"}, "--layout nchw"},
+      {{"analyze", "mxfp4", "--input", "gen:normal:0,1", "--reduction-axes", "3"}, "outside the tensor"},
+      {{"analyze", "mxfp4", "--input", "gen:normal:0,1", "--reduction-axes", "0,x"}, "--reduction-axes 0,x"},
+      {{"analyze", "mxfp4", "--input", "gen:normal:0,1", "--reduction-axes", "0", "--layout", "io"}, "choose one"},
+      {{"analyze", "mxfp4", "--input", "gen:normal:0,1", "--per-block", "--gaps"}, "choose one"},
+      {{"analyze", "mxfp4", "--input", "gen:normal:0,1", "--block-axis", "-2"}, "outside the tensor"},
+      {{"analyze", "mxfp4", "--input", "gen:normal:0,1", "--threads", "2000"}, "--threads 2000"},
+      {{"analyze", "mxfp4", "nvfp4", "mxint8"}, "missing --input"},
+      {{"dequantize", "mxfp4", d + "/none", "--out", d + "/v.npy"}, "none.json"},
+  };
+  for (const auto& c : cases) {
+    std::string line;
+    for (const auto& a : c.args) line += a + " ";
+    INFO(line);
+    const Run r = run(c.args);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK_THAT(r.err, Catch::Contains(c.needle));
+    CHECK(lines(r.err).size() == 1);
+    std::size_t files = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++files;
+    CHECK(files == 1);  // short.npy only: no output, no temporary file
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("quantize and analyze take the input positionally or with --input, with any thread count", "[cli][quantize]") {
+  const auto dir = std::filesystem::temp_directory_path() / "mxlab_test_cli_input_forms";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string a = (dir / "a.npy").string(), b = (dir / "b.npy").string();
+  CHECK(run({"quantize", "nvfp4", "gen:laplace:0,1", "--shape", "40x100", "--out", a, "--threads", "1"}).code == 0);
+  CHECK(run({"quantize", "nvfp4", "--input", "gen:laplace:0,1", "--shape", "40x100", "--out", b, "--threads", "3"})
+            .code == 0);
+  std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+  const std::string sa((std::istreambuf_iterator<char>(fa)), {}), sb((std::istreambuf_iterator<char>(fb)), {});
+  CHECK(sa.size() > 4000 * 4);
+  CHECK(sa == sb);
+  const Run p = run({"analyze", "mxfp4", "gen:laplace:0,1", "--shape", "40x100", "--csv", "--threads", "1"});
+  const Run q = run({"analyze", "mxfp4", "--input", "gen:laplace:0,1", "--shape", "40x100", "--csv", "--threads", "2"});
+  CHECK(p.code == 0);
+  CHECK(p.out == q.out);
+  CHECK_THAT(p.out, Catch::Contains(",simd:"));
+  std::filesystem::remove_all(dir);
+}
