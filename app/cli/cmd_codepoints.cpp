@@ -3,7 +3,12 @@
 #include <cmath>
 #include <iostream>
 
+#include <optional>
+#include <thread>
+
 #include "cli/cli.hpp"
+#include "cli/inputs.hpp"
+#include "mxlab/io/atomic_file.hpp"
 #include "mxlab/exact/exact.hpp"
 #include "mxlab/formats/codepoints.hpp"
 #include "mxlab/formats/parse.hpp"
@@ -56,8 +61,61 @@ Table codepoint_table(const Format& f, std::uint64_t first, std::uint64_t last) 
   return t;
 }
 
+namespace {
+
+/// Ranges of at least this many codes are streamed.
+constexpr std::uint64_t kStreamCodes = std::uint64_t{1} << 16;
+
+int stream_csv(Io io, const Args& args, const Format& f, std::uint64_t first, std::uint64_t last, unsigned threads,
+               const Provenance& p) {
+  const auto out_path = args.value("out");
+  std::optional<AtomicFile> file;
+  if (out_path) {
+    auto created = AtomicFile::create(*out_path, "csv");
+    if (!created) return bad_input(io, "codepoints", created.error().message);
+    file.emplace(std::move(*created));
+  }
+  auto put = [&](const std::string& text) {
+    if (file) return file->write(text);
+    io.out << text;
+    return static_cast<bool>(io.out);
+  };
+  // The header (and provenance comment) of an empty table, then each piece's rows without their header.
+  const std::vector<std::string> comments = out_path ? std::vector<std::string>{provenance_line(p)} : std::vector<std::string>{};
+  const std::string one = to_csv(codepoint_table(f, first, first), comments);
+  const std::size_t header_end = one.rfind('\n', one.size() - 2) + 1;
+  bool ok = put(one.substr(0, header_end));
+  const unsigned parts = threads == 0 ? std::max(1U, std::thread::hardware_concurrency()) : threads;
+  constexpr std::uint64_t kPiece = std::uint64_t{1} << 14;
+  std::vector<std::string> texts(parts);
+  for (std::uint64_t start = first; ok && start <= last; start += kPiece * parts) {
+    std::vector<std::thread> pool;
+    auto work = [&](unsigned t) {
+      const std::uint64_t a = start + kPiece * t;
+      texts[t].clear();
+      if (a > last || a < start) return;
+      const std::uint64_t b = std::min(last, a + kPiece - 1);
+      const std::string csv = to_csv(codepoint_table(f, a, b));
+      texts[t] = csv.substr(csv.find('\n') + 1);
+    };
+    for (unsigned t = 1; t < parts; ++t) pool.emplace_back(work, t);
+    work(0);
+    for (auto& th : pool) th.join();
+    for (const auto& t : texts) ok = ok && put(t);
+    if (start + kPiece * parts < start) break;  // the last code of a 64-bit range
+  }
+  if (file) {
+    auto done = file->commit();
+    if (!done) return bad_input(io, "codepoints", done.error().message);
+  }
+  return ok ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
 int cmd_codepoints(const std::vector<std::string>& argv, Io io) {
   auto specs = table_output_options();
+  specs.push_back(threads_option());
   specs.push_back({"range", true, "FIRST:LAST", "only codes FIRST..LAST (decimal, 0x hex or 0b binary); needed above 16 bits"});
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "codepoints", args.error().message);
@@ -66,7 +124,8 @@ int cmd_codepoints(const std::vector<std::string>& argv, Io io) {
               "Every code of FORMAT: code, hex, bit string (sign.exponent.mantissa), sign, exponent and\n"
               "mantissa fields, class (zero, subnormal, normal, inf, nan, unused), value (%.17g), exact value\n"
               "(exact decimal), and gap_up, the distance to the next larger value (exact).\n"
-              "Formats above 16 bits (float32) need --range.\n\n"
+              "Formats above 16 bits (float32) need --range. Ranges of 65536 codes or more are written as CSV\n"
+              "(--csv) a piece at a time, on --threads N threads, in memory that does not grow with the range.\n\n"
            << options_help(specs);
     return kExitOk;
   }
@@ -85,15 +144,20 @@ int cmd_codepoints(const std::vector<std::string>& argv, Io io) {
     if (first > last || last >= f->code_count())
       return bad_input(io, "codepoints", "option '--range " + *r + "': codes must satisfy FIRST <= LAST < " +
                                              std::to_string(f->code_count()));
-    if (last - first >= (std::uint64_t{1} << 24))
-      return bad_input(io, "codepoints", "option '--range " + *r + "': at most 2^24 codes per call");
   } else if (f->bits() > 16) {
     return bad_input(io, "codepoints", "format '" + f->name() + "' has " + std::to_string(f->code_count()) +
-                                           " codes; give --range FIRST:LAST (at most 2^24 codes)");
+                                           " codes; give --range FIRST:LAST");
   }
+  auto threads = threads_from_args(*args);
+  if (!threads) return bad_input(io, "codepoints", threads.error().message);
   Provenance p = build_provenance();
   p.inputs.emplace_back("format", f->name());
-  return emit_table(io, "codepoints", *args, codepoint_table(*f, first, last), p);
+  if (last - first < kStreamCodes) return emit_table(io, "codepoints", *args, codepoint_table(*f, first, last), p);
+  // Large ranges stream: CSV rows are made a piece at a time (on every thread) and written in order.
+  if (!args->flag("csv") || args->flag("json") || args->flag("md"))
+    return bad_input(io, "codepoints", "more than " + std::to_string(kStreamCodes) +
+                                           " codes are written as CSV only: add --csv");
+  return stream_csv(io, *args, *f, first, last, *threads, p);
 }
 
 }  // namespace mxlab::cli
