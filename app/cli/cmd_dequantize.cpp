@@ -59,7 +59,10 @@ Result<std::vector<std::int64_t>> json_ints(const std::string& json, const std::
 int cmd_dequantize(const std::vector<std::string>& argv, Io io) {
   std::vector<OptionSpec> specs = {{"out", true, "FILE", "output .npy of the dequantized values (float64, exact)"},
                                    threads_option()};
-  for (auto& o : quant_options()) specs.push_back(o);
+  // Only the options that change how codes decode (the rest decide how values round, which the codes record).
+  for (auto& o : quant_options())
+    for (const char* used : {"profile", "int-encoding", "nibble-order", "block-axis", "subtile-bits"})
+      if (o.name == used) specs.push_back(o);
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "dequantize", args.error().message);
   if (args->help) {
