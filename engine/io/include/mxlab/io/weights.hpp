@@ -11,7 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <regex>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -149,7 +149,8 @@ class NamePattern {
   std::string text_;
   bool is_regex_ = false;
   std::string glob_;
-  std::regex regex_;
+  struct Regex;  // the compiled regular expression (<regex> stays out of this header)
+  std::shared_ptr<const Regex> regex_;
 };
 
 /// The weights whose names match the pattern, in file order.
