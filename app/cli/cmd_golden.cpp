@@ -11,22 +11,45 @@ namespace mxlab::cli {
 
 int cmd_golden(const std::vector<std::string>& argv, Io io) {
   const std::vector<OptionSpec> specs = {
-      {"out", true, "DIR", "golden directory (default data/golden); files go to DIR/codepoints/"},
+      {"out", true, "DIR", "golden directory to write (default data/golden); files go to DIR/codepoints/"},
       {"check", false, "", "compare with the files instead of writing; exit 1 listing any that differ"},
+      {"dir", true, "DIR", "golden directory to check (default: ./data/golden, else the source tree's)"},
   };
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "golden", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab golden [--out DIR] [--check]\n\n"
+    io.out << "usage: mxlab golden [--out DIR] | --check [--dir DIR]\n\n"
               "Regenerates the golden code point tables: DIR/codepoints/<format>.csv for every named format\n"
               "up to 16 bits (the table of `mxlab codepoints FORMAT --csv` under a header line).\n\n"
            << options_help(specs);
     return kExitOk;
   }
   if (!args->positional.empty()) return bad_input(io, "golden", "unexpected argument '" + args->positional[0] + "'");
-  const std::string dir = args->value("out").value_or("data/golden");
-  const std::filesystem::path cp_dir = std::filesystem::path(dir) / "codepoints";
   const bool check = args->flag("check");
+  if (check && args->value("out")) return bad_input(io, "golden", "--check reads, it does not write: use --dir DIR");
+  if (!check && args->value("dir")) return bad_input(io, "golden", "--dir goes with --check; write with --out DIR");
+  std::string dir = args->value("out").value_or("data/golden");
+  if (check) {
+    // The directory to check: --dir, else ./data/golden, else the source tree this build came from.
+    std::vector<std::string> looked;
+    if (auto d = args->value("dir")) {
+      looked = {*d};
+    } else {
+      looked = {"data/golden", std::string(MXLAB_SOURCE_DIR) + "/data/golden"};
+    }
+    dir.clear();
+    for (const auto& d : looked)
+      if (std::filesystem::is_directory(std::filesystem::path(d) / "codepoints")) {
+        dir = d;
+        break;
+      }
+    if (dir.empty()) {
+      std::string where;
+      for (const auto& d : looked) where += (where.empty() ? "" : ", ") + d + "/codepoints";
+      return bad_input(io, "golden", "no golden tables found (looked in " + where + "); give --dir DIR");
+    }
+  }
+  const std::filesystem::path cp_dir = std::filesystem::path(dir) / "codepoints";
   if (!check) {
     std::error_code ec;
     std::filesystem::create_directories(cp_dir, ec);
@@ -42,7 +65,7 @@ int cmd_golden(const std::vector<std::string>& argv, Io io) {
       std::stringstream ss;
       ss << in.rdbuf();
       if (!in || ss.str() != content) {
-        io.out << "differs: " << file.string() << "\n";
+        io.out << (in ? "differs: " : "missing: ") << file.string() << "\n";
         ++differing;
       }
     } else {
@@ -51,7 +74,8 @@ int cmd_golden(const std::vector<std::string>& argv, Io io) {
     }
   }
   if (check) {
-    io.out << (differing ? "golden tables differ from the engine\n" : "golden tables match the engine\n");
+    io.out << (differing ? "golden tables in " + dir + " differ from the engine\n"
+                         : "golden tables in " + dir + " match the engine\n");
     return differing ? kExitFailure : kExitOk;
   }
   io.out << "wrote " << written << " tables to " << cp_dir.string() << "\n";

@@ -419,3 +419,24 @@ TEST_CASE("quantize and analyze take the input positionally or with --input, wit
   CHECK_THAT(p.out, Catch::Contains(",simd:"));
   std::filesystem::remove_all(dir);
 }
+
+// Regression: outside the repository `golden --check` reported every file as differing and `golden` wrote
+// ./data/golden wherever it ran.
+TEST_CASE("golden --check finds the tables or says where it looked, and never writes", "[cli][golden]") {
+  const auto dir = std::filesystem::temp_directory_path() / "mxlab_test_golden_elsewhere";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto here = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  const Run ok = run({"golden", "--check"});
+  const Run missing = run({"golden", "--check", "--dir", (dir / "none").string()});
+  const Run both = run({"golden", "--check", "--out", (dir / "x").string()});
+  std::filesystem::current_path(here);
+  CHECK(ok.code == 0);
+  CHECK_THAT(ok.out, Catch::Contains("match the engine"));
+  CHECK(missing.code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("none/codepoints"));
+  CHECK(both.code == 2);
+  CHECK(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
