@@ -26,13 +26,12 @@ int cmd_golden(const std::vector<std::string>& argv, Io io) {
   }
   if (!args->positional.empty()) return bad_input(io, "golden", "unexpected argument '" + args->positional[0] + "'");
   const bool check = args->flag("check");
-  if (check && args->value("out")) return bad_input(io, "golden", "--check reads, it does not write: use --dir DIR");
   if (!check && args->value("dir")) return bad_input(io, "golden", "--dir goes with --check; write with --out DIR");
   std::string dir = args->value("out").value_or("data/golden");
   if (check) {
     // The directory to check: --dir, else ./data/golden, else the source tree this build came from.
     std::vector<std::string> looked;
-    if (auto d = args->value("dir")) {
+    if (auto d = args->value("dir") ? args->value("dir") : args->value("out")) {  // --out DIR: the same, read only
       looked = {*d};
     } else {
       looked = {"data/golden", std::string(MXLAB_SOURCE_DIR) + "/data/golden"};
