@@ -68,10 +68,15 @@ std::optional<Error> cancelled(const Run& run) {
 }
 
 /// The reference: the whole tensor quantized by mxlab::quantize on its exact values.
-Result<QuantizedTensor> reference_quantize(const BlockFormat& f, const TensorSource& input, std::vector<double>* x) {
-  *x = std::vector<double>(input.size());
-  for (std::size_t i = 0; i < x->size(); ++i) (*x)[i] = input.value(i);
-  return quantize(f, *x, input.shape());
+/// The reference's quantization of the whole tensor, with its error totals in *result when stats are wanted.
+Result<QuantizedTensor> reference_quantize(const BlockFormat& f, const TensorSource& input, const std::string& why,
+                                           bool stats, QuantizeResult* result) {
+  result->engine = "reference (" + why + ")";
+  std::vector<double> x(input.size());
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = input.value(i);
+  auto q = quantize(f, x, input.shape());
+  if (q && stats) result->stats = analyze(f, x, *q).total;
+  return q;
 }
 
 }  // namespace
@@ -85,11 +90,8 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
   const auto& shape = input.shape();
   const auto n = static_cast<std::int64_t>(input.size());
   if (!kernel) {
-    result.engine = "reference (" + why + ")";
-    std::vector<double> x;
-    auto q = reference_quantize(f, input, &x);
+    auto q = reference_quantize(f, input, why, with_stats, &result);
     if (!q) return q.error();
-    if (with_stats) result.stats = analyze(f, x, *q).total;
     std::vector<float> buf;
     for (std::int64_t e0 = 0; e0 < n; e0 += detail::kChunkElements) {
       const std::int64_t e1 = std::min(n, e0 + detail::kChunkElements);
@@ -168,11 +170,8 @@ Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& i
   const auto& shape = input.shape();
   const auto n = static_cast<std::int64_t>(input.size());
   if (!kernel) {
-    res.engine = "reference (" + why + ")";
-    std::vector<double> x;
-    auto q = reference_quantize(f, input, &x);
+    auto q = reference_quantize(f, input, why, result != nullptr, &res);
     if (!q) return q.error();
-    if (result != nullptr) res.stats = analyze(f, x, *q).total;
     run.reporter.report(n, n, f.name);
     return pack(f, *q);
   }
