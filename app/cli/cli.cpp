@@ -77,8 +77,10 @@ int emit_table(Io io, const std::string& command, const Args& args, const Table&
   if (args.flag("md")) ++chosen, fmt = TableFormat::Markdown;
   if (chosen > 1) return bad_input(io, command, "choose one of --csv, --json, --md");
   const auto out_path = args.value("out");
+  // CSV files stay plain (every CSV reader reads them); their provenance goes beside them, FILE.provenance.json.
   const std::vector<std::string> comments =
-      out_path ? std::vector<std::string>{provenance_line(provenance)} : std::vector<std::string>{};
+      out_path && fmt == TableFormat::Markdown ? std::vector<std::string>{provenance_line(provenance)}
+                                               : std::vector<std::string>{};
   std::string text;
   switch (fmt) {
     case TableFormat::Text: text = to_text(table); break;
@@ -88,6 +90,15 @@ int emit_table(Io io, const std::string& command, const Args& args, const Table&
   }
   if (out_path) {
     if (out_path->empty()) return bad_input(io, command, "option '--out' needs a file name");
+    if (fmt == TableFormat::Csv) {
+      const std::string side = *out_path + ".provenance.json";
+      if (auto e = write_file_atomic(side, provenance_json(provenance) + "\n")) return bad_input(io, command, e->message);
+      if (auto e = write_file_atomic(*out_path, text)) {
+        std::remove(side.c_str());
+        return bad_input(io, command, e->message);
+      }
+      return kExitOk;
+    }
     if (auto e = write_file_atomic(*out_path, text)) return bad_input(io, command, e->message);
     return kExitOk;
   }

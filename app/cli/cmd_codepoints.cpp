@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iostream>
 
+#include <cstdio>
 #include <optional>
 #include <thread>
 
@@ -81,8 +82,7 @@ int stream_csv(Io io, const Args& args, const Format& f, std::uint64_t first, st
     return static_cast<bool>(io.out);
   };
   // The header (and provenance comment) of an empty table, then each piece's rows without their header.
-  const std::vector<std::string> comments = out_path ? std::vector<std::string>{provenance_line(p)} : std::vector<std::string>{};
-  const std::string one = to_csv(codepoint_table(f, first, first), comments);
+  const std::string one = to_csv(codepoint_table(f, first, first));
   const std::size_t header_end = one.rfind('\n', one.size() - 2) + 1;
   bool ok = put(one.substr(0, header_end));
   const unsigned parts = threads == 0 ? std::max(1U, std::thread::hardware_concurrency()) : threads;
@@ -104,9 +104,15 @@ int stream_csv(Io io, const Args& args, const Format& f, std::uint64_t first, st
     for (const auto& t : texts) ok = ok && put(t);
     if (start + kPiece * parts < start) break;  // the last code of a 64-bit range
   }
-  if (file) {
+  if (file && ok) {
+    // Plain CSV; the provenance beside it, as every table command writes it.
+    const std::string side = *out_path + ".provenance.json";
+    if (auto e = write_file_atomic(side, provenance_json(p) + "\n")) return bad_input(io, "codepoints", e->message);
     auto done = file->commit();
-    if (!done) return bad_input(io, "codepoints", done.error().message);
+    if (!done) {
+      std::remove(side.c_str());
+      return bad_input(io, "codepoints", done.error().message);
+    }
   }
   return ok ? kExitOk : kExitFailure;
 }

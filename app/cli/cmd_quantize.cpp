@@ -350,6 +350,10 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
     }
   }
   Provenance prov = build_provenance();
+  // The SIMD target the rows ran on ("reference" when no row ran on the kernels).
+  prov.simd_target = "reference";
+  for (const auto& a : *results)
+    if (a.engine.rfind("simd:", 0) == 0) prov.simd_target = a.engine.substr(5);
   prov.inputs = describe_options(formats.front());
   prov.inputs.front().second.clear();
   for (const auto& f : formats) prov.inputs.front().second += (prov.inputs.front().second.empty() ? "" : " ") + f.name;

@@ -1,6 +1,7 @@
 // Checks the mxlab CLI's outputs, exit codes and messages against the issue's contract and the spec tables.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -221,13 +222,56 @@ TEST_CASE("--out writes atomically and leaves nothing behind on failure", "[cli]
   std::ifstream in(file);
   std::string first;
   std::getline(in, first);
-  CHECK_THAT(first, Catch::StartsWith("# mxlab "));  // provenance line
+  CHECK_THAT(first, Catch::StartsWith("code,"));  // plain CSV: the header row first
+  std::ifstream side(file + ".provenance.json");
+  std::string prov;
+  std::getline(side, prov);
+  CHECK_THAT(prov, Catch::StartsWith("{\"version\": "));
   const Run bad = run({"codepoints", "e2m1", "--csv", "--out", (dir / "missing" / "x.csv").string()});
   CHECK(bad.code == 2);
   CHECK_THAT(bad.err, Catch::Contains("missing/x.csv"));
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++files;
-  CHECK(files == 1);
+  CHECK(files == 2);  // e2m1.csv and its provenance, nothing of the failed write
+  std::filesystem::remove_all(dir);
+}
+
+// Every CSV mxlab writes reads back with Python's csv module: one header, the same number of cells per row.
+TEST_CASE("CSV files read back with a standard CSV reader", "[cli]") {
+  if (std::system("python3 -c 'import csv' 2>/dev/null") != 0) {
+    WARN("python3 is not installed: skipped");
+    return;
+  }
+  const auto dir = std::filesystem::temp_directory_path() / "mxlab_test_cli_csv";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string d = dir.string();
+  const std::vector<std::vector<std::string>> commands = {
+      {"formats", "--csv", "--out", d + "/formats.csv"},
+      {"codepoints", "e4m3", "--csv", "--out", d + "/codepoints.csv"},
+      {"codepoints", "float32", "--range", "0x3f800000:0x3f81ffff", "--csv", "--out", d + "/codepoints_big.csv"},
+      {"cast", "e2m1", "0.1", "2.5", "7", "--csv", "--out", d + "/cast.csv"},
+      {"analyze", "mxfp4", "nvfp4", "--input", "gen:normal:0,1", "--shape", "4x64", "--csv", "--out", d + "/analyze.csv"},
+      {"analyze", "mxfp4", "--input", "gen:normal:0,1", "--gaps", "--csv", "--out", d + "/gaps.csv"},
+      {"bounds", "mxint8", "boost_e2m5", "--csv", "--out", d + "/bounds.csv"},
+  };
+  const std::string check =
+      "import csv, sys\n"
+      "rows = list(csv.reader(open(sys.argv[1], newline='')))\n"
+      "assert len(rows) >= 2, 'no data rows'\n"
+      "assert all(len(r) == len(rows[0]) for r in rows), 'ragged rows'\n"
+      "assert not rows[0][0].startswith('#'), 'comment line'\n";
+  {
+    std::ofstream py(d + "/check.py");
+    py << check;
+  }
+  for (const auto& c : commands) {
+    INFO(c[0] << " " << c.back());
+    const Run r = run(c);
+    REQUIRE(r.code == 0);
+    CHECK(std::system(("python3 " + d + "/check.py " + c.back()).c_str()) == 0);
+    CHECK(std::filesystem::exists(c.back() + ".provenance.json"));
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -102,15 +102,19 @@ std::string to_csv(const Table& t, const std::vector<std::string>& comments) {
   return out;
 }
 
+std::string provenance_json(const Provenance& p) {
+  std::string out = "{\"version\": " + json_quote(p.version) + ", \"commit\": " + json_quote(p.commit) +
+                    ", \"compiler\": " + json_quote(p.compiler) + ", \"build_type\": " + json_quote(p.build_type) +
+                    ", \"simd_target\": " + json_quote(p.simd_target) + ", \"inputs\": {";
+  for (std::size_t i = 0; i < p.inputs.size(); ++i)
+    out += (i ? ", " : "") + json_quote(p.inputs[i].first) + ": " + json_quote(p.inputs[i].second);
+  return out + "}}";
+}
+
 std::string to_json(const Table& t, const Provenance* p) {
   std::string out = "{";
   if (p) {
-    out += "\n  \"provenance\": {\"version\": " + json_quote(p->version) + ", \"commit\": " + json_quote(p->commit) +
-           ", \"compiler\": " + json_quote(p->compiler) + ", \"build_type\": " + json_quote(p->build_type) +
-           ", \"simd_target\": " + json_quote(p->simd_target) + ", \"inputs\": {";
-    for (std::size_t i = 0; i < p->inputs.size(); ++i)
-      out += (i ? ", " : "") + json_quote(p->inputs[i].first) + ": " + json_quote(p->inputs[i].second);
-    out += "}},";
+    out += "\n  \"provenance\": " + provenance_json(*p) + ",";
   }
   out += "\n  \"columns\": [";
   for (std::size_t i = 0; i < t.columns.size(); ++i) out += (i ? ", " : "") + json_quote(t.columns[i]);

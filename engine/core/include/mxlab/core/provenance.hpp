@@ -20,6 +20,9 @@ struct Provenance {
 /// Provenance of this build; callers add the SIMD target and inputs they used.
 Provenance build_provenance();
 
+/// A JSON object of every field (the "provenance" of JSON tables, and FILE.provenance.json beside a CSV).
+std::string provenance_json(const Provenance& p);
+
 /// One-line "key=value; ..." rendering, for comment lines at the top of CSV and Markdown files.
 std::string provenance_line(const Provenance& p);
 
