@@ -1,6 +1,10 @@
 // Command dispatch, help, and shared table output.
 #include "cli/cli.hpp"
 
+#include "mxlab/formats/parse.hpp"
+#include "mxlab/quantize/block_format.hpp"
+
+#include <cctype>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -55,6 +59,20 @@ std::string hex_code(std::uint32_t code, int bits) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%0*X", (bits + 3) / 4, code);
   return buf;
+}
+
+Result<Format> element_format_arg(const std::string& text, Io io, const std::string& command) {
+  std::string lowered = text;
+  for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const auto& name : block_format_names()) {
+    if (lowered != name) continue;
+    auto b = parse_block_format(name);
+    if (!b) break;
+    io.err << "mxlab " << command << ": note: '" << text << "' is a block format; using its element format "
+           << b->element.name() << "\n";
+    return b->element;
+  }
+  return parse_format(text);
 }
 
 int bad_input(Io io, const std::string& command, const std::string& message) {

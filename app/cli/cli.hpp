@@ -50,6 +50,10 @@ int cmd_verify_cast(const std::vector<std::string>& argv, Io io);
 int cmd_bench(const std::vector<std::string>& argv, Io io);
 int cmd_data(const std::vector<std::string>& argv, Io io);
 
+/// FORMAT where an element format is expected (cast, codepoints): a format string, or the name of a block
+/// format (mxfp4, nvfp4, mxint8, ...), which stands for its element format with a note on standard error.
+Result<Format> element_format_arg(const std::string& text, Io io, const std::string& command);
+
 /// The code point table of a format (codes first..last), as written by `codepoints` and `golden`.
 Table codepoint_table(const Format& f, std::uint64_t first, std::uint64_t last);
 

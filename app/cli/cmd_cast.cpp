@@ -63,7 +63,7 @@ int cmd_cast(const std::vector<std::string>& argv, Io io) {
     return kExitOk;
   }
   if (args->positional.empty()) return bad_input(io, "cast", "missing FORMAT (e.g. mxlab cast e4m3 1.1 300)");
-  auto f = parse_format(args->positional[0]);
+  auto f = element_format_arg(args->positional[0], io, "cast");
   if (!f) return bad_input(io, "cast", f.error().message);
   CastOptions o;
   if (auto v = args->value("round")) {

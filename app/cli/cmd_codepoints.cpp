@@ -139,7 +139,7 @@ int cmd_codepoints(const std::vector<std::string>& argv, Io io) {
     return bad_input(io, "codepoints", args->positional.empty() ? "missing FORMAT (e.g. mxlab codepoints e4m3)"
                                                                 : "expected one FORMAT, got " +
                                                                       std::to_string(args->positional.size()) + " arguments");
-  auto f = parse_format(args->positional[0]);
+  auto f = element_format_arg(args->positional[0], io, "codepoints");
   if (!f) return bad_input(io, "codepoints", f.error().message);
   std::uint64_t first = 0, last = f->code_count() - 1;
   if (auto r = args->value("range")) {

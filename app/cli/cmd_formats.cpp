@@ -3,15 +3,36 @@
 
 #include "cli/cli.hpp"
 #include "mxlab/formats/catalogue.hpp"
+#include "mxlab/quantize/block_format.hpp"
 
 namespace mxlab::cli {
 
+namespace {
+
+/// The named block formats: element, scales, block size, rule and storage cost.
+Table block_format_table() {
+  Table t;
+  for (const char* c : {"name", "element", "scale", "tensor_scale", "block", "scale_rule", "bits_per_element"})
+    t.add_column(c, std::string(c) == "block" || std::string(c) == "bits_per_element");
+  for (const auto& name : block_format_names()) {
+    auto f = parse_block_format(name);
+    if (!f) continue;
+    t.rows.push_back({f->name, f->element.name(), f->layout.scale ? f->layout.scale->name() : "",
+                      f->layout.tensor_scale ? f->layout.tensor_scale->name() : "", std::to_string(f->block_elements()),
+                      std::string(to_string(f->options.rule)), g17(f->bits_per_element(0))});
+  }
+  return t;
+}
+
+}  // namespace
+
 int cmd_formats(const std::vector<std::string>& argv, Io io) {
-  const auto specs = table_output_options();
+  auto specs = table_output_options();
+  specs.push_back({"blocks", false, "", "list the named block formats (element, scales, block size, rule, bits per element)"});
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "formats", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab formats [--csv|--json|--md] [--out FILE]\n\n"
+    io.out << "usage: mxlab formats [--blocks] [--csv|--json|--md] [--out FILE]\n\n"
               "Every named format: name, aliases, bits, exponent/mantissa bits, bias, emax, max finite,\n"
               "min normal, min subnormal, number of finite codes, inf/NaN. Values are exact doubles (%.17g).\n\n"
            << options_help(specs);
@@ -58,7 +79,16 @@ int cmd_formats(const std::vector<std::string>& argv, Io io) {
         std::string(rows[i].description),
     });
   }
-  return emit_table(io, "formats", *args, t, build_provenance());
+  if (args->flag("blocks")) return emit_table(io, "formats", *args, block_format_table(), build_provenance());
+  const bool text = !args->flag("csv") && !args->flag("json") && !args->flag("md") && !args->value("out");
+  const int code = emit_table(io, "formats", *args, t, build_provenance());
+  // On a terminal the block formats follow (block format names stand for their element format in cast and
+  // codepoints; docs/format-strings.md).
+  if (text && code == kExitOk) {
+    io.out << "\nblock formats (mxlab formats --blocks; in cast and codepoints a block format's name means its element):\n";
+    return emit_table(io, "formats", *args, block_format_table(), build_provenance());
+  }
+  return code;
 }
 
 }  // namespace mxlab::cli

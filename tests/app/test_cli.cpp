@@ -482,3 +482,19 @@ TEST_CASE("golden --check finds the tables or says where it looked, and never wr
   CHECK(std::filesystem::is_empty(dir));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("one vocabulary: block format names in cast and codepoints mean their element format", "[cli]") {
+  const Run blocks = run({"formats", "--blocks", "--csv"});
+  CHECK(blocks.code == 0);
+  CHECK_THAT(blocks.out, Catch::Contains("nvfp4,float4_e2m1fn,ue4m3,float32,16,amax,4.5"));
+  CHECK_THAT(blocks.out, Catch::Contains("mxfp8_e4m3,float8_e4m3fn,float8_e8m0fnu,,32,floor,8.25"));
+  const Run cast_block = run({"cast", "nvfp4", "2.6", "--csv"});
+  const Run cast_element = run({"cast", "e2m1", "2.6", "--csv"});
+  CHECK(cast_block.code == 0);
+  CHECK(cast_block.out == cast_element.out);
+  CHECK_THAT(cast_block.err, Catch::Contains("block format") && Catch::Contains("float4_e2m1fn"));
+  const Run cp_block = run({"codepoints", "mxfp4", "--csv"});
+  const Run cp_element = run({"codepoints", "float4_e2m1fn", "--csv"});
+  CHECK(cp_block.out == cp_element.out);
+  CHECK(cp_element.err.empty());
+}
