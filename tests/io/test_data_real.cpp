@@ -5,8 +5,12 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "mxlab/io/datasets.hpp"
 #include "mxlab/io/sha256.hpp"
@@ -158,4 +162,41 @@ TEST_CASE("pretrained tfjs models: every tensor listed, every float tensor read"
     CHECK(values == m.float_elements);
     CHECK(convs > 0);
   }
+}
+
+TEST_CASE("fetch installs a Debian data set, keeps good files and replaces altered ones", "[data][fetch]") {
+  const DataSource* s = *find_data_source("fashion-mnist");
+  for (const auto& f : s->files)
+    if (!std::filesystem::exists(std::string(f.package_path))) {
+      WARN("skipped: the Debian package " << s->package << " is not installed");
+      return;
+    }
+  const auto dir = std::filesystem::temp_directory_path() / ("mxlab_fetch_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> lines;
+  FetchOptions o;
+  o.dir = dir.string();
+  o.progress = [&](const std::string& line) { lines.push_back(line); };
+  auto r = fetch_data({"fashion-mnist"}, o);
+  REQUIRE(r.ok());
+  CHECK(*r == 4);
+  for (const auto& f : s->files) CHECK(*sha256_file((dir / "fashion-mnist" / std::string(f.file)).string()) == f.sha256);
+  // Nothing but the installed files is left behind (no temporary folders).
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::recursive_directory_iterator(dir)) ++entries;
+  CHECK(entries == 5);
+  // A second run keeps them; an altered file is fetched again.
+  r = fetch_data({"fashion-mnist"}, o);
+  REQUIRE(r.ok());
+  CHECK(*r == 0);
+  const auto labels = dir / "fashion-mnist" / "t10k-labels-idx1-ubyte.gz";
+  std::ofstream(labels, std::ios::binary | std::ios::app) << "x";
+  lines.clear();
+  r = fetch_data({"fashion-mnist"}, o);
+  REQUIRE(r.ok());
+  CHECK(*r == 1);
+  CHECK(*sha256_file(labels.string()) == s->files[3].sha256);
+  REQUIRE_FALSE(lines.empty());
+  CHECK_THAT(lines.front(), Catch::Contains("differs from the registered digest"));
+  std::filesystem::remove_all(dir);
 }

@@ -92,7 +92,7 @@ TEST_CASE("data_file gives the path of an installed file or says how to fetch it
   const std::string root = dir.file("data");
   auto missing = data_file("digits", "digits.csv.gz", root);
   REQUIRE_FALSE(missing.ok());
-  CHECK_THAT(missing.error().message, Catch::Contains("run `mxlab data fetch digits` --dir " + root));
+  CHECK_THAT(missing.error().message, Catch::Contains("run `mxlab data fetch digits --dir " + root + "`"));
   std::filesystem::create_directories(root + "/digits");
   put_bytes(root + "/digits/digits.csv.gz", "x");
   auto present = data_file("digits", "digits.csv.gz", root);
@@ -109,6 +109,9 @@ TEST_CASE("data_file gives the path of an installed file or says how to fetch it
     ::setenv("MXLAB_DATA_DIR", root.c_str(), 1);
     CHECK(default_data_dir() == root);
     CHECK(data_file("digits", "digits.csv.gz").ok());
+    std::filesystem::remove(root + "/digits/digits.csv.gz");
+    CHECK_THAT(data_file("digits", "digits.csv.gz").error().message,
+               Catch::EndsWith("is missing; run `mxlab data fetch digits`"));
     ::unsetenv("MXLAB_DATA_DIR");
     CHECK(default_data_dir() == "data/external");
   }

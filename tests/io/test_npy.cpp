@@ -379,8 +379,8 @@ TEST_CASE("npy read errors name the file and the problem", "[io][npy][errors]") 
       {"trail.npy", npy_v1(ok_dict, 128, f4_1 + "xyz"), "3 bytes follow the array data"},
       {"bigshape.npy", npy_v1("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000, 1000000000), }", 128, ""),
        "truncated"},
-      // A zero dimension beside huge ones: no elements, but consumers that allocate per row or per block
-      // of the shape would ask for absurd memory.
+      // Regression: a zero dimension beside huge ones has no elements, but reached quantization with 2-D
+      // tiles (per-block buffers over the shape) and escaped as std::bad_alloc.
       {"zerohuge.npy", npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 9223372036854775807), }", 128, ""),
        "has no elements but dimensions that multiply to 9223372036854775807"},
       {"hugezero.npy", npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 0), }", 128, ""),

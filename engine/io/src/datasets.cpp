@@ -230,7 +230,7 @@ Result<std::string> data_file(std::string_view name, std::string_view file, cons
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) return path.string();
   return make_error("data file '" + path.string() + "' is missing; run `mxlab data fetch " + std::string(name) +
-                    "`" + (dir.empty() ? "" : " --dir " + dir));
+                    (dir.empty() ? "" : " --dir " + dir) + "`");
 }
 
 std::vector<DataFileStatus> data_status(const DataSource& source, const std::string& dir) {

@@ -13,12 +13,14 @@
 namespace mxlab::io_detail {
 
 /// Longest JSON text a header may have (tfjs model.json, safetensors header). Real headers are below
-/// 1 MiB; 16 MiB keeps a hostile one from costing more than a few hundred MiB once parsed.
+/// 1 MiB.
 inline constexpr std::size_t kMaxJsonBytes = std::size_t{16} << 20;
 /// Deepest nesting of arrays and objects (real tfjs model.json files nest 11 levels, safetensors 4).
 inline constexpr int kMaxJsonDepth = 64;
-/// Most values (scalars, arrays, objects) a header may hold (the largest tfjs model.json seen: ~40,000).
-inline constexpr std::size_t kMaxJsonValues = std::size_t{1} << 20;
+/// Most values (scalars, arrays, objects) a header may hold (the largest tfjs model.json seen holds
+/// ~40,000; a safetensors header ~8 per tensor). With the text limit this keeps a parsed header below
+/// about 16 MiB of strings plus ~100 bytes per value, some 40 MiB at worst.
+inline constexpr std::size_t kMaxJsonValues = std::size_t{1} << 18;
 
 /// Parses `text` as one JSON value under the limits above; an error says "<what>: <problem>".
 Result<nlohmann::json> parse_json_limited(std::string_view text, std::string_view what);

@@ -1,0 +1,74 @@
+// What a figure shows, as plain data: the engine and the experiment runner fill it, app/plot draws it
+// (headless to PNG/PDF for the command line, in a widget for the GUI) with the same code.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mxlab::experiment {
+
+enum class PlotKind {
+  Line,       ///< one polyline per series, with markers
+  Scatter,    ///< markers only
+  Histogram,  ///< series are pre-binned: x = left bin edges, y = counts; Series::bin_width gives the width
+  Heatmap,    ///< Figure::heatmap holds the grid; series are ignored
+  Bar,        ///< grouped bars: x = category index (0, 1, ...) named by Figure::categories, one group per series
+};
+
+enum class AxisScale {
+  Linear,
+  Log2,   ///< logarithmic, ticks at powers of two (values that are powers of two: block sizes, scales, gaps)
+  Log10,  ///< logarithmic, ticks at powers of ten
+};
+
+struct Axis {
+  std::string label;
+  AxisScale scale = AxisScale::Linear;
+  std::optional<double> min, max;  ///< fixed range; unset = fit the data
+};
+
+/// One named series; points whose x or y is not finite (or not positive on a log axis) are left out.
+struct Series {
+  std::string name;
+  std::vector<double> x, y;
+  double bin_width = 0;  ///< PlotKind::Histogram only
+};
+
+/// A vertical line at x with a label (crossover gaps, bounds).
+struct Marker {
+  double x = 0;
+  std::string label;
+};
+
+/// A grid of values: values[row * x_labels.size() + column]; row labels run along y (first at the bottom).
+struct Heatmap {
+  std::vector<std::string> x_labels, y_labels;
+  std::vector<double> values;  ///< non-finite cells are drawn empty
+  std::string value_label;     ///< the colour scale's title
+  bool log_values = false;     ///< logarithmic colour scale
+};
+
+struct Figure {
+  std::string title;
+  PlotKind kind = PlotKind::Line;
+  Axis x, y;
+  std::vector<Series> series;
+  std::vector<std::string> categories;  ///< PlotKind::Bar: the names of x = 0, 1, ...
+  std::vector<Marker> markers;
+  Heatmap heatmap;                      ///< PlotKind::Heatmap
+  std::string legend_title;             ///< the axis the series run over ("format", "block size")
+  bool legend = true;
+};
+
+/// Parses "line", "scatter", "histogram", "heatmap", "bar".
+std::optional<PlotKind> parse_plot_kind(const std::string& text);
+const char* plot_kind_name(PlotKind k);
+/// Parses "linear", "log2", "log10" ("log" means log10).
+std::optional<AxisScale> parse_axis_scale(const std::string& text);
+const char* axis_scale_name(AxisScale s);
+
+/// The figure as JSON (every field, the data included), kept beside each plot so its numbers can be read back.
+std::string figure_json(const Figure& f);
+
+}  // namespace mxlab::experiment

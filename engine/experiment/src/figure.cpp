@@ -1,0 +1,90 @@
+// Figure descriptions: names of kinds and scales, and the JSON kept beside each plot.
+#include "mxlab/experiment/figure.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "mxlab/core/table.hpp"
+
+namespace mxlab::experiment {
+
+namespace {
+
+constexpr const char* kKindNames[] = {"line", "scatter", "histogram", "heatmap", "bar"};
+constexpr const char* kScaleNames[] = {"linear", "log2", "log10"};
+
+/// Shortest decimal that reads back to the same double; non-finite values become null.
+std::string number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+std::string numbers(const std::vector<double>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + number(v[i]);
+  return out + "]";
+}
+
+std::string strings(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + json_quote(v[i]);
+  return out + "]";
+}
+
+std::string axis_json(const Axis& a) {
+  return "{\"label\":" + json_quote(a.label) + ",\"scale\":\"" + axis_scale_name(a.scale) +
+         "\",\"min\":" + (a.min ? number(*a.min) : "null") + ",\"max\":" + (a.max ? number(*a.max) : "null") + "}";
+}
+
+}  // namespace
+
+std::optional<PlotKind> parse_plot_kind(const std::string& text) {
+  for (int i = 0; i < 5; ++i)
+    if (text == kKindNames[i]) return static_cast<PlotKind>(i);
+  return std::nullopt;
+}
+
+const char* plot_kind_name(PlotKind k) { return kKindNames[static_cast<int>(k)]; }
+
+std::optional<AxisScale> parse_axis_scale(const std::string& text) {
+  if (text == "log") return AxisScale::Log10;
+  for (int i = 0; i < 3; ++i)
+    if (text == kScaleNames[i]) return static_cast<AxisScale>(i);
+  return std::nullopt;
+}
+
+const char* axis_scale_name(AxisScale s) { return kScaleNames[static_cast<int>(s)]; }
+
+std::string figure_json(const Figure& f) {
+  std::ostringstream o;
+  o << "{\"title\":" << json_quote(f.title) << ",\"kind\":\"" << plot_kind_name(f.kind) << "\",\"x\":" << axis_json(f.x)
+    << ",\"y\":" << axis_json(f.y) << ",\"legend_title\":" << json_quote(f.legend_title)
+    << ",\"legend\":" << (f.legend ? "true" : "false") << ",\"categories\":" << strings(f.categories) << ",\"series\":[";
+  for (std::size_t i = 0; i < f.series.size(); ++i) {
+    const Series& s = f.series[i];
+    o << (i ? "," : "") << "{\"name\":" << json_quote(s.name) << ",\"x\":" << numbers(s.x) << ",\"y\":" << numbers(s.y);
+    if (f.kind == PlotKind::Histogram) o << ",\"bin_width\":" << number(s.bin_width);
+    o << "}";
+  }
+  o << "],\"markers\":[";
+  for (std::size_t i = 0; i < f.markers.size(); ++i)
+    o << (i ? "," : "") << "{\"x\":" << number(f.markers[i].x) << ",\"label\":" << json_quote(f.markers[i].label) << "}";
+  o << "]";
+  if (f.kind == PlotKind::Heatmap) {
+    const Heatmap& h = f.heatmap;
+    o << ",\"heatmap\":{\"x_labels\":" << strings(h.x_labels) << ",\"y_labels\":" << strings(h.y_labels)
+      << ",\"values\":" << numbers(h.values) << ",\"value_label\":" << json_quote(h.value_label)
+      << ",\"log_values\":" << (h.log_values ? "true" : "false") << "}";
+  }
+  o << "}\n";
+  return o.str();
+}
+
+}  // namespace mxlab::experiment
