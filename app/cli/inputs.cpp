@@ -3,17 +3,11 @@
 
 #include <charconv>
 
-#include "mxlab/io/csv.hpp"
-#include "mxlab/io/distributions.hpp"
-#include "mxlab/io/mapped.hpp"
-#include "mxlab/io/npy.hpp"
-#include "mxlab/io/raw.hpp"
+#include "mxlab/ops/requests.hpp"
+
 
 namespace mxlab::cli {
 namespace {
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 Result<std::uint64_t> data_seed(const Args& args) {
   std::uint64_t seed = 0;
   if (auto v = args.value("data-seed")) {
@@ -32,61 +26,30 @@ std::vector<OptionSpec> input_options() {
           {"csv-table", false, "", "read a CSV as a 2-D table (one row per line) instead of a flat list"}};
 }
 
+namespace {
+Result<ops::InputRequest> request_from_args(const std::string& input, const Args& args) {
+  ops::InputRequest r;
+  r.input = input;
+  r.shape = args.value("shape").value_or("");
+  auto seed = data_seed(args);
+  if (!seed) return seed.error();
+  r.seed = *seed;
+  r.bf16 = args.flag("bf16");
+  r.csv_table = args.flag("csv-table");
+  return r;
+}
+}  // namespace
+
 Result<Tensor> load_input(const std::string& input, const Args& args) {
-  if (input.rfind("gen:", 0) == 0) {
-    auto seed = data_seed(args);
-    if (!seed) return seed.error();
-    const std::string shape = args.value("shape").value_or("65536");
-    return generate(input.substr(4), shape, *seed, DType::F32);
-  }
-  if (ends_with(input, ".npy") || ends_with(input, ".npy.gz")) {
-    NpyReadOptions o;
-    o.u2_as_bf16 = args.flag("bf16");
-    return read_npy(input, o);
-  }
-  if (ends_with(input, ".csv") || ends_with(input, ".csv.gz")) {
-    CsvOptions o;
-    if (args.flag("csv-table")) o.layout = CsvLayout::Table;
-    return read_csv(input, o);
-  }
-  if (ends_with(input, ".f32") || ends_with(input, ".bin") || ends_with(input, ".raw") || ends_with(input, ".f32.gz")) {
-    std::optional<std::vector<std::int64_t>> shape;
-    if (auto s = args.value("shape")) {
-      auto parsed = parse_shape(*s);
-      if (!parsed) return parsed.error();
-      shape = *parsed;
-    }
-    return read_raw_f32(input, shape);
-  }
-  return make_error("input '" + input +
-                    "': unknown kind (expected FILE.npy, FILE.csv, FILE.f32 / .bin / .raw, or gen:DIST such as "
-                    "gen:normal:0,1)");
+  auto r = request_from_args(input, args);
+  if (!r) return r.error();
+  return ops::load_tensor(*r);
 }
 
 Result<ops::TensorSource> open_input(const std::string& input, const Args& args) {
-  if (ends_with(input, ".npy")) {
-    NpyReadOptions o;
-    o.u2_as_bf16 = args.flag("bf16");
-    if (MappedTensor::why_not_mappable(input, o).empty()) {
-      auto m = MappedTensor::open_npy(input, o);
-      if (!m) return m.error();
-      return ops::TensorSource::of(std::move(*m));
-    }
-  }
-  if (ends_with(input, ".f32") || ends_with(input, ".bin") || ends_with(input, ".raw")) {
-    std::vector<std::int64_t> shape;
-    if (auto s = args.value("shape")) {
-      auto parsed = parse_shape(*s);
-      if (!parsed) return parsed.error();
-      shape = *parsed;
-    }
-    auto m = MappedTensor::open_raw_f32(input, shape);
-    if (!m) return m.error();
-    return ops::TensorSource::of(std::move(*m));
-  }
-  auto t = load_input(input, args);
-  if (!t) return t.error();
-  return ops::TensorSource::of(std::move(*t));
+  auto r = request_from_args(input, args);
+  if (!r) return r.error();
+  return ops::open_tensor(*r);
 }
 
 Result<std::string> input_argument(const Args& args, std::size_t index) {
