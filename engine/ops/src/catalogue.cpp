@@ -1,0 +1,67 @@
+// The format catalogue as tables (mxlab formats, the catalogue experiment, the GUI's properties panel).
+#include "mxlab/ops/catalogue.hpp"
+
+#include "mxlab/core/bits.hpp"
+#include "mxlab/formats/catalogue.hpp"
+#include "mxlab/quantize/block_format.hpp"
+
+namespace mxlab::ops {
+
+Table format_table(std::span<const Format> formats) {
+  Table t;
+  for (const char* c : {"name", "aliases", "kind", "role", "bits", "exponent_bits", "mantissa_bits", "bias",
+                        "specials", "emax", "max_finite", "min_normal", "min_subnormal", "min_positive",
+                        "finite_codes", "has_inf", "has_nan", "has_negative_zero", "description"}) {
+    const std::string col = c;
+    const bool numeric = col == "bits" || col == "exponent_bits" || col == "mantissa_bits" || col == "bias" ||
+                         col == "emax" || col == "max_finite" || col == "min_normal" || col == "min_subnormal" ||
+                         col == "min_positive" || col == "finite_codes";
+    t.add_column(col, numeric);
+  }
+  for (const Format& f : formats) {
+    const CatalogueRow* row = find_catalogue_row(f.name());
+    const FormatSpec& s = f.spec();
+    const bool is_float = s.kind == FormatKind::Float;
+    const bool has_sub = is_float ? s.subnormals && (s.mantissa_bits > 0 || s.sub_exponent_bits > 0)
+                                  : s.kind == FormatKind::Integer;
+    t.rows.push_back({
+        f.name(),
+        row ? std::string(row->aliases) : "",
+        std::string(to_string(s.kind)),
+        std::string(to_string(s.role)),
+        std::to_string(f.bits()),
+        is_float ? std::to_string(s.exponent_bits) : "",
+        is_float ? std::to_string(s.mantissa_bits) : "",
+        is_float ? std::to_string(s.bias) : "",
+        is_float ? std::string(to_string(s.specials)) : "none",
+        std::to_string(f.emax()),
+        g17(f.max_finite()),
+        g17(f.min_normal()),
+        has_sub ? g17(f.min_positive()) : "",
+        g17(f.min_positive()),
+        std::to_string(f.finite_count()),
+        f.has_inf() ? "true" : "false",
+        f.has_nan() ? "true" : "false",
+        f.has_negative_zero() ? "true" : "false",
+        row ? std::string(row->description) : "",
+    });
+  }
+  return t;
+}
+
+/// The named block formats: element, scales, block size, rule and storage cost.
+Table block_format_table() {
+  Table t;
+  for (const char* c : {"name", "element", "scale", "tensor_scale", "block", "scale_rule", "bits_per_element"})
+    t.add_column(c, std::string(c) == "block" || std::string(c) == "bits_per_element");
+  for (const auto& name : block_format_names()) {
+    auto f = parse_block_format(name);
+    if (!f) continue;
+    t.rows.push_back({f->name, f->element.name(), f->layout.scale ? f->layout.scale->name() : "",
+                      f->layout.tensor_scale ? f->layout.tensor_scale->name() : "", std::to_string(f->block_elements()),
+                      std::string(to_string(f->options.rule)), g17(f->bits_per_element(0))});
+  }
+  return t;
+}
+
+}  // namespace mxlab::ops
