@@ -19,6 +19,9 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
+    {"run", "run experiment files: sweeps, tables, plots, resumable (docs/experiments.md)", cmd_run},
+    {"check", "run experiment files and check their expectations (exit 1 if any fails)", cmd_check},
+    {"merge", "join the results folders of a sharded run", cmd_merge},
     {"formats", "list every named format with its derived properties", cmd_formats},
     {"codepoints", "enumerate every code of a format with its exact value", cmd_codepoints},
     {"cast", "cast values to a format with explicit rounding, overflow and subnormal handling", cmd_cast},

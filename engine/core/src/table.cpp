@@ -158,6 +158,56 @@ std::string to_markdown(const Table& t, const std::vector<std::string>& comments
   return out;
 }
 
+namespace {
+
+std::string latex_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': case '%': case '$': case '#': case '_': case '{': case '}': o += '\\'; o += c; break;
+      case '~': o += "\\textasciitilde{}"; break;
+      case '^': o += "\\textasciicircum{}"; break;
+      case '\\': o += "\\textbackslash{}"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+/// "1.5e-05" -> "$1.5 \times 10^{-5}$"; other text escaped.
+std::string latex_number(const std::string& s) {
+  const auto e = s.find_first_of("eE");
+  if (e == std::string::npos || e == 0 || s.find_first_not_of("0123456789.-+eE") != std::string::npos) return latex_escape(s);
+  std::string mant = s.substr(0, e), ex = s.substr(e + 1);
+  if (!ex.empty() && ex[0] == '+') ex.erase(0, 1);
+  const bool neg = !ex.empty() && ex[0] == '-';
+  std::size_t i = neg ? 1 : 0;
+  while (i + 1 < ex.size() && ex[i] == '0') ++i;
+  ex = (neg ? "-" : "") + ex.substr(i);
+  return "$" + mant + " \\times 10^{" + ex + "}$";
+}
+
+}  // namespace
+
+std::string to_latex(const Table& t, const std::string& caption) {
+  std::string out;
+  if (!caption.empty()) out += "% " + caption + "\n";
+  out += "\\begin{tabular}{";
+  for (std::size_t i = 0; i < t.columns.size(); ++i) out += (i < t.numeric.size() && t.numeric[i]) ? "r" : "l";
+  out += "}\n\\toprule\n";
+  for (std::size_t i = 0; i < t.columns.size(); ++i) out += (i ? " & " : "") + latex_escape(t.columns[i]);
+  out += " \\\\\n\\midrule\n";
+  for (const auto& row : t.rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const bool numeric = i < t.numeric.size() && t.numeric[i];
+      out += (i ? " & " : "") + (numeric ? latex_number(row[i]) : latex_escape(row[i]));
+    }
+    out += " \\\\\n";
+  }
+  out += "\\bottomrule\n\\end{tabular}\n";
+  return out;
+}
+
 std::string to_text(const Table& t) {
   std::vector<std::size_t> width(t.columns.size(), 0);
   for (std::size_t i = 0; i < t.columns.size(); ++i) width[i] = t.columns[i].size();

@@ -8,6 +8,9 @@
 #include "ops_detail.hpp"
 
 namespace mxlab::ops {
+
+std::string simd_target() { return active_simd_target(); }
+
 namespace detail {
 
 std::string simd_engine() { return "simd:" + active_simd_target(); }

@@ -33,6 +33,9 @@ std::string to_csv(const Table& t, const std::vector<std::string>& comments = {}
 std::string to_json(const Table& t, const Provenance* provenance = nullptr);
 /// GitHub Markdown table; `comments` become leading lines.
 std::string to_markdown(const Table& t, const std::vector<std::string>& comments = {});
+/// LaTeX tabular with booktabs rules (\toprule, \midrule, \bottomrule); numeric columns right-aligned, numbers
+/// in e-notation written as $m \times 10^{e}$, text escaped; a caption as a leading comment line.
+std::string to_latex(const Table& t, const std::string& caption = "");
 /// Aligned plain text for terminals.
 std::string to_text(const Table& t);
 

@@ -31,6 +31,9 @@ struct Run {
 /// The message of a job stopped by Run::reporter.cancel.
 inline constexpr const char* kCancelled = "cancelled";
 
+/// The SIMD target the kernels run on here ("AVX3", "AVX2", "SSE4", "scalar"...).
+std::string simd_target();
+
 /// Which engine computes a format: "simd:TARGET" (the kernels) or "reference" with the kernel's reason.
 std::string engine_for(const BlockFormat& f);
 

@@ -1,0 +1,36 @@
+// Progress of long work on standard error: a bar with counts, rate and ETA on a terminal, plain lines otherwise.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "mxlab/core/progress.hpp"
+
+namespace mxlab::cli {
+
+class ProgressBar {
+ public:
+  /// `unit` names what is counted ("points", "steps"); `tty` chooses the redrawn bar over plain lines.
+  ProgressBar(std::ostream& err, std::string unit, bool tty);
+  /// Shows `done` of `total`; redraws at most every 0.1 s on a terminal, prints a line at most every 5 s otherwise
+  /// (and always the last).
+  void update(std::int64_t done, std::int64_t total);
+  /// Ends the bar's line.
+  void finish();
+  /// A Reporter whose progress goes to this bar.
+  Reporter reporter(const std::atomic<bool>* cancel = nullptr);
+
+  /// Whether standard error is a terminal.
+  static bool stderr_is_tty();
+
+ private:
+  std::ostream& err_;
+  std::string unit_;
+  bool tty_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+}  // namespace mxlab::cli

@@ -1,0 +1,115 @@
+// Experiment files (TOML, docs/experiments.md): what a study computes (a job over a sweep of points), on
+// which inputs, and which tables, plots and expectations it makes of the results.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "mxlab/core/error.hpp"
+
+namespace mxlab::experiment {
+
+/// (key, value) pairs in the order written.
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+/// A named input tensor, or a weight file whose selected tensors are the layers of this input.
+struct InputDef {
+  std::string name;
+  std::string source;           ///< "gen:DIST" or a tensor file (relative paths: from the experiment file's folder)
+  std::string shape;            ///< generated and raw inputs
+  std::uint64_t seed = 0;       ///< generated inputs
+  bool bf16 = false;
+  std::string weights;          ///< a registered model ("mobilefacenet") or a weight file (model.json, .safetensors)
+  std::string select = "*";     ///< weights: name pattern (glob, or "re:" regular expression)
+  std::string layout;           ///< weights: blocks along the reduction axes of this layout (hwio, io, oi, oihw...)
+  std::int64_t min_elements = 1;  ///< weights: smaller tensors are left out
+  std::string data_dir;         ///< where registered models are installed ("" = the default data folder)
+};
+
+/// A table of results: row keys, optional pivot column, values.
+struct TableDef {
+  std::string name;
+  std::string from = "metrics";   ///< result set
+  std::vector<std::string> rows;  ///< columns whose values make a row's key
+  std::string pivot;              ///< a column whose values become columns ("" = none)
+  std::vector<std::string> values;
+  std::string aggregate;          ///< median, mean, min, max, sum, count ("" = keys must be unique)
+  Pairs where;                    ///< only result rows whose columns have these values
+  int digits = 4;                 ///< significant digits of numbers
+  std::string caption;
+  int line = 0;
+};
+
+struct PlotDef {
+  std::string name;
+  std::string from = "metrics";
+  std::string kind = "line";  ///< line, scatter, histogram, heatmap, bar
+  std::string x, y;           ///< columns
+  std::string series;         ///< a column: one series per value ("" = one series)
+  std::string value;          ///< heatmap: the column coloured
+  Pairs where;
+  std::string x_scale = "linear", y_scale = "linear";
+  bool log_values = false;    ///< heatmap: logarithmic colour scale
+  std::optional<double> x_min, x_max, y_min, y_max;
+  std::string title, x_label, y_label, legend_title;
+  int line = 0;
+};
+
+/// An expectation on results (mxlab check): every selected row satisfies it.
+struct ExpectDef {
+  std::string name;
+  std::string from = "metrics";
+  Pairs where;
+  std::string metric;
+  std::optional<double> at_most, at_least, equals;
+  std::string at_most_column;  ///< at most another column of the same row (an analytic bound)
+  double tolerance = 0;        ///< for equals (and golden): |value - expected| <= tolerance
+  std::string reason;          ///< why the tolerance is not zero
+  std::string golden;          ///< a CSV file (relative to the experiment file) the table `table` must match
+  std::string table;
+  int line = 0;
+};
+
+struct Experiment {
+  std::string path;         ///< the file it was read from
+  std::string text;         ///< the file's text (copied into every results folder)
+  std::string name;
+  std::string description;
+  std::string job = "analyze";  ///< analyze, catalogue, bounds, profiles
+  std::vector<InputDef> inputs;
+  /// Sweep axes in the order written: scalar values are fixed for every point, lists are crossed.
+  std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+  /// Explicit points ([[points]]); each is crossed with the axes. Empty = the axes alone.
+  std::vector<Pairs> points;
+  std::vector<std::string> metrics;  ///< columns of the metrics set to keep ("" = all)
+  bool gaps = false;                 ///< analyze: exponent-gap histogram and errors by gap
+  std::string baseline_profile = "ocp";  ///< profiles: the profile every other is compared with
+  int max_gap = -1;                  ///< bounds: last gap (-1: where both formats have fully underflowed)
+  std::vector<TableDef> tables;
+  std::vector<PlotDef> plots;
+  std::vector<ExpectDef> expects;
+};
+
+/// Reads an experiment file. Errors give the file, the line and the key at fault.
+Result<Experiment> read_experiment(const std::string& path);
+/// Parses experiment text; `path` names it in errors and anchors relative paths.
+Result<Experiment> parse_experiment(const std::string& text, const std::string& path);
+
+/// One point of the sweep: its parameters (axis, value) in axis order; "input" and "layer" name the tensor.
+struct Point {
+  std::size_t index = 0;
+  Pairs params;
+  /// Canonical text of the parameters (the point's identity in the results database).
+  std::string key() const;
+  std::optional<std::string> param(const std::string& name) const;
+};
+
+/// Every point of the experiment in a fixed order (weight inputs are opened to list their layers).
+Result<std::vector<Point>> expand_points(const Experiment& e);
+
+}  // namespace mxlab::experiment

@@ -1,0 +1,515 @@
+// The jobs an experiment point runs (analyze, profiles, bounds, catalogue), all through the engine's entry
+// points, and the expansion of a sweep into points.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "mxlab/core/table.hpp"
+#include "mxlab/exact/bounds.hpp"
+#include "mxlab/experiment/results.hpp"
+#include "mxlab/formats/codepoints.hpp"
+#include "mxlab/formats/parse.hpp"
+#include "mxlab/io/datasets.hpp"
+#include "mxlab/io/distributions.hpp"
+#include "mxlab/io/weights.hpp"
+#include "mxlab/ops/catalogue.hpp"
+#include "mxlab/ops/ops.hpp"
+#include "mxlab/ops/requests.hpp"
+
+namespace mxlab::experiment {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Most code points the catalogue lists values of (larger formats get their properties only).
+constexpr std::uint64_t kMaxCatalogueCodes = std::uint64_t{1} << 16;
+
+const InputDef* find_input(const Experiment& e, const std::string& name) {
+  for (const auto& in : e.inputs)
+    if (in.name == name) return &in;
+  return nullptr;
+}
+
+/// A path of the experiment file resolved against the file's folder.
+std::string resolve(const Experiment& e, const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  return (fs::path(e.path).parent_path() / path).lexically_normal().string();
+}
+
+/// The weight file of an input: a registered model's file in the data folder, or a path.
+Result<std::string> weights_path(const Experiment& e, const InputDef& in) {
+  if (auto src = find_data_source(in.weights)) {
+    for (const auto& f : (*src)->files) {
+      const std::string name(f.file);
+      if (name.ends_with(".json") || name.ends_with(".safetensors") || name.ends_with(".wd"))
+        return data_file(in.weights, name, resolve(e, in.data_dir));
+    }
+    return make_error("data set '" + in.weights + "' holds no weight file");
+  }
+  const std::string p = resolve(e, in.weights);
+  if (!fs::exists(p))
+    return make_error("input '" + in.name + "': weights '" + in.weights +
+                      "' is neither a registered model (mxlab data list) nor an existing file");
+  return p;
+}
+
+/// The layers of a weights input: readable tensors matching the pattern with enough elements.
+Result<std::vector<WeightInfo>> input_layers(const Experiment& e, const InputDef& in) {
+  auto path = weights_path(e, in);
+  if (!path) return make_error("input '" + in.name + "': " + path.error().message);
+  auto wf = WeightFile::open(*path);
+  if (!wf) return make_error("input '" + in.name + "': " + wf.error().message);
+  auto pattern = NamePattern::parse(in.select);
+  if (!pattern) return make_error("input '" + in.name + "': " + pattern.error().message);
+  std::vector<WeightInfo> out;
+  for (const auto& w : select_weights(wf->weights(), *pattern))
+    if (w.readable() && static_cast<std::int64_t>(w.elements) >= in.min_elements) out.push_back(w);
+  if (out.empty())
+    return make_error("input '" + in.name + "': no readable tensor of " + *path + " matches '" + in.select + "'");
+  return out;
+}
+
+bool is_format_option(const std::string& name) {
+  for (const auto& o : ops::format_options())
+    if (o.name == name) return true;
+  return false;
+}
+
+/// The block format of a point: format (and a, b for bounds) with @block and every format option.
+Result<BlockFormat> point_format(const Point& p, const std::string& which, const Pairs& extra = {}) {
+  auto spec = p.param(which);
+  if (!spec) return make_error("point " + p.key() + ": no " + which);
+  std::string text = *spec;
+  if (auto b = p.param("block")) text += "@" + *b;
+  Pairs options;
+  for (const auto& [k, v] : p.params)
+    if (is_format_option(k)) options.emplace_back(k, v);
+  for (const auto& kv : extra) {
+    std::erase_if(options, [&](const auto& o) { return o.first == kv.first; });
+    options.push_back(kv);
+  }
+  auto f = ops::block_format(text, options, [](std::string_view name) { return "sweep key '" + std::string(name) + "'"; });
+  if (!f) return make_error("format '" + text + "': " + f.error().message);
+  return f;
+}
+
+struct LoadedInput {
+  ops::TensorSource source;
+  std::string shape;   ///< of the tensor as stored
+  std::string layout;  ///< how blocks run ("last axis", "conv HWIO: blocks along I", ...)
+};
+
+/// The tensor of a point's input (and layer), with the weight's reduction axes moved last.
+Result<LoadedInput> load_input(const Experiment& e, const Point& p) {
+  const auto name = p.param("input");
+  const InputDef* in = name ? find_input(e, *name) : nullptr;
+  if (!in) return make_error("point " + p.key() + ": no input");
+  if (in->weights.empty()) {
+    ops::InputRequest r;
+    r.input = in->source.rfind("gen:", 0) == 0 ? in->source : resolve(e, in->source);
+    r.shape = in->shape;
+    r.seed = in->seed;
+    r.bf16 = in->bf16;
+    auto t = ops::open_tensor(r);
+    if (!t) return make_error("input '" + in->name + "': " + t.error().message);
+    return LoadedInput{*t, format_shape(t->shape()), "last axis"};
+  }
+  auto path = weights_path(e, *in);
+  if (!path) return path.error();
+  auto wf = WeightFile::open(*path);
+  if (!wf) return make_error("input '" + in->name + "': " + wf.error().message);
+  const std::string layer = p.param("layer").value_or("");
+  auto index = wf->find(layer);
+  if (!index) return make_error("input '" + in->name + "': " + index.error().message);
+  const WeightInfo& info = wf->weights()[*index];
+  auto t = wf->read(*index);
+  if (!t) return make_error("input '" + in->name + "': " + t.error().message);
+  ops::TensorSource src = ops::TensorSource::of(std::move(*t));
+  std::string layout = "last axis";
+  if (in->layout != "last" && info.layout != WeightLayout::Other) {
+    auto axes = reduction_axes(info.shape, info.layout);
+    if (!axes) return make_error("input '" + in->name + "', layer '" + layer + "': " + axes.error().message);
+    std::vector<int> list(axes->axes.begin(), axes->axes.end());
+    auto moved = ops::block_axes_last(src, list);
+    if (!moved) return moved.error();
+    src = *moved;
+    layout = std::string(weight_layout_name(info.layout)) + ": blocks along " + axes->name;
+  }
+  return LoadedInput{src, format_shape(info.shape), layout};
+}
+
+/// Every parameter of the point as the first cells of a row.
+Row param_row(const Point& p) {
+  Row r;
+  for (const auto& [k, v] : p.params) {
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (!v.empty() && end == v.c_str() + v.size() && std::isfinite(d) && k != "format" && k != "a" && k != "b" &&
+        k != "input" && k != "layer")
+      r.add(k, d);
+    else
+      r.add(k, v);
+  }
+  return r;
+}
+
+double ratio(std::int64_t a, std::int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
+
+void add_stats(Row& r, const ErrorStats& s) {
+  r.add("elements", static_cast<double>(s.count));
+  r.add("mse", s.mse());
+  r.add("rmse", s.rmse());
+  r.add("sqnr_db", s.sqnr_db());
+  r.add("bias", s.count ? s.error_sum.to_double() / static_cast<double>(s.count) : 0.0);
+  r.add("max_abs_error", s.max_abs_error);
+  r.add("max_rel_error", s.max_rel_error);
+  r.add("underflow_ratio", s.underflow_ratio());
+  r.add("saturation_ratio", s.saturation_ratio());
+  r.add("nan_outputs", static_cast<double>(s.nan_outputs));
+}
+
+/// The analytic bound of max relative error at each gap, where the format's options admit one.
+std::map<int, double> rel_bounds(const BlockFormat& f, int max_gap) {
+  std::map<int, double> out;
+  if (exact::check_bounds_support(f) || f.layout.tensor_scale) return out;
+  auto b = exact::analytic_bounds(f, std::min(max_gap, exact::kMaxBoundGap));
+  if (!b) return out;
+  for (const auto& g : *b) out[g.gap] = g.max_rel_f64;
+  return out;
+}
+
+Result<PointResult> run_analyze(const Experiment& e, const Point& p, const PointRun& run) {
+  auto f = point_format(p, "format");
+  if (!f) return f.error();
+  auto in = load_input(e, p);
+  if (!in) return in.error();
+  ops::AnalyzeOptions options;
+  options.gaps = e.gaps;
+  ops::Run r;
+  r.threads = run.threads;
+  r.reporter = run.reporter;
+  auto a = ops::analyze({*f}, in->source, options, r);
+  if (!a) return a.error();
+  const ops::FormatAnalysis& fa = a->front();
+  PointResult out;
+  Row m = param_row(p);
+  m.add("shape", in->shape);
+  m.add("blocks", in->layout);
+  add_stats(m, fa.total);
+  m.add("bits_per_element", fa.bits_per_element);
+  m.add("engine", fa.engine);
+  out["metrics"].push_back(std::move(m));
+  if (e.gaps) {
+    const int last = fa.gap_histogram.empty() ? 0 : fa.gap_histogram.rbegin()->first;
+    const auto bounds = rel_bounds(*f, last);
+    std::int64_t total = 0;
+    for (const auto& [g, n] : fa.gap_histogram) total += n;
+    for (const auto& [g, n] : fa.gap_histogram) {
+      Row row = param_row(p);
+      row.add("gap", static_cast<double>(g));
+      row.add("count", static_cast<double>(n));
+      row.add("fraction", ratio(n, total));
+      auto s = fa.by_gap.find(g);
+      const ErrorStats stats = s == fa.by_gap.end() ? ErrorStats{} : s->second;
+      row.add("mse", stats.mse());
+      row.add("max_abs_error", stats.max_abs_error);
+      row.add("max_rel_error", stats.max_rel_error);
+      row.add("underflow_ratio", stats.underflow_ratio());
+      auto b = bounds.find(g);
+      row.add("bound_max_rel", b == bounds.end() ? Cell(std::string("")) : Cell(b->second));
+      out["gaps"].push_back(std::move(row));
+    }
+  }
+  return out;
+}
+
+/// Same bits, or both NaN.
+bool same_value(float a, float b) {
+  std::uint32_t x = 0, y = 0;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  return x == y || (std::isnan(a) && std::isnan(b));
+}
+
+Result<PointResult> run_profiles(const Experiment& e, const Point& p, const PointRun& run) {
+  auto f = point_format(p, "format");
+  if (!f) return f.error();
+  auto base = point_format(p, "format", {{"profile", e.baseline_profile}});
+  if (!base) return base.error();
+  auto in = load_input(e, p);
+  if (!in) return in.error();
+  auto t = in->source.load();
+  if (!t) return t.error();
+  if (!in->source.float32_exact()) return make_error("input '" + *p.param("input") + "': values not exact in float32");
+  const std::span<const float> x = t->data();
+  std::vector<float> q(x.size()), qb(x.size());
+  ops::Run r;
+  r.threads = run.threads;
+  r.reporter = run.reporter;
+  ops::QuantizeResult res, res_base;
+  if (auto n = ops::fake_quantize(*f, x, t->shape(), q, r, &res); !n) return n.error();
+  if (auto n = ops::fake_quantize(*base, x, t->shape(), qb, r, &res_base); !n) return n.error();
+  std::int64_t differ = 0;
+  double max_abs = 0, max_rel = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (same_value(q[i], qb[i])) continue;
+    ++differ;
+    const double d = std::fabs(static_cast<double>(q[i]) - static_cast<double>(qb[i]));
+    if (std::isnan(d)) {
+      max_abs = max_rel = std::numeric_limits<double>::infinity();
+      continue;
+    }
+    max_abs = std::max(max_abs, d);
+    if (x[i] != 0) max_rel = std::max(max_rel, d / std::fabs(static_cast<double>(x[i])));
+  }
+  PointResult out;
+  Row m = param_row(p);
+  m.add("shape", in->shape);
+  m.add("blocks", in->layout);
+  m.add("baseline", e.baseline_profile);
+  add_stats(m, res.stats);
+  m.add("differ", static_cast<double>(differ));
+  m.add("differ_ratio", ratio(differ, static_cast<std::int64_t>(x.size())));
+  m.add("max_abs_diff", max_abs);
+  m.add("max_rel_diff", max_rel);
+  m.add("engine", res.engine);
+  out["metrics"].push_back(std::move(m));
+  return out;
+}
+
+/// A number cell where the text is a number, else text.
+Cell table_cell(const std::string& s, bool numeric) {
+  if (numeric) {
+    char* end = nullptr;
+    const double d = std::strtod(s.c_str(), &end);
+    if (!s.empty() && end == s.c_str() + s.size()) return d;
+  }
+  return s;
+}
+
+Result<PointResult> run_bounds(const Experiment& e, const Point& p) {
+  PointResult out;
+  if (p.param("a")) {
+    auto a = point_format(p, "a");
+    if (!a) return a.error();
+    auto b = point_format(p, "b");
+    if (!b) return b.error();
+    for (const BlockFormat* f : {&*a, &*b})
+      if (auto err = exact::check_bounds_support(*f)) return make_error("format '" + f->name + "': " + err->message);
+    auto t = exact::bounds_table(*a, *b, e.max_gap);
+    if (!t) return t.error();
+    std::string crossovers, previous;
+    int agree = 0, gaps = 0;
+    for (const auto& cells : t->rows) {
+      Row row = param_row(p);
+      for (std::size_t c = 0; c < t->columns.size(); ++c)
+        row.add(t->columns[c], table_cell(cells[c], t->numeric.empty() || t->numeric[c]));
+      const std::string smaller = cells[6];  // rel_smaller
+      if (!previous.empty() && smaller != previous && smaller != "equal" && previous != "equal")
+        crossovers += (crossovers.empty() ? "" : " ") + cells[0];
+      if (smaller != "equal") previous = smaller;
+      agree += cells.back() == "yes";
+      ++gaps;
+      out["bounds"].push_back(std::move(row));
+    }
+    Row s = param_row(p);
+    s.add("gaps", static_cast<double>(gaps));
+    s.add("crossover_gaps", crossovers.empty() ? std::string("none") : crossovers);
+    auto ua = exact::full_underflow_gap(*a);
+    auto ub = exact::full_underflow_gap(*b);
+    s.add("full_underflow_gap_a", ua ? Cell(double(*ua)) : Cell(std::string("")));
+    s.add("full_underflow_gap_b", ub ? Cell(double(*ub)) : Cell(std::string("")));
+    s.add("analytic_eq_enumerated", agree == gaps ? std::string("yes") : std::string("no"));
+    out["pairs"].push_back(std::move(s));
+    return out;
+  }
+  auto f = point_format(p, "format");
+  if (!f) return f.error();
+  if (auto err = exact::check_bounds_support(*f)) return make_error("format '" + f->name + "': " + err->message);
+  int last = e.max_gap;
+  if (last < 0) {
+    auto u = exact::full_underflow_gap(*f);
+    if (!u) return u.error();
+    last = std::min(*u, exact::kMaxBoundGap);
+  }
+  auto an = exact::analytic_bounds(*f, last);
+  if (!an) return an.error();
+  auto en = exact::enumerated_bounds(*f, last);
+  if (!en) return en.error();
+  for (std::size_t i = 0; i < an->size(); ++i) {
+    const exact::GapBound& g = (*an)[i];
+    Row row = param_row(p);
+    row.add("gap", static_cast<double>(g.gap));
+    row.add("max_abs", g.max_abs_f64);
+    row.add("max_rel", g.max_rel_f64);
+    row.add("max_abs_exact", exact::exact_text(g.max_abs));
+    row.add("max_rel_exact", exact::exact_text(g.max_rel));
+    row.add("attained", std::string(g.abs_attained ? "abs" : "") + (g.rel_attained ? (g.abs_attained ? ",rel" : "rel") : ""));
+    row.add("full_underflow", std::string(g.full_underflow ? "yes" : "no"));
+    row.add("analytic_eq_enumerated", std::string(i < en->size() && exact::same_bound(g, (*en)[i]) ? "yes" : "no"));
+    out["bounds"].push_back(std::move(row));
+  }
+  return out;
+}
+
+Result<PointResult> run_catalogue(const Point& p) {
+  const std::string name = p.param("format").value_or("");
+  auto f = parse_format(name);
+  if (!f) {
+    // A block format's name stands for its element format (docs/format-strings.md).
+    auto b = parse_block_format(name);
+    if (!b) return make_error("format '" + name + "': " + f.error().message);
+    f = b->element;
+  }
+  PointResult out;
+  const Format formats[] = {*f};
+  const Table t = ops::format_table(formats);
+  Row row = param_row(p);
+  for (std::size_t c = 0; c < t.columns.size(); ++c) {
+    if (t.columns[c] == "name") continue;
+    row.add(t.columns[c], table_cell(t.rows[0][c], !t.numeric.empty() && t.numeric[c]));
+  }
+  out["formats"].push_back(std::move(row));
+  if (f->code_count() <= kMaxCatalogueCodes) {
+    // Every distinct positive finite value, once (the number line).
+    std::set<double> seen;
+    for (const CodePoint& c : enumerate_codes(*f, 0, f->code_count() - 1)) {
+      if (!(c.value > 0) || !std::isfinite(c.value) || !seen.insert(c.value).second) continue;
+      Row v = param_row(p);
+      v.add("code", static_cast<double>(c.code));
+      v.add("bits", c.bits);
+      v.add("class", std::string(to_string(c.cls)));
+      v.add("value", c.value);
+      v.add("log2_value", std::log2(c.value));
+      out["values"].push_back(std::move(v));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const Cell* Row::find(const std::string& column) const {
+  for (const auto& [k, v] : cells)
+    if (k == column) return &v;
+  return nullptr;
+}
+
+std::optional<std::string> Point::param(const std::string& name) const {
+  for (const auto& [k, v] : params)
+    if (k == name) return v;
+  return std::nullopt;
+}
+
+std::string Point::key() const {
+  std::string s = "{";
+  for (std::size_t i = 0; i < params.size(); ++i)
+    s += (i ? "," : "") + json_quote(params[i].first) + ":" + json_quote(params[i].second);
+  return s + "}";
+}
+
+Result<std::vector<Point>> expand_points(const Experiment& e) {
+  std::vector<Pairs> base = e.points.empty() ? std::vector<Pairs>{Pairs{}} : e.points;
+  for (const auto& [axis, values] : e.axes) {
+    std::vector<Pairs> next;
+    for (const Pairs& b : base) {
+      if (std::any_of(b.begin(), b.end(), [&](const auto& kv) { return kv.first == axis; })) {
+        next.push_back(b);  // an explicit point's own value wins over the axis
+        continue;
+      }
+      for (const auto& v : values) {
+        Pairs p = b;
+        p.emplace_back(axis, v);
+        next.push_back(std::move(p));
+      }
+      if (next.size() > (std::size_t{1} << 20)) return make_error(e.path + ": the sweep has more than 2^20 points");
+    }
+    base = std::move(next);
+  }
+  // Weight inputs expand into their layers.
+  std::map<std::string, std::vector<std::string>> layers;
+  std::vector<Point> out;
+  for (const Pairs& b : base) {
+    auto input = std::find_if(b.begin(), b.end(), [](const auto& kv) { return kv.first == "input"; });
+    const InputDef* in = input == b.end() ? nullptr : find_input(e, input->second);
+    if (!in || in->weights.empty()) {
+      out.push_back(Point{out.size(), b});
+      continue;
+    }
+    if (!layers.count(in->name)) {
+      auto l = input_layers(e, *in);
+      if (!l) return l.error();
+      for (const auto& w : *l) layers[in->name].push_back(w.name);
+    }
+    for (const auto& name : layers[in->name]) {
+      Pairs p = b;
+      p.insert(p.begin() + (input - b.begin()) + 1, {"layer", name});
+      out.push_back(Point{out.size(), std::move(p)});
+    }
+  }
+  return out;
+}
+
+Result<PointResult> run_point(const Experiment& e, const Point& p, const PointRun& run) {
+  if (e.job == "analyze") return run_analyze(e, p, run);
+  if (e.job == "profiles") return run_profiles(e, p, run);
+  if (e.job == "bounds") return run_bounds(e, p);
+  if (e.job == "catalogue") return run_catalogue(p);
+  return make_error("unknown job '" + e.job + "'");
+}
+
+std::optional<Error> check_point(const Experiment& e, const Point& p) {
+  auto in_point = [&](const Error& err) { return make_error(e.path + ": " + err.message); };
+  if (e.job == "catalogue") {
+    const std::string name = p.param("format").value_or("");
+    if (!parse_format(name) && !parse_block_format(name)) return in_point(parse_format(name).error());
+    return std::nullopt;
+  }
+  for (const char* which : {"format", "a", "b"}) {
+    if (!p.param(which)) continue;
+    auto f = point_format(p, which);
+    if (!f) return in_point(f.error());
+    if (e.job == "bounds")
+      if (auto err = exact::check_bounds_support(*f)) return in_point(make_error("format '" + f->name + "': " + err->message));
+  }
+  if (e.job == "bounds" && p.param("a").has_value() != p.param("b").has_value())
+    return in_point(make_error("point " + p.key() + ": a bounds pair needs both a and b"));
+  if (e.job == "bounds" && p.param("a") && p.param("format"))
+    return in_point(make_error("point " + p.key() + ": give format, or a and b, not both"));
+  if (auto name = p.param("input")) {
+    const InputDef* in = find_input(e, *name);
+    if (in && in->weights.empty()) {
+      if (in->source.rfind("gen:", 0) == 0) {
+        if (auto d = parse_distribution(in->source.substr(4)); !d)
+          return in_point(make_error("input '" + in->name + "': " + d.error().message));
+        if (auto sh = parse_shape(in->shape.empty() ? "65536" : in->shape); !sh)
+          return in_point(make_error("input '" + in->name + "': " + sh.error().message));
+      } else if (!fs::is_regular_file(resolve(e, in->source))) {
+        return in_point(make_error("input '" + in->name + "': file '" + resolve(e, in->source) + "' does not exist"));
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> input_files(const Experiment& e) {
+  std::vector<std::string> files;
+  for (const auto& in : e.inputs) {
+    if (!in.weights.empty()) {
+      if (auto src = find_data_source(in.weights)) {
+        for (const auto& f : (*src)->files)
+          if (auto path = data_file(in.weights, f.file, resolve(e, in.data_dir))) files.push_back(*path);
+      } else {
+        files.push_back(resolve(e, in.weights));
+      }
+    } else if (in.source.rfind("gen:", 0) != 0) {
+      files.push_back(resolve(e, in.source));
+    }
+  }
+  return files;
+}
+
+}  // namespace mxlab::experiment

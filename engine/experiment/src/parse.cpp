@@ -1,0 +1,434 @@
+// Reading experiment files with toml++: every key checked, every error with the file, line and key.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "mxlab/experiment/experiment.hpp"
+#include "mxlab/experiment/figure.hpp"
+#include "mxlab/ops/requests.hpp"
+
+namespace mxlab::experiment {
+
+namespace {
+
+/// Largest experiment file read (a real one is a few KiB; this keeps a hostile one from costing much).
+constexpr std::size_t kMaxFileBytes = std::size_t{1} << 20;
+/// Most points a sweep may expand to.
+constexpr std::size_t kMaxPoints = std::size_t{1} << 20;
+/// Deepest nesting of tables and arrays (toml++ itself limits nesting while parsing).
+constexpr int kMaxDepth = 8;
+
+struct Fail {
+  std::string message;
+};
+
+/// The entries of a table in the order they are written (toml++ keeps them sorted by key).
+std::vector<std::pair<std::string, const toml::node*>> ordered(const toml::table& t) {
+  std::vector<std::pair<std::string, const toml::node*>> out;
+  for (auto&& [k, v] : t) out.emplace_back(std::string(k.str()), &v);
+  auto pos = [&](const auto& e) {
+    const auto& b = t.get(e.first) ? e.second->source().begin : toml::source_position{};
+    return std::pair{b.line, b.column};
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return pos(a) < pos(b); });
+  return out;
+}
+
+class Reader {
+ public:
+  explicit Reader(std::string path) : path_(std::move(path)) {}
+
+  [[noreturn]] void fail(const toml::node* at, const std::string& key, const std::string& problem) const {
+    std::string where = path_;
+    if (at && at->source().begin.line > 0) where += ":" + std::to_string(at->source().begin.line);
+    throw Fail{where + ": " + (key.empty() ? "" : "key '" + key + "': ") + problem};
+  }
+
+  static std::string type_name(const toml::node& n) {
+    switch (n.type()) {
+      case toml::node_type::table: return "a table";
+      case toml::node_type::array: return "an array";
+      case toml::node_type::string: return "a string";
+      case toml::node_type::integer: return "an integer";
+      case toml::node_type::floating_point: return "a number";
+      case toml::node_type::boolean: return "a boolean";
+      default: return "a date or time";
+    }
+  }
+
+  /// Refuses keys of `t` outside `known`, naming the first.
+  void only(const toml::table& t, const std::string& prefix, std::initializer_list<const char*> known) const {
+    for (auto&& [k, v] : t) {
+      const std::string key(k.str());
+      if (std::none_of(known.begin(), known.end(), [&](const char* n) { return key == n; })) {
+        std::string list;
+        for (const char* n : known) list += (list.empty() ? "" : ", ") + std::string(n);
+        fail(&v, prefix + key, "unknown key (expected one of: " + list + ")");
+      }
+    }
+  }
+
+  std::string string(const toml::node& n, const std::string& key) const {
+    if (auto s = n.value<std::string>(); s && n.is_string()) return *s;
+    fail(&n, key, "expected a string, found " + type_name(n));
+  }
+
+  /// A scalar as text: strings as they are, integers in decimal, numbers as the shortest exact decimal.
+  std::string scalar_text(const toml::node& n, const std::string& key) const {
+    if (n.is_string()) return *n.value<std::string>();
+    if (n.is_integer()) return std::to_string(*n.value<std::int64_t>());
+    if (n.is_floating_point()) {
+      const double d = *n.value<double>();
+      char buf[32];
+      for (int p = 1; p <= 17; ++p) {
+        std::snprintf(buf, sizeof buf, "%.*g", p, d);
+        if (std::strtod(buf, nullptr) == d) break;
+      }
+      return buf;
+    }
+    if (n.is_boolean()) return *n.value<bool>() ? "true" : "false";
+    fail(&n, key, "expected a string or a number, found " + type_name(n));
+  }
+
+  double number(const toml::node& n, const std::string& key) const {
+    if (n.is_integer()) return static_cast<double>(*n.value<std::int64_t>());
+    if (n.is_floating_point()) return *n.value<double>();
+    fail(&n, key, "expected a number, found " + type_name(n));
+  }
+
+  std::int64_t integer(const toml::node& n, const std::string& key, std::int64_t lo, std::int64_t hi) const {
+    if (!n.is_integer()) fail(&n, key, "expected an integer, found " + type_name(n));
+    const std::int64_t v = *n.value<std::int64_t>();
+    if (v < lo || v > hi) fail(&n, key, "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+    return v;
+  }
+
+  bool boolean(const toml::node& n, const std::string& key) const {
+    if (!n.is_boolean()) fail(&n, key, "expected true or false, found " + type_name(n));
+    return *n.value<bool>();
+  }
+
+  /// A string or an array of strings.
+  std::vector<std::string> strings(const toml::node& n, const std::string& key) const {
+    std::vector<std::string> out;
+    if (n.is_string()) return {*n.value<std::string>()};
+    const toml::array* a = n.as_array();
+    if (!a) fail(&n, key, "expected a string or an array of strings, found " + type_name(n));
+    for (const toml::node& e : *a) out.push_back(string(e, key));
+    return out;
+  }
+
+  /// A scalar or an array of scalars, as text.
+  std::vector<std::string> values(const toml::node& n, const std::string& key) const {
+    if (const toml::array* a = n.as_array()) {
+      if (a->empty()) fail(&n, key, "an empty list gives no points");
+      std::vector<std::string> out;
+      for (const toml::node& e : *a) out.push_back(scalar_text(e, key));
+      return out;
+    }
+    return {scalar_text(n, key)};
+  }
+
+  /// where = { column = value, ... }
+  Pairs pairs(const toml::node& n, const std::string& key) const {
+    const toml::table* t = n.as_table();
+    if (!t) fail(&n, key, "expected a table such as { format = \"mxfp4\" }, found " + type_name(n));
+    Pairs out;
+    for (const auto& [k, v] : ordered(*t)) out.emplace_back(k, scalar_text(*v, key + "." + k));
+    return out;
+  }
+
+  const toml::table& table(const toml::node& n, const std::string& key) const {
+    if (const toml::table* t = n.as_table()) return *t;
+    fail(&n, key, "expected a table, found " + type_name(n));
+  }
+
+  /// [[name]] entries (an array of tables).
+  std::vector<const toml::table*> tables(const toml::node& n, const std::string& key) const {
+    std::vector<const toml::table*> out;
+    if (const toml::array* a = n.as_array()) {
+      for (const toml::node& e : *a) out.push_back(&table(e, key));
+      return out;
+    }
+    fail(&n, key, "expected [[" + key + "]] entries, found " + type_name(n));
+  }
+
+  void check_depth(const toml::node& n, int depth) const {
+    if (depth > kMaxDepth) fail(&n, "", "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    if (const toml::table* t = n.as_table())
+      for (auto&& [k, v] : *t) check_depth(v, depth + 1);
+    if (const toml::array* a = n.as_array())
+      for (const toml::node& e : *a) check_depth(e, depth + 1);
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+bool is_name(const std::string& s) {
+  return !s.empty() && s.size() <= 64 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; });
+}
+
+/// Axes every job understands, besides the format options.
+bool known_axis(const std::string& job, const std::string& axis) {
+  if (job == "catalogue") return axis == "format";
+  if (axis == "format" || axis == "block") return true;
+  if (job == "bounds") {
+    if (axis == "a" || axis == "b") return true;
+  }
+  if (job == "analyze" || job == "profiles") {
+    if (axis == "input") return true;
+  }
+  for (const auto& o : ops::format_options())
+    if (o.name == axis) return true;
+  return false;
+}
+
+void read_input(const Reader& r, const std::string& name, const toml::table& t, Experiment& e) {
+  const std::string p = "inputs." + name + ".";
+  r.only(t, p, {"source", "shape", "seed", "bf16", "weights", "select", "layout", "min_elements", "data_dir"});
+  InputDef in;
+  in.name = name;
+  if (!is_name(name)) r.fail(&t, "inputs." + name, "an input name is letters, digits, '_', '-' and '.'");
+  if (auto n = t.get("source")) in.source = r.string(*n, p + "source");
+  if (auto n = t.get("shape")) in.shape = r.scalar_text(*n, p + "shape");
+  if (auto n = t.get("seed")) in.seed = static_cast<std::uint64_t>(r.integer(*n, p + "seed", 0, INT64_MAX));
+  if (auto n = t.get("bf16")) in.bf16 = r.boolean(*n, p + "bf16");
+  if (auto n = t.get("weights")) in.weights = r.string(*n, p + "weights");
+  if (auto n = t.get("select")) in.select = r.string(*n, p + "select");
+  if (auto n = t.get("layout")) in.layout = r.string(*n, p + "layout");
+  if (auto n = t.get("min_elements")) in.min_elements = r.integer(*n, p + "min_elements", 1, INT64_MAX);
+  if (auto n = t.get("data_dir")) in.data_dir = r.string(*n, p + "data_dir");
+  if (in.source.empty() == in.weights.empty())
+    r.fail(&t, "inputs." + name, "give either source = \"gen:...\" or a file, or weights = MODEL");
+  if (!in.source.empty() && (t.get("select") || t.get("layout") || t.get("min_elements")))
+    r.fail(&t, "inputs." + name, "select, layout and min_elements apply to weights only");
+  e.inputs.push_back(std::move(in));
+}
+
+template <class Def>
+void read_common_filters(const Reader& r, const toml::table& t, const std::string& p, Def& d) {
+  if (auto n = t.get("from")) d.from = r.string(*n, p + "from");
+  if (auto n = t.get("where")) d.where = r.pairs(*n, p + "where");
+}
+
+std::string entry_name(const Reader& r, const toml::table& t, const std::string& what, std::size_t i) {
+  if (auto n = t.get("name")) {
+    std::string name = r.string(*n, what + ".name");
+    if (!is_name(name)) r.fail(n, what + ".name", "a name is letters, digits, '_', '-' and '.' (it names files)");
+    return name;
+  }
+  return what + std::to_string(i + 1);
+}
+
+void read_table(const Reader& r, const toml::table& t, std::size_t i, Experiment& e) {
+  const std::string p = "table.";
+  r.only(t, p, {"name", "from", "rows", "pivot", "values", "aggregate", "where", "digits", "caption"});
+  TableDef d;
+  d.line = static_cast<int>(t.source().begin.line);
+  d.name = entry_name(r, t, "table", i);
+  read_common_filters(r, t, p, d);
+  if (auto n = t.get("rows")) d.rows = r.strings(*n, p + "rows");
+  if (auto n = t.get("pivot")) d.pivot = r.string(*n, p + "pivot");
+  if (auto n = t.get("values")) d.values = r.strings(*n, p + "values");
+  if (auto n = t.get("aggregate")) {
+    d.aggregate = r.string(*n, p + "aggregate");
+    static const std::set<std::string> kAggregates = {"median", "mean", "min", "max", "sum", "count"};
+    if (!kAggregates.count(d.aggregate)) r.fail(n, p + "aggregate", "expected median, mean, min, max, sum or count");
+  }
+  if (auto n = t.get("digits")) d.digits = static_cast<int>(r.integer(*n, p + "digits", 1, 17));
+  if (auto n = t.get("caption")) d.caption = r.string(*n, p + "caption");
+  if (d.rows.empty()) r.fail(&t, "table " + d.name, "needs rows = [COLUMN, ...]");
+  if (d.values.empty()) r.fail(&t, "table " + d.name, "needs values = [COLUMN, ...]");
+  e.tables.push_back(std::move(d));
+}
+
+void read_plot(const Reader& r, const toml::table& t, std::size_t i, Experiment& e) {
+  const std::string p = "plot.";
+  r.only(t, p, {"name", "from", "kind", "x", "y", "series", "value", "where", "x_scale", "y_scale", "log_values", "x_min",
+                "x_max", "y_min", "y_max", "title", "x_label", "y_label", "legend_title"});
+  PlotDef d;
+  d.line = static_cast<int>(t.source().begin.line);
+  d.name = entry_name(r, t, "plot", i);
+  read_common_filters(r, t, p, d);
+  if (auto n = t.get("kind")) {
+    d.kind = r.string(*n, p + "kind");
+    if (!parse_plot_kind(d.kind)) r.fail(n, p + "kind", "expected line, scatter, histogram, heatmap or bar");
+  }
+  auto text = [&](const char* key, std::string& field) {
+    if (auto n = t.get(key)) field = r.string(*n, p + key);
+  };
+  text("x", d.x);
+  text("y", d.y);
+  text("series", d.series);
+  text("value", d.value);
+  text("title", d.title);
+  text("x_label", d.x_label);
+  text("y_label", d.y_label);
+  text("legend_title", d.legend_title);
+  for (auto [key, field] : {std::pair{"x_scale", &d.x_scale}, std::pair{"y_scale", &d.y_scale}}) {
+    if (auto n = t.get(key)) {
+      *field = r.string(*n, p + key);
+      if (!parse_axis_scale(*field)) r.fail(n, p + key, "expected linear, log2 or log10");
+    }
+  }
+  if (auto n = t.get("log_values")) d.log_values = r.boolean(*n, p + "log_values");
+  for (auto [key, field] : {std::pair{"x_min", &d.x_min}, std::pair{"x_max", &d.x_max}, std::pair{"y_min", &d.y_min},
+                            std::pair{"y_max", &d.y_max}})
+    if (auto n = t.get(key)) *field = r.number(*n, p + key);
+  if (d.x.empty() || d.y.empty()) r.fail(&t, "plot " + d.name, "needs x = COLUMN and y = COLUMN");
+  if (d.kind == "heatmap" && d.value.empty()) r.fail(&t, "plot " + d.name, "a heatmap needs value = COLUMN");
+  e.plots.push_back(std::move(d));
+}
+
+void read_expect(const Reader& r, const toml::table& t, std::size_t i, Experiment& e) {
+  const std::string p = "expect.";
+  r.only(t, p, {"name", "from", "where", "metric", "at_most", "at_least", "equals", "at_most_column", "tolerance", "reason",
+                "golden", "table"});
+  ExpectDef d;
+  d.line = static_cast<int>(t.source().begin.line);
+  d.name = entry_name(r, t, "expect", i);
+  read_common_filters(r, t, p, d);
+  if (auto n = t.get("metric")) d.metric = r.string(*n, p + "metric");
+  if (auto n = t.get("at_most")) d.at_most = r.number(*n, p + "at_most");
+  if (auto n = t.get("at_least")) d.at_least = r.number(*n, p + "at_least");
+  if (auto n = t.get("equals")) d.equals = r.number(*n, p + "equals");
+  if (auto n = t.get("at_most_column")) d.at_most_column = r.string(*n, p + "at_most_column");
+  if (auto n = t.get("tolerance")) {
+    d.tolerance = r.number(*n, p + "tolerance");
+    if (!(d.tolerance >= 0)) r.fail(n, p + "tolerance", "expected a number >= 0");
+  }
+  if (auto n = t.get("reason")) d.reason = r.string(*n, p + "reason");
+  if (auto n = t.get("golden")) d.golden = r.string(*n, p + "golden");
+  if (auto n = t.get("table")) d.table = r.string(*n, p + "table");
+  const int kinds = (d.at_most ? 1 : 0) + (d.at_least ? 1 : 0) + (d.equals ? 1 : 0) + (d.at_most_column.empty() ? 0 : 1) +
+                    (d.golden.empty() ? 0 : 1);
+  if (kinds == 0)
+    r.fail(&t, "expect " + d.name, "needs one of at_most, at_least, equals, at_most_column, golden");
+  if (d.golden.empty() == d.metric.empty() && !(d.golden.empty() && !d.metric.empty()))
+    r.fail(&t, "expect " + d.name, "a golden expectation names a table (table = NAME), the others a metric");
+  if (!d.golden.empty() && d.table.empty()) r.fail(&t, "expect " + d.name, "golden = FILE needs table = NAME");
+  if (d.golden.empty() && d.metric.empty()) r.fail(&t, "expect " + d.name, "needs metric = COLUMN");
+  if (d.tolerance > 0 && d.reason.empty())
+    r.fail(&t, "expect " + d.name, "a tolerance other than zero needs reason = \"why\"");
+  e.expects.push_back(std::move(d));
+}
+
+}  // namespace
+
+Result<Experiment> parse_experiment(const std::string& text, const std::string& path) {
+  if (text.size() > kMaxFileBytes) return make_error(path + ": larger than 1 MiB; not an experiment file");
+  Reader r(path);
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& err) {
+    return make_error(path + ":" + std::to_string(err.source().begin.line) + ": " + std::string(err.description()));
+  }
+  try {
+    r.check_depth(root, 0);
+    r.only(root, "", {"name", "description", "job", "inputs", "sweep", "points", "metrics", "gaps", "baseline_profile",
+                      "max_gap", "table", "plot", "expect"});
+    Experiment e;
+    e.path = path;
+    e.text = text;
+    if (auto n = root.get("name")) e.name = r.string(*n, "name");
+    if (e.name.empty() || !is_name(e.name))
+      r.fail(root.get("name"), "name", "an experiment needs name = \"...\" of letters, digits, '_', '-' and '.'");
+    if (auto n = root.get("description")) e.description = r.string(*n, "description");
+    if (auto n = root.get("job")) {
+      e.job = r.string(*n, "job");
+      if (e.job != "analyze" && e.job != "catalogue" && e.job != "bounds" && e.job != "profiles")
+        r.fail(n, "job", "expected analyze, catalogue, bounds or profiles");
+    }
+    if (auto n = root.get("inputs")) {
+      for (const auto& [k, v] : ordered(r.table(*n, "inputs"))) read_input(r, k, r.table(*v, "inputs." + k), e);
+    }
+    if (auto n = root.get("sweep")) {
+      for (const auto& [axis, v] : ordered(r.table(*n, "sweep"))) {
+        if (!known_axis(e.job, axis)) r.fail(v, "sweep." + axis, "not an axis of job '" + e.job + "'");
+        e.axes.emplace_back(axis, r.values(*v, "sweep." + axis));
+      }
+    }
+    if (auto n = root.get("points")) {
+      for (const toml::table* t : r.tables(*n, "points")) {
+        Pairs point = r.pairs(*t, "points");
+        for (const auto& [axis, value] : point)
+          if (!known_axis(e.job, axis)) r.fail(t, "points." + axis, "not an axis of job '" + e.job + "'");
+        e.points.push_back(std::move(point));
+      }
+    }
+    if (auto n = root.get("metrics")) e.metrics = r.strings(*n, "metrics");
+    if (auto n = root.get("gaps")) e.gaps = r.boolean(*n, "gaps");
+    if (auto n = root.get("baseline_profile")) e.baseline_profile = r.string(*n, "baseline_profile");
+    if (auto n = root.get("max_gap")) e.max_gap = static_cast<int>(r.integer(*n, "max_gap", 0, 512));
+    if (auto n = root.get("table")) {
+      auto ts = r.tables(*n, "table");
+      for (std::size_t i = 0; i < ts.size(); ++i) read_table(r, *ts[i], i, e);
+    }
+    if (auto n = root.get("plot")) {
+      auto ts = r.tables(*n, "plot");
+      for (std::size_t i = 0; i < ts.size(); ++i) read_plot(r, *ts[i], i, e);
+    }
+    if (auto n = root.get("expect")) {
+      auto ts = r.tables(*n, "expect");
+      for (std::size_t i = 0; i < ts.size(); ++i) read_expect(r, *ts[i], i, e);
+    }
+    // Names of inputs used by the sweep must exist; names of outputs must be unique (they name files).
+    std::set<std::string> inputs;
+    for (const auto& in : e.inputs) inputs.insert(in.name);
+    auto check_inputs = [&](const std::string& value, const toml::node* at, const std::string& key) {
+      if (!inputs.count(value)) r.fail(at, key, "no input named '" + value + "' (define it under [inputs." + value + "])");
+    };
+    for (const auto& [axis, vals] : e.axes)
+      if (axis == "input")
+        for (const auto& v : vals) check_inputs(v, root.at_path("sweep.input").node(), "sweep.input");
+    for (const auto& pt : e.points)
+      for (const auto& [axis, v] : pt)
+        if (axis == "input") check_inputs(v, root.get("points"), "points.input");
+    std::set<std::string> names;
+    for (const auto& t : e.tables)
+      if (!names.insert("table:" + t.name).second) r.fail(nullptr, "table.name", "two tables named '" + t.name + "'");
+    for (const auto& p : e.plots)
+      if (!names.insert("plot:" + p.name).second) r.fail(nullptr, "plot.name", "two plots named '" + p.name + "'");
+    for (const auto& x : e.expects)
+      if (!x.table.empty() && !names.count("table:" + x.table))
+        r.fail(nullptr, "expect.table", "no table named '" + x.table + "'");
+    const bool has = [&] {
+      for (const auto& [a, v] : e.axes) if (a == "format" || a == "a") return true;
+      for (const auto& pt : e.points) for (const auto& [a, v] : pt) if (a == "format" || a == "a") return true;
+      return false;
+    }();
+    if (!has) r.fail(root.get("sweep"), "sweep.format", "the sweep names no format (sweep.format = [...])");
+    if ((e.job == "analyze" || e.job == "profiles")) {
+      bool input = false;
+      for (const auto& [a, v] : e.axes) input |= a == "input";
+      for (const auto& pt : e.points) for (const auto& [a, v] : pt) input |= a == "input";
+      if (!input) r.fail(root.get("sweep"), "sweep.input", "job '" + e.job + "' needs inputs (sweep.input = [...])");
+    }
+    return e;
+  } catch (const Fail& f) {
+    return make_error(f.message);
+  }
+}
+
+Result<Experiment> read_experiment(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("experiment file '" + path + "': cannot be read");
+  std::string text;
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxFileBytes) return make_error(path + ": larger than 1 MiB; not an experiment file");
+  }
+  return parse_experiment(text, path);
+}
+
+}  // namespace mxlab::experiment
