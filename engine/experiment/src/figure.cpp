@@ -40,7 +40,8 @@ std::string strings(const std::vector<std::string>& v) {
 
 std::string axis_json(const Axis& a) {
   return "{\"label\":" + json_quote(a.label) + ",\"scale\":\"" + axis_scale_name(a.scale) +
-         "\",\"min\":" + (a.min ? number(*a.min) : "null") + ",\"max\":" + (a.max ? number(*a.max) : "null") + "}";
+         "\",\"min\":" + (a.min ? number(*a.min) : "null") + ",\"max\":" + (a.max ? number(*a.max) : "null") +
+         ",\"tick_labels\":" + strings(a.tick_labels) + "}";
 }
 
 }  // namespace

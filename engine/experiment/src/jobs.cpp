@@ -66,7 +66,9 @@ Result<std::vector<WeightInfo>> input_layers(const Experiment& e, const InputDef
   if (!pattern) return make_error("input '" + in.name + "': " + pattern.error().message);
   std::vector<WeightInfo> out;
   for (const auto& w : select_weights(wf->weights(), *pattern))
-    if (w.readable() && static_cast<std::int64_t>(w.elements) >= in.min_elements) out.push_back(w);
+    if (w.readable() && static_cast<std::int64_t>(w.elements) >= in.min_elements &&
+        (!in.kernels || w.layout != WeightLayout::Other))
+      out.push_back(w);
   if (out.empty())
     return make_error("input '" + in.name + "': no readable tensor of " + *path + " matches '" + in.select + "'");
   return out;
@@ -323,6 +325,7 @@ Result<PointResult> run_bounds(const Experiment& e, const Point& p) {
     s.add("full_underflow_gap_a", ua ? Cell(double(*ua)) : Cell(std::string("")));
     s.add("full_underflow_gap_b", ub ? Cell(double(*ub)) : Cell(std::string("")));
     s.add("analytic_eq_enumerated", agree == gaps ? std::string("yes") : std::string("no"));
+    s.add("agree", agree == gaps ? 1.0 : 0.0);
     out["pairs"].push_back(std::move(s));
     return out;
   }
@@ -349,7 +352,9 @@ Result<PointResult> run_bounds(const Experiment& e, const Point& p) {
     row.add("max_rel_exact", exact::exact_text(g.max_rel));
     row.add("attained", std::string(g.abs_attained ? "abs" : "") + (g.rel_attained ? (g.abs_attained ? ",rel" : "rel") : ""));
     row.add("full_underflow", std::string(g.full_underflow ? "yes" : "no"));
-    row.add("analytic_eq_enumerated", std::string(i < en->size() && exact::same_bound(g, (*en)[i]) ? "yes" : "no"));
+    const bool same = i < en->size() && exact::same_bound(g, (*en)[i]);
+    row.add("analytic_eq_enumerated", std::string(same ? "yes" : "no"));
+    row.add("agree", same ? 1.0 : 0.0);
     out["bounds"].push_back(std::move(row));
   }
   return out;
@@ -412,22 +417,38 @@ std::string Point::key() const {
 }
 
 Result<std::vector<Point>> expand_points(const Experiment& e) {
-  std::vector<Pairs> base = e.points.empty() ? std::vector<Pairs>{Pairs{}} : e.points;
-  for (const auto& [axis, values] : e.axes) {
-    std::vector<Pairs> next;
-    for (const Pairs& b : base) {
-      if (std::any_of(b.begin(), b.end(), [&](const auto& kv) { return kv.first == axis; })) {
-        next.push_back(b);  // an explicit point's own value wins over the axis
-        continue;
+  // The product of the sweep (when it names the format), then each explicit point crossed with the axes it
+  // does not set.
+  auto cross = [&](std::vector<Pairs> base) -> Result<std::vector<Pairs>> {
+    for (const auto& [axis, values] : e.axes) {
+      std::vector<Pairs> next;
+      for (const Pairs& b : base) {
+        if (std::any_of(b.begin(), b.end(), [&](const auto& kv) { return kv.first == axis; })) {
+          next.push_back(b);
+          continue;
+        }
+        for (const auto& v : values) {
+          Pairs p = b;
+          p.emplace_back(axis, v);
+          next.push_back(std::move(p));
+        }
+        if (next.size() > (std::size_t{1} << 20)) return make_error(e.path + ": the sweep has more than 2^20 points");
       }
-      for (const auto& v : values) {
-        Pairs p = b;
-        p.emplace_back(axis, v);
-        next.push_back(std::move(p));
-      }
-      if (next.size() > (std::size_t{1} << 20)) return make_error(e.path + ": the sweep has more than 2^20 points");
+      base = std::move(next);
     }
-    base = std::move(next);
+    return base;
+  };
+  std::vector<Pairs> base;
+  const bool sweep_names_format = std::any_of(e.axes.begin(), e.axes.end(), [](const auto& a) { return a.first == "format" || a.first == "a"; });
+  if (sweep_names_format || e.points.empty()) {
+    auto product = cross({Pairs{}});
+    if (!product) return product.error();
+    base = std::move(*product);
+  }
+  for (const Pairs& p : e.points) {
+    auto crossed = cross({p});
+    if (!crossed) return crossed.error();
+    base.insert(base.end(), crossed->begin(), crossed->end());
   }
   // Weight inputs expand into their layers.
   std::map<std::string, std::vector<std::string>> layers;
@@ -436,7 +457,10 @@ Result<std::vector<Point>> expand_points(const Experiment& e) {
     auto input = std::find_if(b.begin(), b.end(), [](const auto& kv) { return kv.first == "input"; });
     const InputDef* in = input == b.end() ? nullptr : find_input(e, input->second);
     if (!in || in->weights.empty()) {
-      out.push_back(Point{out.size(), b});
+      Pairs p = b;
+      // Every point with an input names a layer ("" for a tensor that is not a model's), so columns line up.
+      if (in) p.insert(p.begin() + (input - b.begin()) + 1, {"layer", ""});
+      out.push_back(Point{out.size(), std::move(p)});
       continue;
     }
     if (!layers.count(in->name)) {

@@ -258,6 +258,13 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
   bool categorical = f.kind == PlotKind::Bar;
   for (const Row* r : *rows) categorical |= r->find(def.x) && !number(r->find(def.x));
   if (categorical) f.categories = distinct(*rows, def.x);
+  bool y_categorical = false;
+  for (const Row* r : *rows) y_categorical |= r->find(def.y) && !number(r->find(def.y));
+  if (y_categorical) {
+    f.y.tick_labels = distinct(*rows, def.y);
+    f.y.scale = AxisScale::Linear;
+  }
+  if (categorical && f.kind != PlotKind::Bar) f.x.tick_labels = f.categories;
   const std::vector<std::string> names = def.series.empty() ? std::vector<std::string>{""} : distinct(*rows, def.series);
   for (const auto& name : names) {
     Series s;
@@ -271,7 +278,9 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
                                                          f.categories.begin())
                                    : *number(xc);
       s.x.push_back(x);
-      s.y.push_back(number(yc).value_or(std::nan("")));
+      s.y.push_back(y_categorical ? static_cast<double>(std::find(f.y.tick_labels.begin(), f.y.tick_labels.end(), cell_text(*yc)) -
+                                                         f.y.tick_labels.begin())
+                                  : number(yc).value_or(std::nan("")));
     }
     if (f.kind == PlotKind::Histogram) {
       std::vector<double> xs = s.x;

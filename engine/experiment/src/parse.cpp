@@ -193,7 +193,7 @@ bool known_axis(const std::string& job, const std::string& axis) {
 
 void read_input(const Reader& r, const std::string& name, const toml::table& t, Experiment& e) {
   const std::string p = "inputs." + name + ".";
-  r.only(t, p, {"source", "shape", "seed", "bf16", "weights", "select", "layout", "min_elements", "data_dir"});
+  r.only(t, p, {"source", "shape", "seed", "bf16", "weights", "select", "layout", "min_elements", "kernels", "data_dir"});
   InputDef in;
   in.name = name;
   if (!is_name(name)) r.fail(&t, "inputs." + name, "an input name is letters, digits, '_', '-' and '.'");
@@ -203,13 +203,17 @@ void read_input(const Reader& r, const std::string& name, const toml::table& t, 
   if (auto n = t.get("bf16")) in.bf16 = r.boolean(*n, p + "bf16");
   if (auto n = t.get("weights")) in.weights = r.string(*n, p + "weights");
   if (auto n = t.get("select")) in.select = r.string(*n, p + "select");
-  if (auto n = t.get("layout")) in.layout = r.string(*n, p + "layout");
+  if (auto n = t.get("layout")) {
+    in.layout = r.string(*n, p + "layout");
+    if (in.layout != "auto" && in.layout != "last") r.fail(n, p + "layout", "expected auto (blocks along each kernel's reduction axes) or last");
+  }
   if (auto n = t.get("min_elements")) in.min_elements = r.integer(*n, p + "min_elements", 1, INT64_MAX);
+  if (auto n = t.get("kernels")) in.kernels = r.boolean(*n, p + "kernels");
   if (auto n = t.get("data_dir")) in.data_dir = r.string(*n, p + "data_dir");
   if (in.source.empty() == in.weights.empty())
     r.fail(&t, "inputs." + name, "give either source = \"gen:...\" or a file, or weights = MODEL");
-  if (!in.source.empty() && (t.get("select") || t.get("layout") || t.get("min_elements")))
-    r.fail(&t, "inputs." + name, "select, layout and min_elements apply to weights only");
+  if (!in.source.empty() && (t.get("select") || t.get("layout") || t.get("min_elements") || t.get("kernels")))
+    r.fail(&t, "inputs." + name, "select, layout, kernels and min_elements apply to weights only");
   e.inputs.push_back(std::move(in));
 }
 

@@ -26,8 +26,9 @@ struct InputDef {
   bool bf16 = false;
   std::string weights;          ///< a registered model ("mobilefacenet") or a weight file (model.json, .safetensors)
   std::string select = "*";     ///< weights: name pattern (glob, or "re:" regular expression)
-  std::string layout;           ///< weights: blocks along the reduction axes of this layout (hwio, io, oi, oihw...)
+  std::string layout = "auto";  ///< weights: auto (blocks along each kernel's reduction axes) or last (the last axis)
   std::int64_t min_elements = 1;  ///< weights: smaller tensors are left out
+  bool kernels = true;          ///< weights: only tensors with a known layout (dense and convolution kernels)
   std::string data_dir;         ///< where registered models are installed ("" = the default data folder)
 };
 

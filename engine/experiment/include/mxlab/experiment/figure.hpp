@@ -26,6 +26,8 @@ struct Axis {
   std::string label;
   AxisScale scale = AxisScale::Linear;
   std::optional<double> min, max;  ///< fixed range; unset = fit the data
+  /// Categories: ticks at 0, 1, 2, ... labelled with these (a number line of formats); empty = numeric ticks.
+  std::vector<std::string> tick_labels;
 };
 
 /// One named series; points whose x or y is not finite (or not positive on a log axis) are left out.
