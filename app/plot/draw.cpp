@@ -1,0 +1,320 @@
+// Drawing figure descriptions with QCustomPlot.
+#include "mxlab/plot/draw.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include <qcustomplot.h>
+
+namespace mxlab::plot {
+
+using experiment::AxisScale;
+using experiment::Figure;
+using experiment::PlotKind;
+
+namespace {
+
+/// Okabe-Ito: distinct for the common colour-vision deficiencies, readable in print.
+const QColor kPalette[] = {QColor(0, 114, 178), QColor(213, 94, 0), QColor(0, 158, 115), QColor(204, 121, 167),
+                           QColor(230, 159, 0), QColor(86, 180, 233), QColor(0, 0, 0), QColor(240, 228, 66)};
+const QCPScatterStyle::ScatterShape kShapes[] = {QCPScatterStyle::ssDisc,     QCPScatterStyle::ssSquare,
+                                                 QCPScatterStyle::ssTriangle, QCPScatterStyle::ssDiamond,
+                                                 QCPScatterStyle::ssCross,    QCPScatterStyle::ssPlus,
+                                                 QCPScatterStyle::ssTriangleInverted, QCPScatterStyle::ssStar};
+
+QColor colour(std::size_t i) { return kPalette[i % std::size(kPalette)]; }
+QCPScatterStyle::ScatterShape shape(std::size_t i) { return kShapes[(i / std::size(kPalette) + i) % std::size(kShapes)]; }
+
+QString superscript(int k) {
+  static const char16_t kDigits[] = u"⁰¹²³⁴⁵⁶⁷⁸⁹";
+  QString s = k < 0 ? QString(QChar(0x207B)) : QString();
+  for (QChar c : QString::number(std::abs(k))) s += QChar(kDigits[c.digitValue()]);
+  return s;
+}
+
+/// Logarithmic ticks at powers of `base`, labelled 2^k / 10^k with superscripts, or as plain numbers where every
+/// tick of the range is a small whole number (block sizes 8 ... 256).
+class PowerTicker : public QCPAxisTickerLog {
+ public:
+  explicit PowerTicker(double base) : base_(base) {
+    setLogBase(base);
+    setSubTickCount(base == 10 ? 8 : 0);
+  }
+  bool plain = false;
+
+ protected:
+  QString getTickLabel(double tick, const QLocale& locale, QChar format, int precision) override {
+    const double k = std::round(std::log(tick) / std::log(base_));
+    if (plain || std::fabs(std::pow(base_, k) - tick) > 1e-9 * tick) return QCPAxisTickerLog::getTickLabel(tick, locale, format, precision);
+    return QString::number(base_, 'g', 3) + superscript(static_cast<int>(k));
+  }
+
+ private:
+  double base_;
+};
+
+QString label(const std::string& s) { return QString::fromStdString(s); }
+
+/// Long category names (layer paths) shortened to their last parts.
+QString short_label(const std::string& s) {
+  QString q = label(s);
+  if (q.size() <= 28) return q;
+  const QStringList parts = q.split('/');
+  QString tail = parts.last();
+  for (int i = static_cast<int>(parts.size()) - 2; i >= 0 && tail.size() + parts[i].size() < 27; --i) tail = parts[i] + "/" + tail;
+  return tail.size() > 28 ? "…" + tail.right(27) : "…/" + tail;
+}
+
+bool usable(double v, AxisScale s) { return std::isfinite(v) && (s == AxisScale::Linear || v > 0); }
+
+void set_scale(QCPAxis* axis, const experiment::Axis& a, double font_px) {
+  QFont tick;
+  tick.setPixelSize(static_cast<int>(std::lround(font_px)));
+  axis->setTickLabelFont(tick);
+  QFont lab;
+  lab.setPixelSize(static_cast<int>(std::lround(font_px * 1.1)));
+  axis->setLabelFont(lab);
+  axis->setLabel(label(a.label));
+  if (!a.tick_labels.empty()) {
+    auto t = QSharedPointer<QCPAxisTickerText>::create();
+    for (std::size_t i = 0; i < a.tick_labels.size(); ++i) t->addTick(static_cast<double>(i), short_label(a.tick_labels[i]));
+    axis->setTicker(t);
+    axis->setScaleType(QCPAxis::stLinear);
+    return;
+  }
+  if (a.scale == AxisScale::Linear) {
+    axis->setScaleType(QCPAxis::stLinear);
+    axis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+    return;
+  }
+  axis->setScaleType(QCPAxis::stLogarithmic);
+  axis->setTicker(QSharedPointer<PowerTicker>::create(a.scale == AxisScale::Log2 ? 2.0 : 10.0));
+}
+
+/// Fits the axis to [lo, hi] with a margin, then applies the figure's fixed limits.
+void fit(QCPAxis* axis, const experiment::Axis& a, double lo, double hi, bool from_zero) {
+  if (!(lo <= hi)) {
+    lo = a.scale == AxisScale::Linear ? 0 : 1;
+    hi = a.scale == AxisScale::Linear ? 1 : 2;
+  }
+  if (a.scale == AxisScale::Linear) {
+    if (from_zero) lo = std::min(lo, 0.0), hi = std::max(hi, 0.0);
+    const double pad = hi > lo ? (hi - lo) * 0.05 : std::max(std::fabs(hi) * 0.1, 0.5);
+    lo -= from_zero && lo == 0 ? 0 : pad;
+    hi += pad;
+  } else {
+    const double f = hi > lo ? std::pow(hi / lo, 0.05) : 2.0;
+    lo /= f;
+    hi *= f;
+  }
+  axis->setRange(a.min.value_or(lo), a.max.value_or(hi));
+  if (auto t = axis->ticker().dynamicCast<PowerTicker>()) {
+    const QCPRange r = axis->range();
+    t->plain = a.scale == AxisScale::Log2 && r.lower >= 0.9 && r.upper <= 70000;
+  }
+}
+
+}  // namespace
+
+void draw(QCustomPlot& plot, const Figure& f, double font_px) {
+  plot.clearPlottables();
+  plot.clearItems();
+  plot.plotLayout()->clear();
+  plot.setBackground(Qt::white);
+
+  auto* rect = new QCPAxisRect(&plot);
+  QFont title_font;
+  title_font.setPixelSize(static_cast<int>(std::lround(font_px * 1.2)));
+  title_font.setBold(true);
+  int row = 0;
+  if (!f.title.empty()) {
+    plot.plotLayout()->addElement(row++, 0, new QCPTextElement(&plot, label(f.title), title_font));
+  }
+  plot.plotLayout()->addElement(row, 0, rect);
+  QCPAxis* x = rect->axis(QCPAxis::atBottom);
+  QCPAxis* y = rect->axis(QCPAxis::atLeft);
+  experiment::Axis xa = f.x;
+  if (f.kind == PlotKind::Bar && xa.tick_labels.empty()) xa.tick_labels = f.categories;
+  set_scale(x, xa, font_px);
+  set_scale(y, f.y, font_px);
+  for (QCPAxis* a : {x, y}) {
+    a->grid()->setPen(QPen(QColor(225, 225, 225), 0, Qt::SolidLine));
+    a->grid()->setSubGridVisible(false);
+  }
+  // Many or long categories: slanted labels.
+  if (!xa.tick_labels.empty()) {
+    std::size_t chars = 0;
+    for (const auto& s : xa.tick_labels) chars += static_cast<std::size_t>(short_label(s).size());
+    if (chars > 40) x->setTickLabelRotation(45);
+  }
+
+  if (f.kind == PlotKind::Heatmap) {
+    const auto& h = f.heatmap;
+    const int nx = static_cast<int>(h.x_labels.size()), ny = static_cast<int>(h.y_labels.size());
+    auto* map = new QCPColorMap(x, y);
+    map->data()->setSize(nx, ny);
+    map->data()->setRange(QCPRange(0, std::max(nx - 1, 1)), QCPRange(0, std::max(ny - 1, 1)));
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (int j = 0; j < ny; ++j)
+      for (int i = 0; i < nx; ++i) {
+        const double v = h.values[static_cast<std::size_t>(j) * static_cast<std::size_t>(nx) + static_cast<std::size_t>(i)];
+        const bool ok = std::isfinite(v) && (!h.log_values || v > 0);
+        map->data()->setCell(i, j, ok ? v : std::nan(""));
+        if (ok) lo = std::min(lo, v), hi = std::max(hi, v);
+      }
+    experiment::Axis hx = f.x, hy = f.y;
+    hx.tick_labels = h.x_labels;
+    hy.tick_labels = h.y_labels;
+    set_scale(x, hx, font_px);
+    set_scale(y, hy, font_px * (ny > 24 ? 0.75 : 1.0));
+    if (nx > 4) x->setTickLabelRotation(45);
+    auto* scale = new QCPColorScale(&plot);
+    plot.plotLayout()->addElement(row, 1, scale);
+    scale->setType(QCPAxis::atRight);
+    scale->axis()->setLabel(label(h.value_label));
+    QFont tick;
+    tick.setPixelSize(static_cast<int>(std::lround(font_px)));
+    scale->axis()->setTickLabelFont(tick);
+    scale->axis()->setLabelFont(tick);
+    if (h.log_values) {
+      scale->setDataScaleType(QCPAxis::stLogarithmic);
+      scale->axis()->setTicker(QSharedPointer<PowerTicker>::create(10.0));
+    }
+    map->setColorScale(scale);
+    QCPColorGradient g;  // viridis, perceptually uniform
+    g.setColorStops({{0.0, QColor(68, 1, 84)}, {0.25, QColor(59, 82, 139)}, {0.5, QColor(33, 145, 140)},
+                     {0.75, QColor(94, 201, 98)}, {1.0, QColor(253, 231, 37)}});
+    g.setNanHandling(QCPColorGradient::nhTransparent);
+    map->setGradient(g);
+    map->setInterpolate(false);
+    if (lo <= hi) map->setDataRange(QCPRange(lo, hi > lo ? hi : lo + 1));
+    auto* group = new QCPMarginGroup(&plot);
+    rect->setMarginGroup(QCP::msBottom | QCP::msTop, group);
+    scale->setMarginGroup(QCP::msBottom | QCP::msTop, group);
+    x->setRange(-0.5, nx - 0.5);
+    y->setRange(-0.5, ny - 0.5);
+    plot.replot();
+    return;
+  }
+
+  double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
+  QCPBarsGroup* bars_group = f.kind == PlotKind::Bar && f.series.size() > 1 ? new QCPBarsGroup(&plot) : nullptr;
+  for (std::size_t i = 0; i < f.series.size(); ++i) {
+    const auto& s = f.series[i];
+    QVector<double> xs, ys;
+    for (std::size_t k = 0; k < s.x.size() && k < s.y.size(); ++k) {
+      double xv = s.x[k];
+      const double yv = s.y[k];
+      if (f.kind == PlotKind::Histogram) xv += s.bin_width / 2;
+      if (!usable(xv, f.x.tick_labels.empty() ? f.x.scale : AxisScale::Linear) || !usable(yv, f.y.scale)) continue;
+      xs.push_back(xv);
+      ys.push_back(yv);
+      const double half = f.kind == PlotKind::Histogram ? s.bin_width / 2 : f.kind == PlotKind::Bar ? 0.5 : 0;
+      xlo = std::min(xlo, xv - half), xhi = std::max(xhi, xv + half);
+      ylo = std::min(ylo, yv), yhi = std::max(yhi, yv);
+    }
+    const QColor c = colour(i);
+    if (f.kind == PlotKind::Histogram || f.kind == PlotKind::Bar) {
+      auto* b = new QCPBars(x, y);
+      b->setName(label(s.name));
+      b->setPen(QPen(c.darker(130), 0.8));
+      QColor fill = c;
+      fill.setAlpha(f.kind == PlotKind::Histogram && f.series.size() > 1 ? 110 : 210);
+      b->setBrush(fill);
+      if (f.kind == PlotKind::Histogram) b->setWidth(s.bin_width);
+      else b->setWidth(bars_group ? 0.8 / static_cast<double>(f.series.size()) : 0.6);
+      if (bars_group) b->setBarsGroup(bars_group);
+      if (f.y.scale != AxisScale::Linear) b->setBaseValue(ylo > 0 ? ylo / 2 : 1e-300);
+      b->setData(xs, ys);
+      continue;
+    }
+    auto* g = new QCPGraph(x, y);
+    g->setName(label(s.name));
+    g->setPen(QPen(c, 1.4));
+    g->setLineStyle(f.kind == PlotKind::Line ? QCPGraph::lsLine : QCPGraph::lsNone);
+    const double size = f.kind == PlotKind::Scatter && xs.size() > 200 ? font_px * 0.3 : font_px * 0.55;
+    g->setScatterStyle(QCPScatterStyle(shape(i), c, f.kind == PlotKind::Scatter && xs.size() > 200 ? c : QColor(Qt::white), size));
+    g->setData(xs, ys, f.kind == PlotKind::Line);
+    // Sampling keeps a pixel column's extremes only, which hides scattered points between them.
+    g->setAdaptiveSampling(f.kind == PlotKind::Line);
+  }
+  const bool bars = f.kind == PlotKind::Bar || f.kind == PlotKind::Histogram;
+  // Whole-number data on a linear axis (gaps, counts of bits) gets whole-number ticks.
+  auto whole = [&](bool along_x) {
+    for (const auto& s : f.series)
+      for (double v : along_x ? s.x : s.y)
+        if (std::isfinite(v) && v != std::round(v)) return false;
+    return !f.series.empty();
+  };
+  if (xa.tick_labels.empty() && xa.scale == AxisScale::Linear && whole(true) && f.kind != PlotKind::Histogram) {
+    auto t = QSharedPointer<QCPAxisTickerFixed>::create();
+    t->setTickStep(1);
+    t->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+    x->setTicker(t);
+  }
+  fit(x, xa, xlo, xhi, false);
+  fit(y, f.y, ylo, yhi, bars && f.y.scale == AxisScale::Linear);
+  if (!xa.tick_labels.empty()) x->setRange(-0.5, static_cast<double>(xa.tick_labels.size()) - 0.5);
+  if (!f.y.tick_labels.empty()) y->setRange(-0.5, static_cast<double>(f.y.tick_labels.size()) - 0.5);
+
+  for (const auto& m : f.markers) {
+    auto* line = new QCPItemStraightLine(&plot);
+    line->setClipAxisRect(rect);
+    line->point1->setAxes(x, y);
+    line->point2->setAxes(x, y);
+    line->point1->setCoords(m.x, y->range().lower);
+    line->point2->setCoords(m.x, y->range().upper);
+    line->setPen(QPen(QColor(90, 90, 90), 1, Qt::DashLine));
+    if (!m.label.empty()) {
+      auto* text = new QCPItemText(&plot);
+      text->setClipAxisRect(rect);
+      text->position->setAxes(x, y);
+      text->position->setCoords(m.x, y->range().upper);
+      text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+      QFont tf;
+      tf.setPixelSize(static_cast<int>(std::lround(font_px * 0.9)));
+      text->setFont(tf);
+      text->setText(" " + label(m.label));
+    }
+  }
+
+  if (f.legend && !f.series.empty()) {
+    // Inside the plot, in the corner that covers the fewest points.
+    plot.replot();  // lays out the axis rect, so pixel positions are known
+    const QRect area = rect->rect();
+    int counts[4] = {0, 0, 0, 0};  // top-right, top-left, bottom-right, bottom-left
+    for (const auto& sr : f.series)
+      for (std::size_t k = 0; k < sr.x.size() && k < sr.y.size(); ++k) {
+        if (!std::isfinite(sr.x[k]) || !std::isfinite(sr.y[k])) continue;
+        const double px = x->coordToPixel(sr.x[k]), py = y->coordToPixel(sr.y[k]);
+        const bool right = px > area.left() + area.width() * 0.55, left = px < area.left() + area.width() * 0.45;
+        const bool top = py < area.top() + area.height() * 0.45, bottom = py > area.top() + area.height() * 0.55;
+        counts[0] += top && right, counts[1] += top && left, counts[2] += bottom && right, counts[3] += bottom && left;
+      }
+    const Qt::Alignment corners[4] = {Qt::AlignTop | Qt::AlignRight, Qt::AlignTop | Qt::AlignLeft,
+                                      Qt::AlignBottom | Qt::AlignRight, Qt::AlignBottom | Qt::AlignLeft};
+    const int best = static_cast<int>(std::min_element(std::begin(counts), std::end(counts)) - std::begin(counts));
+    auto* legend = new QCPLegend;
+    rect->insetLayout()->addElement(legend, corners[best]);
+    legend->setLayer("legend");
+    QFont lf;
+    lf.setPixelSize(static_cast<int>(std::lround(font_px * 0.9)));
+    legend->setFont(lf);
+    legend->setBrush(QColor(255, 255, 255, 215));
+    legend->setBorderPen(QPen(QColor(190, 190, 190)));
+    legend->setRowSpacing(-2);
+    for (int i = 0; i < plot.plottableCount(); ++i) legend->addItem(new QCPPlottableLegendItem(legend, plot.plottable(i)));
+    if (!f.legend_title.empty()) {
+      QFont tf = lf;
+      tf.setBold(true);
+      legend->insertRow(0);
+      auto* title = new QCPTextElement(&plot, label(f.legend_title), tf);
+      title->setTextColor(Qt::black);
+      legend->addElement(0, 0, title);
+    }
+    legend->setVisible(true);
+  }
+  plot.replot();
+}
+
+}  // namespace mxlab::plot

@@ -1,0 +1,76 @@
+// Headless export of figures to PNG and PDF on Qt's offscreen platform.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include <unistd.h>
+
+#include <QApplication>
+#include <qcustomplot.h>
+
+#include "mxlab/plot/draw.hpp"
+#include "mxlab/plot/plot.hpp"
+
+namespace mxlab::plot {
+
+namespace {
+
+/// The process's Qt application: the existing one (the GUI), or one made on the offscreen platform.
+void ensure_application() {
+  if (QCoreApplication::instance()) return;
+  if (!std::getenv("QT_QPA_PLATFORM")) ::setenv("QT_QPA_PLATFORM", "offscreen", 1);
+  if (!std::getenv("XDG_RUNTIME_DIR")) {
+    // Qt wants a private runtime folder; a headless run has none.
+    static std::string dir = (std::filesystem::temp_directory_path() / ("mxlab-runtime-" + std::to_string(::getuid()))).string();
+    std::filesystem::create_directories(dir);
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace);
+    ::setenv("XDG_RUNTIME_DIR", dir.c_str(), 1);
+  }
+  static int argc = 1;
+  static char name[] = "mxlab";
+  static char* argv[] = {name, nullptr};
+  static std::unique_ptr<QApplication> app = std::make_unique<QApplication>(argc, argv);
+}
+
+}  // namespace
+
+std::optional<Error> save_figure(const experiment::Figure& f, const std::string& base, const SaveOptions& o) {
+  ensure_application();
+  // Laid out at 150 logical pixels per inch; the PNG is rendered at o.dpi from that layout.
+  constexpr double kLogicalPerInch = 150;
+  const int w = static_cast<int>(std::lround(o.width_in * kLogicalPerInch));
+  double height_in = o.height_in;
+  // A heatmap with many rows (layers) grows so its row labels stay readable.
+  if (f.kind == experiment::PlotKind::Heatmap)
+    height_in = std::max(height_in, 1.4 + 0.11 * static_cast<double>(f.heatmap.y_labels.size()));
+  const int h = static_cast<int>(std::lround(height_in * kLogicalPerInch));
+  QCustomPlot plot;
+  plot.resize(w, h);
+  // 8 pt tick labels at column width: 8/72 inch.
+  draw(plot, f, 8.0 / 72.0 * kLogicalPerInch);
+  auto save = [&](const std::string& ext, auto&& write) -> std::optional<Error> {
+    const std::string path = base + ext;
+    const std::string tmp = path + ".tmp";
+    if (!write(QString::fromStdString(tmp))) {
+      std::remove(tmp.c_str());
+      return make_error("plot '" + path + "': cannot be written");
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) {
+      std::remove(tmp.c_str());
+      return make_error("plot '" + path + "': " + ec.message());
+    }
+    return std::nullopt;
+  };
+  const double scale = o.dpi / kLogicalPerInch;
+  if (o.png)
+    if (auto e = save(".png", [&](const QString& p) { return plot.savePng(p, w, h, scale, -1, o.dpi, QCP::ruDotsPerInch); })) return e;
+  if (o.pdf)
+    if (auto e = save(".pdf", [&](const QString& p) { return plot.savePdf(p, w, h, QCP::epNoCosmetic); })) return e;
+  return std::nullopt;
+}
+
+}  // namespace mxlab::plot
