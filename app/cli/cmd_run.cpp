@@ -2,6 +2,7 @@
 #include <atomic>
 #include <charconv>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/cli.hpp"
@@ -104,7 +105,7 @@ std::vector<OptionSpec> run_options() {
 }
 
 /// Runs every file; returns the exit code and the summaries.
-int run_files(Io io, const std::string& command, const Args& args, std::vector<std::pair<std::string, experiment::RunSummary>>* out) {
+int run_files(Io io, const std::string& command, const Args& args, std::vector<std::pair<std::string, experiment::RunSummary>>* summaries) {
   auto jobs = parse_jobs(args);
   if (!jobs) return bad_input(io, command, jobs.error().message);
   auto threads = threads_from_args(args);
@@ -116,16 +117,33 @@ int run_files(Io io, const std::string& command, const Args& args, std::vector<s
     shard = *s;
   }
   // Read every file first: a mistake in any of them stops the batch before anything runs.
+  // A batch file's experiments go to DIR/NAME of the batch's folder (results/BATCH/NAME by default).
   std::vector<experiment::Experiment> experiments;
+  std::vector<std::string> out_dirs;
+  const auto out = args.value("out");
   for (const auto& file : args.positional) {
     auto e = experiment::read_experiment(file);
     if (!e) return bad_input(io, command, e.error().message);
-    experiments.push_back(std::move(*e));
+    if (e->batch.empty()) {
+      out_dirs.push_back(out ? (args.positional.size() == 1 ? *out : *out + "/" + e->name) : "results/" + e->name);
+      experiments.push_back(std::move(*e));
+      continue;
+    }
+    const std::string base = out ? (args.positional.size() == 1 ? *out : *out + "/" + e->name) : "results/" + e->name;
+    for (const auto& member : e->batch) {
+      const std::string path = (std::filesystem::path(file).parent_path() / member).lexically_normal().string();
+      auto m = experiment::read_experiment(path);
+      if (!m) return bad_input(io, command, file + ": batch entry '" + member + "': " + m.error().message);
+      if (!m->batch.empty()) return bad_input(io, command, path + ": a batch cannot list another batch");
+      out_dirs.push_back(base + "/" + m->name);
+      experiments.push_back(std::move(*m));
+    }
   }
   InterruptGuard guard;
-  for (const auto& e : experiments) {
+  for (std::size_t k = 0; k < experiments.size(); ++k) {
+    const auto& e = experiments[k];
     experiment::RunOptions o;
-    if (auto d = args.value("out")) o.out_dir = experiments.size() == 1 ? *d : *d + "/" + e.name;
+    o.out_dir = out_dirs[k];
     o.jobs = *jobs;
     o.threads = *threads;
     o.resume = args.flag("resume");
@@ -157,7 +175,7 @@ int run_files(Io io, const std::string& command, const Args& args, std::vector<s
     if (!s->complete)
       io.out << e.name << ": shard " << shard.first << "/" << shard.second << " done (" << s->run << " run, " << s->kept
              << " kept) in " << s->out_dir << "/; join the shards with mxlab merge\n";
-    out->emplace_back(e.path, std::move(*s));
+    summaries->emplace_back(e.path, std::move(*s));
   }
   return kExitOk;
 }

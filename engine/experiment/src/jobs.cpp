@@ -314,6 +314,7 @@ Result<PointResult> run_bounds(const Experiment& e, const Point& p) {
         crossovers += (crossovers.empty() ? "" : " ") + cells[0];
       if (smaller != "equal") previous = smaller;
       agree += cells.back() == "yes";
+      row.add("agree", cells.back() == "yes" ? 1.0 : 0.0);
       ++gaps;
       out["bounds"].push_back(std::move(row));
     }
@@ -423,7 +424,9 @@ Result<std::vector<Point>> expand_points(const Experiment& e) {
     for (const auto& [axis, values] : e.axes) {
       std::vector<Pairs> next;
       for (const Pairs& b : base) {
-        if (std::any_of(b.begin(), b.end(), [&](const auto& kv) { return kv.first == axis; })) {
+        // A point that names its format (or a bounds pair a, b) keeps it.
+        auto sets = [&](const std::string& a) { return a == axis || ((axis == "format" || axis == "a" || axis == "b") && (a == "format" || a == "a" || a == "b")); };
+        if (std::any_of(b.begin(), b.end(), [&](const auto& kv) { return sets(kv.first); })) {
           next.push_back(b);
           continue;
         }

@@ -200,13 +200,15 @@ Result<Table> build_table(const Experiment& e, const TableDef& def, const AllRes
       }
     t.rows.push_back(std::move(row));
   }
-  // Key columns that hold only numbers are numeric.
-  for (std::size_t c = 0; c < def.rows.size(); ++c) {
+  // Columns that hold only numbers (or nothing) are numeric.
+  for (std::size_t c = 0; c < t.columns.size(); ++c) {
     bool num = !t.rows.empty();
     for (const auto& r : t.rows) {
       char* end = nullptr;
       std::strtod(r[c].c_str(), &end);
-      num = num && !r[c].empty() && end == r[c].c_str() + r[c].size();
+      const bool blank = r[c].empty() && c >= def.rows.size();
+      num = num && (blank || (!r[c].empty() && end == r[c].c_str() + r[c].size()) || r[c] == "nan" || r[c] == "inf" ||
+                    r[c] == "-inf");
     }
     t.numeric[c] = num;
   }

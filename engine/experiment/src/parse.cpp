@@ -338,8 +338,20 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
   }
   try {
     r.check_depth(root, 0);
+    if (auto n = root.get("batch")) {
+      r.only(root, "", {"name", "description", "batch"});
+      Experiment e;
+      e.path = path;
+      e.text = text;
+      if (auto m = root.get("name")) e.name = r.string(*m, "name");
+      if (e.name.empty() || !is_name(e.name)) r.fail(root.get("name"), "name", "a batch needs name = \"...\" of letters, digits, '_', '-' and '.'");
+      if (auto m = root.get("description")) e.description = r.string(*m, "description");
+      e.batch = r.strings(*n, "batch");
+      if (e.batch.empty()) r.fail(n, "batch", "lists no experiment files");
+      return e;
+    }
     r.only(root, "", {"name", "description", "job", "inputs", "sweep", "points", "metrics", "gaps", "baseline_profile",
-                      "max_gap", "table", "plot", "expect"});
+                      "max_gap", "table", "plot", "expect", "batch"});
     Experiment e;
     e.path = path;
     e.text = text;

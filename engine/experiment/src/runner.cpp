@@ -157,9 +157,8 @@ Result<RunSummary> write_outputs(const Experiment& e, const fs::path& dir, const
     return std::nullopt;
   };
   const Provenance prov = run_provenance(e, results.size());
-  if (auto err = put("experiment.toml", e.text)) return *err;
-  if (auto err = put("provenance.json", provenance_json(prov))) return *err;
   const AllResults all = gather(results);
+  std::vector<std::pair<std::string, std::string>> result_files;
   for (const auto& [set, rows] : all) {
     Table t = result_table(rows);
     if (set == "metrics" && !e.metrics.empty()) {
@@ -182,27 +181,40 @@ Result<RunSummary> write_outputs(const Experiment& e, const fs::path& dir, const
       }
       t = std::move(k);
     }
-    if (auto err = put("results/" + set + ".csv", to_csv(t))) return *err;
-    if (auto err = put("results/" + set + ".json", to_json(t, &prov))) return *err;
+    result_files.emplace_back("results/" + set + ".csv", to_csv(t));
+    result_files.emplace_back("results/" + set + ".json", to_json(t, &prov));
   }
   std::map<std::string, Table> tables;
   for (const TableDef& d : e.tables) {
     auto t = build_table(e, d, all);
     if (!t) return t.error();
-    if (auto err = put("tables/" + d.name + ".csv", to_csv(*t))) return *err;
-    const std::vector<std::string> caption = d.caption.empty() ? std::vector<std::string>{} : std::vector<std::string>{d.caption};
-    if (auto err = put("tables/" + d.name + ".md", to_markdown(*t, caption))) return *err;
-    if (auto err = put("tables/" + d.name + ".tex", to_latex(*t, d.caption))) return *err;
     tables[d.name] = std::move(*t);
   }
+  std::vector<Figure> figures;
   for (const PlotDef& d : e.plots) {
     auto f = build_figure(e, d, all);
     if (!f) return f.error();
-    if (auto err = put("plots/" + d.name + ".json", figure_json(*f))) return *err;
+    figures.push_back(std::move(*f));
+  }
+  // Everything is built: only now are files written (a mistake in a table or plot leaves no outputs).
+  if (auto err = put("experiment.toml", e.text)) return *err;
+  if (auto err = put("provenance.json", provenance_json(prov))) return *err;
+  for (const auto& [name, content] : result_files)
+    if (auto err = put(name, content)) return *err;
+  for (const TableDef& d : e.tables) {
+    const Table& t = tables[d.name];
+    if (auto err = put("tables/" + d.name + ".csv", to_csv(t))) return *err;
+    const std::vector<std::string> caption = d.caption.empty() ? std::vector<std::string>{} : std::vector<std::string>{d.caption};
+    if (auto err = put("tables/" + d.name + ".md", to_markdown(t, caption))) return *err;
+    if (auto err = put("tables/" + d.name + ".tex", to_latex(t, d.caption))) return *err;
+  }
+  for (std::size_t i = 0; i < e.plots.size(); ++i) {
+    const PlotDef& d = e.plots[i];
+    if (auto err = put("plots/" + d.name + ".json", figure_json(figures[i]))) return *err;
     if (render) {
       std::error_code ec;
       fs::create_directories(dir / "plots", ec);
-      if (auto err = render(*f, (dir / "plots" / d.name).string())) return *err;
+      if (auto err = render(figures[i], (dir / "plots" / d.name).string())) return *err;
       s.files.push_back("plots/" + d.name + ".png");
       s.files.push_back("plots/" + d.name + ".pdf");
     }

@@ -94,6 +94,8 @@ struct Experiment {
   std::vector<TableDef> tables;
   std::vector<PlotDef> plots;
   std::vector<ExpectDef> expects;
+  /// A batch file lists other experiment files (relative to it) instead of a job: batch = ["a.toml", ...].
+  std::vector<std::string> batch;
 };
 
 /// Reads an experiment file. Errors give the file, the line and the key at fault.

@@ -1,0 +1,382 @@
+// Experiment batches checked against the engine's entry points (ops::analyze, exact bounds) and against
+// themselves: sweep expansion, tables, resume after SIGKILL, shards merged, malformed files.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "cli/cli.hpp"
+#include "mxlab/experiment/experiment.hpp"
+#include "mxlab/experiment/outputs.hpp"
+#include "mxlab/experiment/runner.hpp"
+#include "mxlab/ops/ops.hpp"
+#include "mxlab/ops/requests.hpp"
+
+namespace fs = std::filesystem;
+using namespace mxlab;
+using namespace mxlab::experiment;
+
+namespace {
+
+struct Scratch {
+  fs::path dir;
+  Scratch() {
+    static int n = 0;
+    dir = fs::temp_directory_path() / ("mxlab_experiment_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string put(const std::string& name, const std::string& text) const {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  }
+};
+
+std::string read(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+int run_cli(const std::vector<std::string>& args, std::string* out = nullptr, std::string* err = nullptr) {
+  std::istringstream in;
+  std::ostringstream o, e;
+  std::vector<std::string> argv = {"mxlab"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const int rc = cli::run(argv, {in, o, e});
+  if (out) *out = o.str();
+  if (err) *err = e.str();
+  return rc;
+}
+
+const char* kTiny = R"(name = "tiny"
+job = "analyze"
+gaps = true
+
+[inputs.normal]
+source = "gen:normal:0,1"
+shape = "4096"
+seed = 3
+
+[inputs.laplace]
+source = "gen:laplace:0,2"
+shape = "64x64"
+seed = 5
+
+[sweep]
+format = ["mxfp8_e4m3", "mxint8", "nvfp4"]
+block = [16, 32]
+input = ["normal", "laplace"]
+
+[[table]]
+name = "sqnr"
+rows = ["format", "block"]
+pivot = "input"
+values = ["sqnr_db"]
+digits = 17
+
+[[plot]]
+name = "mse"
+x = "block"
+y = "mse"
+series = "format"
+where = { input = "normal" }
+x_scale = "log2"
+
+[[expect]]
+name = "bound"
+from = "gaps"
+metric = "max_rel_error"
+at_most_column = "bound_max_rel"
+)";
+
+/// The CSV rows of a file as cells (no quoting in these files).
+std::vector<std::vector<std::string>> csv_rows(const fs::path& p) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream is(read(p));
+  std::string line;
+  while (std::getline(is, line)) {
+    std::vector<std::string> cells;
+    std::string cell;
+    std::istringstream ls(line);
+    while (std::getline(ls, cell, ',')) cells.push_back(cell);
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+/// Every file of a results folder but the database and provenance, with its bytes.
+std::map<std::string, std::string> outputs(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const std::string rel = fs::relative(e.path(), dir).string();
+    if (rel.find("results.sqlite") == 0 || rel == "provenance.json" || rel.ends_with(".png") || rel.ends_with(".pdf") ||
+        rel.ends_with("results/metrics.json") || rel.ends_with("results/gaps.json"))
+      continue;
+    files[rel] = read(e.path());
+  }
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("sweeps expand to the product of their axes, then explicit points crossed with the rest", "[experiment]") {
+  auto e = parse_experiment(R"(name = "s"
+job = "analyze"
+[inputs.a]
+source = "gen:normal:0,1"
+[sweep]
+format = ["mxfp4", "mxint8"]
+block = [16, 32, 64]
+input = "a"
+[[points]]
+format = "nvfp4"
+block = 16
+)", "s.toml");
+  REQUIRE(e.ok());
+  auto p = expand_points(*e);
+  REQUIRE(p.ok());
+  REQUIRE(p->size() == 7);
+  // Axes in the order written: format outermost, block next.
+  CHECK(p->at(0).key() == R"({"format":"mxfp4","block":"16","input":"a","layer":""})");
+  CHECK(p->at(1).key() == R"({"format":"mxfp4","block":"32","input":"a","layer":""})");
+  CHECK(p->at(3).key() == R"({"format":"mxint8","block":"16","input":"a","layer":""})");
+  CHECK(p->at(6).key() == R"({"format":"nvfp4","block":"16","input":"a","layer":""})");
+  for (std::size_t i = 0; i < p->size(); ++i) CHECK(p->at(i).index == i);
+}
+
+TEST_CASE("the numbers in the written tables are the engine's", "[experiment]") {
+  Scratch s;
+  const std::string file = s.put("tiny.toml", kTiny);
+  std::string out, err;
+  REQUIRE(run_cli({"run", file, "--out", (s.dir / "out").string(), "--quiet"}, &out, &err) == 0);
+  const auto metrics = csv_rows(s.dir / "out/results/metrics.csv");
+  REQUIRE(metrics.size() == 13);
+  const auto& head = metrics[0];
+  auto col = [&](const std::string& name) { return static_cast<std::size_t>(std::find(head.begin(), head.end(), name) - head.begin()); };
+  for (std::size_t r = 1; r < metrics.size(); ++r) {
+    const auto& row = metrics[r];
+    const bool normal = row[col("input")] == "normal";
+    ops::InputRequest req;
+    req.input = normal ? "gen:normal:0,1" : "gen:laplace:0,2";
+    req.shape = normal ? "4096" : "64x64";
+    req.seed = normal ? 3 : 5;
+    auto src = ops::open_tensor(req);
+    REQUIRE(src.ok());
+    auto f = ops::block_format(row[col("format")] + "@" + row[col("block")], {}, [](std::string_view n) { return std::string(n); });
+    REQUIRE(f.ok());
+    auto a = ops::analyze({*f}, *src, {}, {});
+    REQUIRE(a.ok());
+    const ErrorStats& st = a->front().total;
+    CHECK(std::stod(row[col("sse") < head.size() ? col("sse") : col("mse")]) == st.mse());
+    CHECK(std::stod(row[col("sqnr_db")]) == st.sqnr_db());
+    CHECK(std::stod(row[col("max_abs_error")]) == st.max_abs_error);
+    CHECK(std::stod(row[col("underflow_ratio")]) == st.underflow_ratio());
+    CHECK(std::stod(row[col("bits_per_element")]) == a->front().bits_per_element);
+  }
+  // The pivot table holds the same SQNR (17 significant digits read back exactly).
+  const auto table = csv_rows(s.dir / "out/tables/sqnr.csv");
+  REQUIRE(table.size() == 7);
+  CHECK(table[0] == std::vector<std::string>{"format", "block", "normal", "laplace"});
+  for (std::size_t r = 1; r < table.size(); ++r)
+    for (std::size_t m = 1; m < metrics.size(); ++m)
+      if (metrics[m][col("format")] == table[r][0] && metrics[m][col("block")] == table[r][1])
+        CHECK(std::stod(table[r][metrics[m][col("input")] == "normal" ? 2 : 3]) == std::stod(metrics[m][col("sqnr_db")]));
+  // Markdown and LaTeX beside the CSV; the plot's description holds the MSE by block.
+  CHECK(fs::exists(s.dir / "out/tables/sqnr.md"));
+  CHECK(read(s.dir / "out/tables/sqnr.tex").find("\\toprule") != std::string::npos);
+  CHECK(read(s.dir / "out/plots/mse.json").find("\"series\"") != std::string::npos);
+  CHECK(read(s.dir / "out/checks.md").find("passed") != std::string::npos);
+  CHECK(read(s.dir / "out/provenance.json").find("\"input.normal.seed\": \"3\"") != std::string::npos);
+}
+
+TEST_CASE("expectations fail with a report naming the row, and check exits 1", "[experiment]") {
+  Scratch s;
+  std::string text = kTiny;
+  text += R"(
+[[expect]]
+name = "too_strict"
+where = { format = "mxint8" }
+metric = "sqnr_db"
+at_least = 60
+)";
+  const std::string file = s.put("strict.toml", text);
+  std::string out;
+  CHECK(run_cli({"check", file, "--out", (s.dir / "out").string(), "--quiet"}, &out) == 1);
+  CHECK_THAT(out, Catch::Contains("expectation 'too_strict' FAILED"));
+  CHECK_THAT(out, Catch::Contains("format=mxint8"));
+  CHECK_THAT(out, Catch::Contains("expectation 'bound' passed"));
+  // The bound expectation really compares: the measured maximum sits on the bound at gap 0 for MXFP8 E4M3.
+  CHECK_THAT(out, Catch::Contains("1 of 2 expectations hold"));
+}
+
+TEST_CASE("two shards merged give the tables of one run, byte for byte", "[experiment]") {
+  Scratch s;
+  const std::string file = s.put("tiny.toml", kTiny);
+  REQUIRE(run_cli({"run", file, "--out", (s.dir / "one").string(), "--quiet"}) == 0);
+  REQUIRE(run_cli({"run", file, "--out", (s.dir / "s0").string(), "--shard", "0/2", "--quiet"}) == 0);
+  REQUIRE(run_cli({"run", file, "--out", (s.dir / "s1").string(), "--shard", "1/2", "--quiet", "--jobs", "2"}) == 0);
+  CHECK_FALSE(fs::exists(s.dir / "s0/tables"));
+  std::string err;
+  // One shard alone is not complete.
+  CHECK(run_cli({"merge", (s.dir / "s0").string(), "--out", (s.dir / "half").string()}, nullptr, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("6 of 12 points are missing"));
+  REQUIRE(run_cli({"merge", (s.dir / "s0").string(), (s.dir / "s1").string(), "--out", (s.dir / "merged").string()}) == 0);
+  const auto a = outputs(s.dir / "one"), b = outputs(s.dir / "merged");
+  CHECK(a.size() >= 8);
+  CHECK(a == b);
+}
+
+TEST_CASE("a run killed at random moments and resumed gives the tables of an uninterrupted run", "[experiment][slow]") {
+  Scratch s;
+  // 40 points of about 2^18 elements each: long enough that kills land while points run.
+  const std::string file = s.put("kill.toml", R"(name = "kill"
+job = "analyze"
+gaps = true
+[inputs.n]
+source = "gen:normal:0,1"
+shape = "262144"
+seed = 11
+[inputs.t]
+source = "gen:student_t:3"
+shape = "262144"
+seed = 12
+[sweep]
+format = ["mxfp8_e4m3", "mxfp6_e2m3", "mxfp4", "mxint8", "nvfp4"]
+block = [8, 16, 32, 64]
+input = ["n", "t"]
+[[table]]
+name = "sqnr"
+rows = ["format", "block"]
+pivot = "input"
+values = ["sqnr_db", "max_rel_error"]
+)");
+  REQUIRE(run_cli({"run", file, "--out", (s.dir / "whole").string(), "--quiet"}) == 0);
+  const std::string binary = MXLAB_BINARY;
+  const std::string out = (s.dir / "killed").string();
+  std::mt19937 rng(2024);
+  std::uniform_int_distribution<int> delay_ms(5, 120);
+  int kills = 0;
+  for (int attempt = 0; attempt < 40 && kills < 12; ++attempt) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+      ::execl(binary.c_str(), binary.c_str(), "run", file.c_str(), "--out", out.c_str(), "--resume", "--quiet", "--threads",
+              "1", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      ++kills;
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      break;  // finished before the kill: the rest is checked below
+    }
+  }
+  CHECK(kills >= 10);
+  REQUIRE(run_cli({"run", file, "--out", out, "--resume", "--quiet"}) == 0);
+  const auto a = outputs(s.dir / "whole"), b = outputs(out);
+  CHECK(a.size() >= 6);
+  CHECK(a == b);
+}
+
+TEST_CASE("malformed experiment files: exit 2, the file, line and key named, nothing written", "[experiment]") {
+  struct Case {
+    const char* text;
+    const char* message;
+  };
+  const std::string inputs = "[inputs.a]\nsource = \"gen:normal:0,1\"\n";
+  const Case cases[] = {
+      {"name = \"x\"\njob = \"analyze\"\nformat = [\"mxfp4\"]\n", ":3: key 'format': unknown key"},
+      {"name = \"x\"\n[sweep\nformat = 1\n", "bad.toml:2:"},
+      {"job = \"analyze\"\n", "key 'name'"},
+      {"name = \"x\"\njob = \"train-all\"\n", ":2: key 'job': expected analyze, catalogue, bounds or profiles"},
+      {"name = \"x\"\n[sweep]\nformat = [\"mxfp4\"]\ninput = [\"missing\"]\n", "no input named 'missing'"},
+      {"name = \"x\"\n[inputs.a]\nsource = \"gen:normal:0,1\"\n[sweep]\nformat = [\"mxfp99\"]\ninput = \"a\"\n", "mxfp99"},
+      {"name = \"x\"\n[inputs.a]\nsource = \"gen:normal:0,1\"\n[sweep]\nformat = \"mxfp4\"\ninput = \"a\"\nround = \"sideways\"\n",
+       "sweep key 'round'"},
+      {"name = \"x\"\n[inputs.a]\nsource = \"gen:nope:1\"\n[sweep]\nformat = \"mxfp4\"\ninput = \"a\"\n", "input 'a'"},
+      {"name = \"x\"\n[inputs.a]\nsource = \"no-such-file.npy\"\n[sweep]\nformat = \"mxfp4\"\ninput = \"a\"\n", "does not exist"},
+      {"name = \"x\"\n[sweep]\nformat = \"mxfp4\"\ninput = \"a\"\nwidth = 3\n", ":5: key 'sweep.width': not an axis"},
+      {"name = \"x\"\n[inputs.a]\nsource = \"gen:normal:0,1\"\n[sweep]\nformat = []\ninput = \"a\"\n", "empty list"},
+      {"name = \"x\"\n[sweep]\nformat = \"mxfp4\"\n[[table]]\nname = \"t\"\nrows = [\"format\"]\n", "needs values"},
+      {"name = \"x\"\n[sweep]\nformat = \"mxfp4\"\n[[plot]]\nname = \"p\"\nkind = \"pie\"\nx = \"a\"\ny = \"b\"\n", ":6: key 'plot.kind'"},
+      {"name = \"x\"\n[sweep]\nformat = \"mxfp4\"\n[[expect]]\nmetric = \"mse\"\nequals = 1\ntolerance = 0.1\n",
+       "a tolerance other than zero needs reason"},
+      {"name = \"x\"\n[sweep]\nformat = \"mxfp4\"\nseed = -1\n[[plot]]\nx = 1\n", "key 'plot.x': expected a string"},
+      {"name = \"x\"\n[inputs.a]\nsource = \"gen:normal:0,1\"\nlayout = \"auto\"\n", "apply to weights only"},
+      {"name = \"../x\"\n", "key 'name'"},
+      {"name = \"x\"\na = [[[[[[[[[[[1]]]]]]]]]]]\n", "nested deeper"},
+  };
+  for (const Case& c : cases) {
+    Scratch s;
+    const std::string file = s.put("bad.toml", c.text);
+    std::string out, err;
+    const fs::path dir = s.dir / "out";
+    INFO(c.text);
+    CHECK(run_cli({"run", file, "--out", dir.string(), "--quiet"}, &out, &err) == 2);
+    CHECK_THAT(err, Catch::Contains(c.message));
+    CHECK_THAT(err, Catch::Contains("bad.toml"));
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(dir));
+  }
+}
+
+TEST_CASE("a table that names an unknown column leaves no outputs", "[experiment]") {
+  Scratch s;
+  std::string text = kTiny;
+  text += "\n[[table]]\nname = \"wrong\"\nrows = [\"format\"]\nvalues = [\"snr\"]\n";
+  const std::string file = s.put("wrong.toml", text);
+  std::string err;
+  CHECK(run_cli({"run", file, "--out", (s.dir / "out").string(), "--quiet"}, nullptr, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("table 'wrong': no column 'snr'"));
+  CHECK_FALSE(fs::exists(s.dir / "out/tables"));
+  CHECK_FALSE(fs::exists(s.dir / "out/results"));
+}
+
+TEST_CASE("the bounds job agrees with the exact module; the catalogue lists every value", "[experiment]") {
+  Scratch s;
+  const std::string file = s.put("b.toml", R"(name = "b"
+job = "bounds"
+max_gap = 10
+[sweep]
+format = ["mxint8", "mxfp8_e4m3"]
+[[points]]
+a = "mxint8"
+b = "mxsf"
+[[expect]]
+name = "agree"
+from = "bounds"
+metric = "agree"
+equals = 1
+)");
+  std::string out;
+  REQUIRE(run_cli({"check", file, "--out", (s.dir / "out").string(), "--quiet"}, &out) == 0);
+  const auto rows = csv_rows(s.dir / "out/results/bounds.csv");
+  CHECK(rows.size() > 20);
+  const std::string cat = s.put("c.toml", "name = \"c\"\njob = \"catalogue\"\n[sweep]\nformat = [\"e2m1\", \"mxfp4\"]\n");
+  REQUIRE(run_cli({"run", cat, "--out", (s.dir / "cat").string(), "--quiet"}) == 0);
+  const auto values = csv_rows(s.dir / "cat/results/values.csv");
+  // e2m1 has 7 positive values (0.5 ... 6); a block format's name stands for its element.
+  CHECK(values.size() == 1 + 7 + 7);
+}
