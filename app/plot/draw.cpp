@@ -14,16 +14,17 @@ using experiment::PlotKind;
 
 namespace {
 
-/// Okabe-Ito: distinct for the common colour-vision deficiencies, readable in print.
+/// Okabe-Ito (its pale yellow replaced by grey, which prints): distinct for the common colour-vision deficiencies.
 const QColor kPalette[] = {QColor(0, 114, 178), QColor(213, 94, 0), QColor(0, 158, 115), QColor(204, 121, 167),
-                           QColor(230, 159, 0), QColor(86, 180, 233), QColor(0, 0, 0), QColor(240, 228, 66)};
+                           QColor(230, 159, 0), QColor(86, 180, 233), QColor(0, 0, 0), QColor(140, 140, 140)};
 const QCPScatterStyle::ScatterShape kShapes[] = {QCPScatterStyle::ssDisc,     QCPScatterStyle::ssSquare,
                                                  QCPScatterStyle::ssTriangle, QCPScatterStyle::ssDiamond,
                                                  QCPScatterStyle::ssCross,    QCPScatterStyle::ssPlus,
                                                  QCPScatterStyle::ssTriangleInverted, QCPScatterStyle::ssStar};
 
 QColor colour(std::size_t i) { return kPalette[i % std::size(kPalette)]; }
-QCPScatterStyle::ScatterShape shape(std::size_t i) { return kShapes[(i / std::size(kPalette) + i) % std::size(kShapes)]; }
+/// Colour i % 8 with shape (i + 3 (i / 8)) % 8: no two series share both.
+QCPScatterStyle::ScatterShape shape(std::size_t i) { return kShapes[(i + 3 * (i / std::size(kPalette))) % std::size(kShapes)]; }
 
 QString superscript(int k) {
   static const char16_t kDigits[] = u"⁰¹²³⁴⁵⁶⁷⁸⁹";
@@ -128,7 +129,14 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
   title_font.setBold(true);
   int row = 0;
   if (!f.title.empty()) {
-    plot.plotLayout()->addElement(row++, 0, new QCPTextElement(&plot, label(f.title), title_font));
+    // A long title shrinks to fit the width (down to the tick labels' size), never clipped.
+    const QString t = label(f.title);
+    const int width = plot.width() > 0 ? plot.width() - 8 : 0;
+    while (width > 0 && title_font.pixelSize() > static_cast<int>(font_px) && QFontMetrics(title_font).horizontalAdvance(t) > width)
+      title_font.setPixelSize(title_font.pixelSize() - 1);
+    auto* title = new QCPTextElement(&plot, t, title_font);
+    title->setTextFlags(Qt::TextWordWrap | Qt::AlignCenter);
+    plot.plotLayout()->addElement(row++, 0, title);
   }
   plot.plotLayout()->addElement(row, 0, rect);
   QCPAxis* x = rect->axis(QCPAxis::atBottom);
@@ -254,6 +262,11 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
   }
   fit(x, xa, xlo, xhi, false);
   fit(y, f.y, ylo, yhi, bars && f.y.scale == AxisScale::Linear);
+  // Bars fill the area below their tops: room above them for the legend.
+  if (bars && f.legend && f.series.size() > 1 && !f.y.max) {
+    const QCPRange r = y->range();
+    y->setRange(r.lower, f.y.scale == AxisScale::Linear ? r.upper + (r.upper - r.lower) * 0.35 : r.upper * std::pow(r.upper / r.lower, 0.25));
+  }
   if (!xa.tick_labels.empty()) x->setRange(-0.5, static_cast<double>(xa.tick_labels.size()) - 0.5);
   if (!f.y.tick_labels.empty()) y->setRange(-0.5, static_cast<double>(f.y.tick_labels.size()) - 0.5);
 
@@ -293,7 +306,7 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
       }
     const Qt::Alignment corners[4] = {Qt::AlignTop | Qt::AlignRight, Qt::AlignTop | Qt::AlignLeft,
                                       Qt::AlignBottom | Qt::AlignRight, Qt::AlignBottom | Qt::AlignLeft};
-    const int best = static_cast<int>(std::min_element(std::begin(counts), std::end(counts)) - std::begin(counts));
+    const int best = bars ? 0 : static_cast<int>(std::min_element(std::begin(counts), std::end(counts)) - std::begin(counts));
     auto* legend = new QCPLegend;
     rect->insetLayout()->addElement(legend, corners[best]);
     legend->setLayer("legend");

@@ -268,6 +268,7 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
   }
   if (categorical && f.kind != PlotKind::Bar) f.x.tick_labels = f.categories;
   const std::vector<std::string> names = def.series.empty() ? std::vector<std::string>{""} : distinct(*rows, def.series);
+  std::map<std::string, std::map<std::size_t, std::vector<double>>> stacks;  // series -> point -> every y there
   for (const auto& name : names) {
     Series s;
     s.name = name.empty() && def.series.empty() ? def.y : name;
@@ -279,10 +280,25 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
       const double x = categorical ? static_cast<double>(std::find(f.categories.begin(), f.categories.end(), cell_text(*xc)) -
                                                          f.categories.begin())
                                    : *number(xc);
+      const auto at = std::find(s.x.begin(), s.x.end(), x);
+      if (at != s.x.end() && !y_categorical) {
+        // Several results at this x: gathered, then aggregated below.
+        stacks[name][static_cast<std::size_t>(at - s.x.begin())].push_back(number(yc).value_or(std::nan("")));
+        continue;
+      }
+      if (!y_categorical) stacks[name][s.x.size()].push_back(number(yc).value_or(std::nan("")));
       s.x.push_back(x);
       s.y.push_back(y_categorical ? static_cast<double>(std::find(f.y.tick_labels.begin(), f.y.tick_labels.end(), cell_text(*yc)) -
                                                          f.y.tick_labels.begin())
                                   : number(yc).value_or(std::nan("")));
+    }
+    const std::string how = def.aggregate.empty() && f.kind == PlotKind::Histogram ? "sum" : def.aggregate;
+    for (const auto& [i, ys] : stacks[name]) {
+      if (ys.size() > 1 && how.empty())
+        return make_error(at(e, def.line, what + ": " + std::to_string(ys.size()) + " results at " + def.x + " = " + cell_text(s.x[i]) +
+                                             (def.series.empty() ? "" : " of " + def.series + " = " + name) +
+                                             "; narrow them with where = {...}, plot them as series, or aggregate = \"max\""));
+      if (ys.size() > 1) s.y[i] = aggregate(ys, how);
     }
     if (f.kind == PlotKind::Histogram) {
       std::vector<double> xs = s.x;

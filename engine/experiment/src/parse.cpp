@@ -257,7 +257,7 @@ void read_table(const Reader& r, const toml::table& t, std::size_t i, Experiment
 void read_plot(const Reader& r, const toml::table& t, std::size_t i, Experiment& e) {
   const std::string p = "plot.";
   r.only(t, p, {"name", "from", "kind", "x", "y", "series", "value", "where", "x_scale", "y_scale", "log_values", "x_min",
-                "x_max", "y_min", "y_max", "title", "x_label", "y_label", "legend_title"});
+                "x_max", "y_min", "y_max", "title", "x_label", "y_label", "legend_title", "aggregate"});
   PlotDef d;
   d.line = static_cast<int>(t.source().begin.line);
   d.name = entry_name(r, t, "plot", i);
@@ -284,6 +284,11 @@ void read_plot(const Reader& r, const toml::table& t, std::size_t i, Experiment&
     }
   }
   if (auto n = t.get("log_values")) d.log_values = r.boolean(*n, p + "log_values");
+  if (auto n = t.get("aggregate")) {
+    d.aggregate = r.string(*n, p + "aggregate");
+    static const std::set<std::string> kAggregates = {"median", "mean", "min", "max", "sum"};
+    if (!kAggregates.count(d.aggregate)) r.fail(n, p + "aggregate", "expected median, mean, min, max or sum");
+  }
   for (auto [key, field] : {std::pair{"x_min", &d.x_min}, std::pair{"x_max", &d.x_max}, std::pair{"y_min", &d.y_min},
                             std::pair{"y_max", &d.y_max}})
     if (auto n = t.get(key)) *field = r.number(*n, p + key);

@@ -56,6 +56,9 @@ struct PlotDef {
   Pairs where;
   std::string x_scale = "linear", y_scale = "linear";
   bool log_values = false;    ///< heatmap: logarithmic colour scale
+  /// Several results at one x of a series (layers, seeds): median, mean, min, max, sum ("" = sum for
+  /// histograms, else an error naming the point).
+  std::string aggregate;
   std::optional<double> x_min, x_max, y_min, y_max;
   std::string title, x_label, y_label, legend_title;
   int line = 0;
