@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 #include "mxlab/core/table.hpp"
@@ -183,6 +184,71 @@ std::map<int, double> rel_bounds(const BlockFormat& f, int max_gap) {
   return out;
 }
 
+/// Histograms of the input and of its quantized values over the input's range, and errors by binade of |x|
+/// (the GUI's views of one tensor); the values come from ops::fake_quantize.
+std::optional<Error> add_histograms(const Experiment& e, const Point& p, const BlockFormat& f, const ops::TensorSource& src,
+                                    const PointRun& run, PointResult& out) {
+  auto t = src.load();
+  if (!t) return t.error();
+  const std::span<const float> x = t->data();
+  std::vector<float> q(x.size());
+  ops::Run r;
+  r.threads = run.threads;
+  r.reporter = run.reporter;
+  if (auto n = ops::fake_quantize(f, x, src.shape(), q, r); !n) return n.error();
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (float v : x)
+    if (std::isfinite(v)) lo = std::min(lo, static_cast<double>(v)), hi = std::max(hi, static_cast<double>(v));
+  if (!(lo <= hi)) return std::nullopt;
+  if (hi == lo) hi = lo + 1;
+  const auto bins = static_cast<std::size_t>(e.histogram_bins);
+  const double width = (hi - lo) / static_cast<double>(bins);
+  std::vector<std::int64_t> in_count(bins), q_count(bins);
+  auto bin = [&](double v) {
+    const double k = std::floor((v - lo) / width);
+    return static_cast<std::size_t>(std::clamp(k, 0.0, static_cast<double>(bins - 1)));
+  };
+  struct Binade {
+    std::int64_t count = 0, underflows = 0;
+    double max_rel = 0, sum_abs = 0;
+  };
+  std::map<int, Binade> binades;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double xi = x[i], qi = q[i];
+    if (!std::isfinite(xi)) continue;
+    ++in_count[bin(xi)];
+    if (std::isfinite(qi) && qi >= lo && qi <= hi) ++q_count[bin(qi)];
+    if (xi == 0 || !std::isfinite(qi)) continue;
+    Binade& b = binades[std::ilogb(xi)];
+    const double err = std::fabs(qi - xi);  // of two float32 values: exact in double unless far apart in magnitude
+    ++b.count;
+    b.underflows += qi == 0;
+    b.max_rel = std::max(b.max_rel, err / std::fabs(xi));
+    b.sum_abs += err;
+  }
+  // Two rows per bin: the input's count ("of" = input) and the quantized values' (of = the format).
+  for (const bool quantized : {false, true})
+    for (std::size_t k = 0; k < bins; ++k) {
+      Row row = param_row(p);
+      row.add("of", quantized ? *p.param("format") : std::string("input"));
+      row.add("bin_start", lo + width * static_cast<double>(k));
+      row.add("bin_width", width);
+      row.add("count", static_cast<double>(quantized ? q_count[k] : in_count[k]));
+      out["histogram"].push_back(std::move(row));
+    }
+  for (const auto& [k, b] : binades) {
+    Row row = param_row(p);
+    row.add("binade", static_cast<double>(k));
+    row.add("magnitude", std::ldexp(1.0, k));
+    row.add("count", static_cast<double>(b.count));
+    row.add("max_rel_error", b.max_rel);
+    row.add("mean_abs_error", b.sum_abs / static_cast<double>(b.count));
+    row.add("underflow_ratio", ratio(b.underflows, b.count));
+    out["error_by_value"].push_back(std::move(row));
+  }
+  return std::nullopt;
+}
+
 Result<PointResult> run_analyze(const Experiment& e, const Point& p, const PointRun& run) {
   auto f = point_format(p, "format");
   if (!f) return f.error();
@@ -204,6 +270,8 @@ Result<PointResult> run_analyze(const Experiment& e, const Point& p, const Point
   m.add("bits_per_element", fa.bits_per_element);
   m.add("engine", fa.engine);
   out["metrics"].push_back(std::move(m));
+  if (e.histogram_bins > 0)
+    if (auto err = add_histograms(e, p, *f, in->source, run, out)) return *err;
   if (e.gaps) {
     const int last = fa.gap_histogram.empty() ? 0 : fa.gap_histogram.rbegin()->first;
     const auto bounds = rel_bounds(*f, last);
@@ -380,6 +448,16 @@ Result<PointResult> run_catalogue(const Point& p) {
   }
   out["formats"].push_back(std::move(row));
   if (f->code_count() <= kMaxCatalogueCodes) {
+    // Every code with its class, exact value and the distance to the next larger value.
+    for (const CodePoint& c : enumerate_codes(*f, 0, f->code_count() - 1)) {
+      Row v = param_row(p);
+      v.add("code", static_cast<double>(c.code));
+      v.add("bits", c.bits);
+      v.add("class", std::string(to_string(c.cls)));
+      v.add("value", c.value);
+      v.add("gap_up", c.gap_up);
+      out["codes"].push_back(std::move(v));
+    }
     // Every distinct positive finite value, once (the number line).
     std::set<double> seen;
     for (const CodePoint& c : enumerate_codes(*f, 0, f->code_count() - 1)) {
@@ -390,6 +468,8 @@ Result<PointResult> run_catalogue(const Point& p) {
       v.add("class", std::string(to_string(c.cls)));
       v.add("value", c.value);
       v.add("log2_value", std::log2(c.value));
+      v.add("binade", std::floor(std::log2(c.value)));
+      v.add("gap_up", c.gap_up);
       out["values"].push_back(std::move(v));
     }
   }

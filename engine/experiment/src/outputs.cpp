@@ -96,7 +96,8 @@ std::vector<std::string> distinct(const std::vector<const Row*>& rows, const std
   std::vector<std::string> out;
   for (const Row* r : rows) {
     const Cell* c = r->find(column);
-    const std::string v = c ? cell_text(*c) : "";
+    if (!c) continue;
+    const std::string v = cell_text(*c);
     if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
   }
   return out;
@@ -245,6 +246,7 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
     h.log_values = def.log_values;
     std::vector<bool> filled(h.values.size(), false);
     for (const Row* r : *rows) {
+      if (!r->find(def.x) || !r->find(def.y)) continue;
       const auto xi = std::find(h.x_labels.begin(), h.x_labels.end(), cell_text(*r->find(def.x))) - h.x_labels.begin();
       const auto yi = std::find(h.y_labels.begin(), h.y_labels.end(), cell_text(*r->find(def.y))) - h.y_labels.begin();
       const std::size_t i = static_cast<std::size_t>(yi) * h.x_labels.size() + static_cast<std::size_t>(xi);
@@ -273,7 +275,7 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
     Series s;
     s.name = name.empty() && def.series.empty() ? def.y : name;
     for (const Row* r : *rows) {
-      if (!def.series.empty() && cell_text(*r->find(def.series)) != name) continue;
+      if (!def.series.empty() && (!r->find(def.series) || cell_text(*r->find(def.series)) != name)) continue;
       const Cell* xc = r->find(def.x);
       const Cell* yc = r->find(def.y);
       if (!xc || !yc) continue;
@@ -298,7 +300,7 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
         return make_error(at(e, def.line, what + ": " + std::to_string(ys.size()) + " results at " + def.x + " = " + cell_text(s.x[i]) +
                                              (def.series.empty() ? "" : " of " + def.series + " = " + name) +
                                              "; narrow them with where = {...}, plot them as series, or aggregate = \"max\""));
-      if (ys.size() > 1) s.y[i] = aggregate(ys, how);
+      if (ys.size() > 1 || how == "count") s.y[i] = aggregate(ys, how);
     }
     if (f.kind == PlotKind::Histogram) {
       std::vector<double> xs = s.x;
@@ -311,6 +313,28 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
     f.series.push_back(std::move(s));
   }
   if (categorical && f.kind != PlotKind::Bar) f.x.scale = AxisScale::Linear;
+  if (!def.markers.empty()) {
+    // Vertical markers at the numbers of a column (space-separated lists such as crossover gaps).
+    const auto dot = def.markers.find('.');
+    const std::string set = dot == std::string::npos ? def.from : def.markers.substr(0, dot);
+    const std::string column = dot == std::string::npos ? def.markers : def.markers.substr(dot + 1);
+    auto mrows = select(e, def.line, what + " markers", set, def.where, results);
+    if (!mrows) return mrows.error();
+    if (auto err = check_column(e, def.line, what + " markers", column, *mrows)) return *err;
+    for (const Row* r : *mrows) {
+      const Cell* c = r->find(column);
+      if (!c) continue;
+      std::istringstream is(cell_text(*c));
+      std::string word;
+      while (is >> word) {
+        char* end = nullptr;
+        const double v = std::strtod(word.c_str(), &end);
+        if (end != word.c_str() && *end == 0 && std::isfinite(v) &&
+            std::none_of(f.markers.begin(), f.markers.end(), [&](const Marker& m) { return m.x == v; }))
+          f.markers.push_back(Marker{v, def.marker_label.empty() ? column : def.marker_label});
+      }
+    }
+  }
   return f;
 }
 

@@ -257,7 +257,7 @@ void read_table(const Reader& r, const toml::table& t, std::size_t i, Experiment
 void read_plot(const Reader& r, const toml::table& t, std::size_t i, Experiment& e) {
   const std::string p = "plot.";
   r.only(t, p, {"name", "from", "kind", "x", "y", "series", "value", "where", "x_scale", "y_scale", "log_values", "x_min",
-                "x_max", "y_min", "y_max", "title", "x_label", "y_label", "legend_title", "aggregate"});
+                "x_max", "y_min", "y_max", "title", "x_label", "y_label", "legend_title", "aggregate", "markers", "marker_label"});
   PlotDef d;
   d.line = static_cast<int>(t.source().begin.line);
   d.name = entry_name(r, t, "plot", i);
@@ -286,9 +286,11 @@ void read_plot(const Reader& r, const toml::table& t, std::size_t i, Experiment&
   if (auto n = t.get("log_values")) d.log_values = r.boolean(*n, p + "log_values");
   if (auto n = t.get("aggregate")) {
     d.aggregate = r.string(*n, p + "aggregate");
-    static const std::set<std::string> kAggregates = {"median", "mean", "min", "max", "sum"};
-    if (!kAggregates.count(d.aggregate)) r.fail(n, p + "aggregate", "expected median, mean, min, max or sum");
+    static const std::set<std::string> kAggregates = {"median", "mean", "min", "max", "sum", "count"};
+    if (!kAggregates.count(d.aggregate)) r.fail(n, p + "aggregate", "expected median, mean, min, max, sum or count");
   }
+  text("markers", d.markers);
+  text("marker_label", d.marker_label);
   for (auto [key, field] : {std::pair{"x_min", &d.x_min}, std::pair{"x_max", &d.x_max}, std::pair{"y_min", &d.y_min},
                             std::pair{"y_max", &d.y_max}})
     if (auto n = t.get(key)) *field = r.number(*n, p + key);
@@ -355,7 +357,7 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
       if (e.batch.empty()) r.fail(n, "batch", "lists no experiment files");
       return e;
     }
-    r.only(root, "", {"name", "description", "job", "inputs", "sweep", "points", "metrics", "gaps", "baseline_profile",
+    r.only(root, "", {"name", "description", "job", "inputs", "sweep", "points", "metrics", "gaps", "histogram_bins", "baseline_profile",
                       "max_gap", "table", "plot", "expect", "batch"});
     Experiment e;
     e.path = path;
@@ -388,6 +390,7 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
     }
     if (auto n = root.get("metrics")) e.metrics = r.strings(*n, "metrics");
     if (auto n = root.get("gaps")) e.gaps = r.boolean(*n, "gaps");
+    if (auto n = root.get("histogram_bins")) e.histogram_bins = static_cast<int>(r.integer(*n, "histogram_bins", 0, 4096));
     if (auto n = root.get("baseline_profile")) e.baseline_profile = r.string(*n, "baseline_profile");
     if (auto n = root.get("max_gap")) e.max_gap = static_cast<int>(r.integer(*n, "max_gap", 0, 512));
     if (auto n = root.get("table")) {

@@ -352,6 +352,41 @@ Result<RunSummary> run_experiment(const Experiment& e, const RunOptions& o) {
   return write_outputs(e, dir, results, o.render, std::move(s));
 }
 
+Result<Evaluation> evaluate(const Experiment& e, unsigned threads, const Reporter& reporter) {
+  auto points = expand_points(e);
+  if (!points) return points.error();
+  for (const Point& p : *points)
+    if (auto err = check_point(e, p)) return *err;
+  Evaluation ev;
+  ev.points = *points;
+  std::vector<PointResult> results;
+  PointRun run;
+  run.threads = threads;
+  run.reporter.cancel = reporter.cancel;
+  for (std::size_t i = 0; i < points->size(); ++i) {
+    if (reporter.cancelled()) return make_error(ops::kCancelled);
+    auto r = run_point(e, (*points)[i], run);
+    if (!r) return r.error();
+    results.push_back(std::move(*r));
+    reporter.report(static_cast<std::int64_t>(i + 1), static_cast<std::int64_t>(points->size()), "points");
+  }
+  ev.results = gather(results);
+  std::map<std::string, Table> by_name;
+  for (const TableDef& d : e.tables) {
+    auto t = build_table(e, d, ev.results);
+    if (!t) return t.error();
+    by_name[d.name] = *t;
+    ev.tables.emplace_back(d.name, std::move(*t));
+  }
+  for (const PlotDef& d : e.plots) {
+    auto f = build_figure(e, d, ev.results);
+    if (!f) return f.error();
+    ev.figures.emplace_back(d.name, std::move(*f));
+  }
+  ev.expectations = check_expectations(e, ev.results, by_name);
+  return ev;
+}
+
 Result<RunSummary> merge_results(const std::vector<std::string>& dirs, const std::string& out_dir, const Renderer& render) {
   if (dirs.empty()) return make_error("merge: no folders given");
   std::string sha, text, path;

@@ -56,9 +56,12 @@ struct PlotDef {
   Pairs where;
   std::string x_scale = "linear", y_scale = "linear";
   bool log_values = false;    ///< heatmap: logarithmic colour scale
-  /// Several results at one x of a series (layers, seeds): median, mean, min, max, sum ("" = sum for
+  /// Several results at one x of a series (layers, seeds): median, mean, min, max, sum, count ("" = sum for
   /// histograms, else an error naming the point).
   std::string aggregate;
+  /// Vertical markers at the numbers of a column ("SET.COLUMN", or COLUMN of `from`), e.g. "pairs.crossover_gaps".
+  std::string markers;
+  std::string marker_label;  ///< their label (default: the column's name)
   std::optional<double> x_min, x_max, y_min, y_max;
   std::string title, x_label, y_label, legend_title;
   int line = 0;
@@ -92,6 +95,7 @@ struct Experiment {
   std::vector<Pairs> points;
   std::vector<std::string> metrics;  ///< columns of the metrics set to keep ("" = all)
   bool gaps = false;                 ///< analyze: exponent-gap histogram and errors by gap
+  int histogram_bins = 0;            ///< analyze: histograms of inputs and values, errors by binade (0 = none)
   std::string baseline_profile = "ocp";  ///< profiles: the profile every other is compared with
   int max_gap = -1;                  ///< bounds: last gap (-1: where both formats have fully underflowed)
   std::vector<TableDef> tables;

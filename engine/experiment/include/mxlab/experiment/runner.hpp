@@ -41,6 +41,18 @@ struct RunSummary {
   std::vector<ExpectOutcome> expectations;
 };
 
+/// An experiment evaluated in memory (the GUI's views): every point's rows, then its tables and figures.
+struct Evaluation {
+  std::vector<Point> points;
+  AllResults results;
+  std::vector<std::pair<std::string, Table>> tables;    ///< by [[table]] name, in file order
+  std::vector<std::pair<std::string, Figure>> figures;  ///< by [[plot]] name, in file order
+  std::vector<ExpectOutcome> expectations;
+};
+
+/// Runs every point in memory (no files) with progress (points done) and cancellation (the error "cancelled").
+Result<Evaluation> evaluate(const Experiment& e, unsigned threads = 0, const Reporter& reporter = {});
+
 /// Runs the experiment into its results folder.
 Result<RunSummary> run_experiment(const Experiment& e, const RunOptions& options);
 

@@ -1,0 +1,53 @@
+// mxlab-gui: explore formats, quantization, bounds and experiment files.
+//   mxlab-gui [--screenshots DIR]   (with --screenshots: computes each view, saves DIR/gui-VIEW.png, exits)
+#include <QApplication>
+#include <QDir>
+#include <QTabWidget>
+#include <QTimer>
+
+#include "main_window.hpp"
+#include "views.hpp"
+
+int main(int argc, char** argv) {
+  QApplication::setHighDpiScaleFactorRoundingPolicy(Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName("mxlab");
+  QApplication::setApplicationName("mxlab-gui");
+  mxlab::gui::MainWindow window;
+  window.show();
+  const QStringList args = app.arguments();
+  const int shots = static_cast<int>(args.indexOf("--screenshots"));
+  if (shots < 0 || shots + 1 >= args.size()) {
+    for (int i = 0; i < window.tabs()->count() - 1; ++i)
+      static_cast<mxlab::gui::View*>(window.tabs()->widget(i))->recompute();
+    return app.exec();
+  }
+  // Screenshots: each view computed, shown, grabbed.
+  const QString dir = args[shots + 1];
+  QDir().mkpath(dir);
+  window.resize(1400, 860);
+  const QStringList names = {"format-explorer", "quantization-lab", "bounds", "experiments"};
+  auto* index = new int(0);
+  std::function<void()> next = [&] {
+    if (*index >= 4) {
+      app.quit();
+      return;
+    }
+    auto* view = static_cast<mxlab::gui::View*>(window.tabs()->widget(*index));
+    window.tabs()->setCurrentIndex(*index);
+    QObject::connect(view->study(), &mxlab::gui::StudyView::finished, &window, [&, view] {
+      QObject::disconnect(view->study(), nullptr, &window, nullptr);
+      QTimer::singleShot(300, &window, [&] {
+        window.grab().save(dir + "/gui-" + names[*index] + ".png");
+        ++*index;
+        next();
+      });
+    });
+    if (*index == 3) static_cast<mxlab::gui::ExperimentsView*>(view)->open(MXLAB_SOURCE_DIR "/experiments/gap_error.toml");
+    else view->recompute();
+  };
+  QTimer::singleShot(0, &window, next);
+  const int rc = app.exec();
+  delete index;
+  return rc;
+}

@@ -1,0 +1,111 @@
+// The GUI's views. Each builds the experiment text of what it shows from its widgets, so the engine computes
+// every number (through the same entry points as `mxlab run`) and the view can be saved as an experiment file.
+#pragma once
+
+#include <QWidget>
+
+#include "study_view.hpp"
+
+class QComboBox;
+class QLineEdit;
+class QSpinBox;
+class QListWidget;
+class QLabel;
+
+namespace mxlab::gui {
+
+/// A view: a form that describes a study, and the study's results.
+class View : public QWidget {
+  Q_OBJECT
+
+ public:
+  using QWidget::QWidget;
+  /// The experiment text of the form's current state.
+  virtual QString experimentText() const = 0;
+  virtual QString title() const = 0;
+  StudyView* study() const { return study_; }
+  /// The name errors give the experiment (relative paths are read from its folder).
+  virtual QString sourceName() const { return title().toLower().replace(' ', '_') + ".toml"; }
+
+ public slots:
+  /// Recomputes from the form (off the GUI thread).
+  void recompute();
+
+ protected:
+  /// Lays out the form on the left and the results on the right.
+  void build(QWidget* form);
+  StudyView* study_ = nullptr;
+};
+
+/// Format Explorer: any format string; code points, number line, density per binade; an overlay format.
+class FormatExplorer : public View {
+  Q_OBJECT
+ public:
+  explicit FormatExplorer(QWidget* parent = nullptr);
+  QString experimentText() const override;
+  QString title() const override { return tr("Format Explorer"); }
+  QComboBox* format() const { return format_; }
+  QComboBox* overlay() const { return overlay_; }
+  QComboBox* classFilter() const { return class_; }
+
+ private:
+  QComboBox* format_ = nullptr;
+  QComboBox* overlay_ = nullptr;
+  QComboBox* class_ = nullptr;
+};
+
+/// Quantization Lab: an input, several block formats and a profile; histograms, errors and metrics.
+class QuantizationLab : public View {
+  Q_OBJECT
+ public:
+  explicit QuantizationLab(QWidget* parent = nullptr);
+  QString experimentText() const override;
+  QString title() const override { return tr("Quantization Lab"); }
+  QLineEdit* source() const { return source_; }
+  QSpinBox* sizeLog2() const { return size_; }
+  QSpinBox* seed() const { return seed_; }
+  QListWidget* formats() const { return formats_; }
+  QComboBox* profile() const { return profile_; }
+
+ private:
+  QLineEdit* source_ = nullptr;
+  QSpinBox* size_ = nullptr;
+  QSpinBox* seed_ = nullptr;
+  QListWidget* formats_ = nullptr;
+  QComboBox* profile_ = nullptr;
+};
+
+/// Bounds: two block formats; worst-case error per exponent gap, analytic = enumerated, crossovers marked.
+class BoundsView : public View {
+  Q_OBJECT
+ public:
+  explicit BoundsView(QWidget* parent = nullptr);
+  QString experimentText() const override;
+  QString title() const override { return tr("Bounds"); }
+  QComboBox* formatA() const { return a_; }
+  QComboBox* formatB() const { return b_; }
+
+ private:
+  QComboBox* a_ = nullptr;
+  QComboBox* b_ = nullptr;
+  QSpinBox* maxGap_ = nullptr;
+};
+
+/// Experiments: open an experiment file, run it, browse its tables and plots.
+class ExperimentsView : public View {
+  Q_OBJECT
+ public:
+  explicit ExperimentsView(QWidget* parent = nullptr);
+  QString experimentText() const override;
+  QString title() const override { return tr("Experiments"); }
+  QString sourceName() const override { return file_; }
+  /// Reads an experiment file and runs it; an error names the file.
+  QString open(const QString& path);
+
+ private:
+  QLabel* path_ = nullptr;
+  QLabel* description_ = nullptr;
+  QString file_, text_;
+};
+
+}  // namespace mxlab::gui
