@@ -1,5 +1,6 @@
 // mxlab-gui: explore formats, quantization, bounds and experiment files.
-//   mxlab-gui [--screenshots DIR]   (with --screenshots: computes each view, saves DIR/gui-VIEW.png, exits)
+//   mxlab-gui [--tab N] [--open FILE.toml] [--screenshots DIR]
+//   (--screenshots: computes each view, saves DIR/gui-VIEW.png, exits)
 #include <QApplication>
 #include <QDir>
 #include <QTabWidget>
@@ -20,6 +21,13 @@ int main(int argc, char** argv) {
   if (shots < 0 || shots + 1 >= args.size()) {
     for (int i = 0; i < window.tabs()->count() - 1; ++i)
       static_cast<mxlab::gui::View*>(window.tabs()->widget(i))->recompute();
+    // --tab N opens view N (0: Format Explorer ... 3: Experiments); --open FILE runs an experiment file.
+    if (const int t = static_cast<int>(args.indexOf("--tab")); t >= 0 && t + 1 < args.size())
+      window.tabs()->setCurrentIndex(args[t + 1].toInt());
+    if (const int o = static_cast<int>(args.indexOf("--open")); o >= 0 && o + 1 < args.size()) {
+      window.tabs()->setCurrentWidget(window.experiments());
+      window.experiments()->open(args[o + 1]);
+    }
     return app.exec();
   }
   // Screenshots: each view computed, shown, grabbed.

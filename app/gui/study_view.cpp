@@ -220,6 +220,10 @@ void StudyView::filterTable(int i, const QString& column, const QString& value) 
   p->setFilterRegularExpression(value.isEmpty() ? QString() : "^" + QRegularExpression::escape(value) + "$");
 }
 
+int StudyView::shownRows(int i) const {
+  return i >= 0 && i < static_cast<int>(proxies_.size()) ? proxies_[static_cast<std::size_t>(i)]->rowCount() : 0;
+}
+
 QString StudyView::exportPlot(const QString& base) const {
   if (!evaluation_ || evaluation_->figures.empty()) return tr("no plot to export");
   int i = tabs_->currentIndex();

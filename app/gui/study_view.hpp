@@ -54,6 +54,8 @@ class StudyView : public QWidget {
   const QStandardItemModel* table(int i) const;
   /// Filters the rows of table `i` to those whose `column` equals `value` ("" = all).
   void filterTable(int i, const QString& column, const QString& value);
+  /// Rows of table `i` that the filter shows.
+  int shownRows(int i) const;
   /// Milliseconds the last redraw of every figure took.
   double lastRedrawMs() const { return redrawMs_; }
 
