@@ -15,6 +15,7 @@
 #include "mxlab/core/error.hpp"
 #include "mxlab/core/progress.hpp"
 #include "mxlab/ops/tensor_source.hpp"
+#include "mxlab/formats/cast.hpp"
 #include "mxlab/quantize/analysis.hpp"
 #include "mxlab/quantize/block_format.hpp"
 #include "mxlab/quantize/pack.hpp"
@@ -94,6 +95,13 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
 /// totals. Blocks run along the last axis of `shape` (for a GEMM operand, put the reduction axis last).
 Result<std::size_t> fake_quantize(const BlockFormat& f, std::span<const float> x, const std::vector<std::int64_t>& shape,
                                   std::span<float> out, const Run& run = {}, QuantizeResult* result = nullptr);
+
+/// Element cast without scales (FP16/BF16 mixed precision, FP8 without scaling): out[i] = the value of
+/// cast(f, x[i], options) as float32, on the SIMD cast kernel, bit-identical to mxlab::cast. With a result, the
+/// error totals (count, SSE, signal, underflows, saturations, NaN outputs, max abs error). Formats up to 16 bits
+/// whose values are float32s.
+Result<std::size_t> fake_cast(const Format& f, const CastOptions& options, std::span<const float> x, std::span<float> out,
+                              const Run& run = {}, QuantizeResult* result = nullptr);
 
 /// Packed quantization of the whole tensor (as mxlab::pack of mxlab::quantize); with a result, its engine and
 /// error totals (as quantize_fake's with_stats).
