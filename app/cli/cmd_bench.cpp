@@ -22,6 +22,7 @@
 #include "mxlab/core/random.hpp"
 #include "mxlab/formats/catalogue.hpp"
 #include "mxlab/formats/parse.hpp"
+#include "mxlab/train/train.hpp"
 #include "mxlab/kernels/block_kernel.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
 #include "mxlab/kernels/simd_target.hpp"
@@ -44,6 +45,18 @@ std::string cpu_model() {
     }
   }
   return "unknown";
+}
+
+/// The first core's clock in MHz as /proc/cpuinfo reports it (0 when it does not).
+double cpu_mhz() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("cpu MHz", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return std::atof(line.c_str() + colon + 1);
+    }
+  return 0;
 }
 
 std::string fixed(double v, int digits) { return fixed_digits(v, digits); }
@@ -392,6 +405,27 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
                         fixed(s, 6), fixed(eps, 0), fixed(eps / 1e6, 1), fixed(gbs, 2),
                         copy_gbs > 0 ? fixed(gbs / copy_gbs, 3) : "", simd1, scalar1, speedup, ""});
     }
+  }
+
+  // Training steps: a quantized step's time over the FP32 step's, per model (Eigen GEMMs, operands quantized
+  // through ops), and Eigen's FP32 GEMM rate beside this core's nominal peak.
+  for (const char* model : {"mlp", "cnn"}) {
+    const int steps = quick ? 3 : 10;
+    auto fp32 = train::time_steps(model, *train::recipe("fp32"), steps, 64, threads);
+    auto mx = train::time_steps(model, *train::recipe("mxfp8"), steps, 64, threads);
+    if (!fp32 || !mx) continue;
+    const double mhz = cpu_mhz();
+    const double lanes = active_simd_target() == "AVX3" || active_simd_target() == "AVX3_ZEN4" || active_simd_target() == "AVX3_SPR" ? 16
+                         : active_simd_target() == "AVX2" ? 8 : 4;
+    // Two FMA units, two FLOPs per lane each, one core (Eigen runs one thread per GEMM here).
+    const double peak = mhz > 0 ? mhz * 1e6 * lanes * 2 * 2 / 1e9 : 0;
+    const std::string note = std::string("mxfp8 step / fp32 step = ") + fixed(mx->seconds_per_step / fp32->seconds_per_step, 2) +
+                             "; fp32 gemm " + fixed(fp32->gemm_gflops, 1) + " GFLOP/s" +
+                             (peak > 0 ? " (nominal peak of one core " + fixed(peak, 0) + ")" : "");
+    t.rows.push_back({std::string("train step ") + model + " fp32", "train step", std::string(model) + " fp32", "", "64",
+                      std::to_string(threads), fixed(fp32->seconds_per_step, 6), "", "", "", "", "", "", "", "batch 64"});
+    t.rows.push_back({std::string("train step ") + model + " mxfp8", "train step", std::string(model) + " mxfp8", "", "64",
+                      std::to_string(threads), fixed(mx->seconds_per_step, 6), "", "", "", "", "", "", "", note});
   }
 
   std::remove(in_path.c_str());
