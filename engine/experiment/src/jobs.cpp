@@ -18,6 +18,7 @@
 #include "mxlab/ops/catalogue.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/requests.hpp"
+#include "mxlab/train/train.hpp"
 
 namespace mxlab::experiment {
 
@@ -151,7 +152,7 @@ Row param_row(const Point& p) {
     char* end = nullptr;
     const double d = std::strtod(v.c_str(), &end);
     if (!v.empty() && end == v.c_str() + v.size() && std::isfinite(d) && k != "format" && k != "a" && k != "b" &&
-        k != "input" && k != "layer")
+        k != "input" && k != "layer" && k != "recipe" && k != "set")
       r.add(k, d);
     else
       r.add(k, v);
@@ -522,7 +523,7 @@ Result<std::vector<Point>> expand_points(const Experiment& e) {
     return base;
   };
   std::vector<Pairs> base;
-  const bool sweep_names_format = std::any_of(e.axes.begin(), e.axes.end(), [](const auto& a) { return a.first == "format" || a.first == "a"; });
+  const bool sweep_names_format = std::any_of(e.axes.begin(), e.axes.end(), [](const auto& a) { return a.first == "format" || a.first == "a" || a.first == "recipe"; });
   if (sweep_names_format || e.points.empty()) {
     auto product = cross({Pairs{}});
     if (!product) return product.error();
@@ -560,7 +561,96 @@ Result<std::vector<Point>> expand_points(const Experiment& e) {
   return out;
 }
 
+/// The training configuration of a point: the recipe with its settings, and every other axis.
+Result<train::Config> train_config(const Experiment& e, const Point& p) {
+  train::Config c;
+  auto r = train::recipe(p.param("recipe").value_or("fp32"));
+  if (!r) return r.error();
+  c.recipe = *r;
+  if (auto set = p.param("set")) {
+    std::size_t pos = 0;
+    while (pos <= set->size()) {
+      const std::size_t end = std::min(set->find(';', pos), set->size());
+      if (auto err = train::apply_setting(c.recipe, set->substr(pos, end - pos))) return *err;
+      pos = end + 1;
+    }
+  }
+  auto num = [&](const char* key, auto& field, double lo, double hi) -> std::optional<Error> {
+    auto v = p.param(key);
+    if (!v) return std::nullopt;
+    char* end = nullptr;
+    const double d = std::strtod(v->c_str(), &end);
+    if (v->empty() || *end != 0 || !(d >= lo && d <= hi))
+      return make_error("sweep key '" + std::string(key) + "' = '" + *v + "': expected a number from " + cell_text(lo) + " to " + cell_text(hi));
+    field = static_cast<std::remove_reference_t<decltype(field)>>(d);
+    return std::nullopt;
+  };
+  for (auto err : {num("seed", c.seed, 0, 9e15), num("steps", c.steps, 1, 1e7), num("batch", c.batch, 1, 65536),
+                   num("lr", c.lr, 0, 10), num("warmup", c.warmup, 0, 1e7), num("weight_decay", c.weight_decay, 0, 1),
+                   num("eval_every", c.eval_every, 0, 1e7), num("hidden", c.hidden, 2, 65536)})
+    if (err) return *err;
+  c.model = p.param("model").value_or("mlp");
+  c.data = p.param("data").value_or("fashion-mnist");
+  c.optimizer = p.param("optimizer").value_or("adamw");
+  (void)e;
+  return c;
+}
+
+Result<PointResult> run_train(const Experiment& e, const Point& p, const PointRun& run) {
+  auto c = train_config(e, p);
+  if (!c) return c.error();
+  c->threads = run.threads;
+  Reporter r;
+  r.cancel = run.reporter.cancel;
+  auto t = train::run(*c, r);
+  if (!t) return t.error();
+  PointResult out;
+  // Per layer and role, over every step: the underflow ratio and MSE of the quantized operands.
+  std::map<std::pair<std::string, std::string>, train::RoleMetrics> roles;
+  std::int64_t g_nonzero = 0, g_underflows = 0;
+  for (const auto& s : t->steps) {
+    Row row = param_row(p);
+    row.add("step", static_cast<double>(s.step));
+    row.add("loss", s.loss);
+    row.add("accuracy", s.accuracy);
+    row.add("lr", s.lr);
+    row.add("loss_scale", s.loss_scale);
+    row.add("skipped", s.skipped ? 1.0 : 0.0);
+    row.add("test_accuracy", s.test_accuracy >= 0 ? Cell(s.test_accuracy) : Cell(std::string("")));
+    out["steps"].push_back(std::move(row));
+    for (const auto& rm : s.roles) {
+      auto& acc = roles[{rm.layer, rm.role}];
+      acc.layer = rm.layer;
+      acc.role = rm.role;
+      acc.nonzero += rm.nonzero;
+      acc.underflows += rm.underflows;
+      acc.count += rm.count;
+      acc.sse += rm.sse;
+      if (rm.role == "g") g_nonzero += rm.nonzero, g_underflows += rm.underflows;
+    }
+  }
+  for (const auto& [key, rm] : roles) {
+    Row row = param_row(p);
+    row.add("layer", rm.layer);
+    row.add("role", rm.role);
+    row.add("underflow_ratio", rm.underflow_ratio());
+    row.add("mse", rm.mse());
+    out["layers"].push_back(std::move(row));
+  }
+  Row s = param_row(p);
+  s.add("test_accuracy", t->test_accuracy);
+  s.add("val_accuracy", t->val_accuracy);
+  s.add("val_loss", t->val_loss);
+  s.add("final_loss", t->steps.back().loss);
+  s.add("skipped_steps", static_cast<double>(t->steps.back().skipped_total));
+  s.add("grad_underflow_ratio", g_nonzero ? static_cast<double>(g_underflows) / static_cast<double>(g_nonzero) : 0.0);
+  s.add("engine", t->engine);
+  out["summary"].push_back(std::move(s));
+  return out;
+}
+
 Result<PointResult> run_point(const Experiment& e, const Point& p, const PointRun& run) {
+  if (e.job == "train") return run_train(e, p, run);
   if (e.job == "analyze") return run_analyze(e, p, run);
   if (e.job == "profiles") return run_profiles(e, p, run);
   if (e.job == "bounds") return run_bounds(e, p);
@@ -570,6 +660,11 @@ Result<PointResult> run_point(const Experiment& e, const Point& p, const PointRu
 
 std::optional<Error> check_point(const Experiment& e, const Point& p) {
   auto in_point = [&](const Error& err) { return make_error(e.path + ": " + err.message); };
+  if (e.job == "train") {
+    auto c = train_config(e, p);
+    if (!c) return in_point(make_error("point " + p.key() + ": " + c.error().message));
+    return std::nullopt;
+  }
   if (e.job == "catalogue") {
     const std::string name = p.param("format").value_or("");
     if (!parse_format(name) && !parse_block_format(name)) return in_point(parse_format(name).error());

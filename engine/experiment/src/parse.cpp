@@ -179,6 +179,11 @@ bool is_name(const std::string& s) {
 /// Axes every job understands, besides the format options.
 bool known_axis(const std::string& job, const std::string& axis) {
   if (job == "catalogue") return axis == "format";
+  if (job == "train") {
+    static const std::set<std::string> kTrain = {"recipe", "set", "seed", "model", "data", "steps", "batch", "lr",
+                                                 "optimizer", "warmup", "weight_decay", "eval_every", "hidden"};
+    return kTrain.count(axis) > 0;
+  }
   if (axis == "format" || axis == "block") return true;
   if (job == "bounds") {
     if (axis == "a" || axis == "b") return true;
@@ -368,8 +373,8 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
     if (auto n = root.get("description")) e.description = r.string(*n, "description");
     if (auto n = root.get("job")) {
       e.job = r.string(*n, "job");
-      if (e.job != "analyze" && e.job != "catalogue" && e.job != "bounds" && e.job != "profiles")
-        r.fail(n, "job", "expected analyze, catalogue, bounds or profiles");
+      if (e.job != "analyze" && e.job != "catalogue" && e.job != "bounds" && e.job != "profiles" && e.job != "train")
+        r.fail(n, "job", "expected analyze, catalogue, bounds, profiles or train");
     }
     if (auto n = root.get("inputs")) {
       for (const auto& [k, v] : ordered(r.table(*n, "inputs"))) read_input(r, k, r.table(*v, "inputs." + k), e);
@@ -425,12 +430,13 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
     for (const auto& x : e.expects)
       if (!x.table.empty() && !names.count("table:" + x.table))
         r.fail(nullptr, "expect.table", "no table named '" + x.table + "'");
+    const std::string needed = e.job == "train" ? "recipe" : "format";
     const bool has = [&] {
-      for (const auto& [a, v] : e.axes) if (a == "format" || a == "a") return true;
-      for (const auto& pt : e.points) for (const auto& [a, v] : pt) if (a == "format" || a == "a") return true;
+      for (const auto& [a, v] : e.axes) if (a == needed || a == "a") return true;
+      for (const auto& pt : e.points) for (const auto& [a, v] : pt) if (a == needed || a == "a") return true;
       return false;
     }();
-    if (!has) r.fail(root.get("sweep"), "sweep.format", "the sweep names no format (sweep.format = [...])");
+    if (!has) r.fail(root.get("sweep"), "sweep." + needed, "the sweep names no " + needed + " (sweep." + needed + " = [...])");
     if ((e.job == "analyze" || e.job == "profiles")) {
       bool input = false;
       for (const auto& [a, v] : e.axes) input |= a == "input";
