@@ -3,10 +3,12 @@
 //   (--screenshots: computes each view, saves DIR/gui-VIEW.png, exits)
 #include <QApplication>
 #include <QDir>
+#include <QSpinBox>
 #include <QTabWidget>
 #include <QTimer>
 
 #include "main_window.hpp"
+#include "training_view.hpp"
 #include "views.hpp"
 
 int main(int argc, char** argv) {
@@ -19,9 +21,10 @@ int main(int argc, char** argv) {
   const QStringList args = app.arguments();
   const int shots = static_cast<int>(args.indexOf("--screenshots"));
   if (shots < 0 || shots + 1 >= args.size()) {
-    for (int i = 0; i < window.tabs()->count() - 1; ++i)
-      static_cast<mxlab::gui::View*>(window.tabs()->widget(i))->recompute();
-    // --tab N opens view N (0: Format Explorer ... 3: Experiments); --open FILE runs an experiment file.
+    for (int i = 0; i < 3; ++i) static_cast<mxlab::gui::View*>(window.tabs()->widget(i))->recompute();
+    // --tab N opens view N (0: Format Explorer ... 4: Experiments); --open FILE runs an experiment file;
+    // --train starts the Training Simulator with its defaults.
+    if (args.contains("--train")) window.training()->start();
     if (const int t = static_cast<int>(args.indexOf("--tab")); t >= 0 && t + 1 < args.size())
       window.tabs()->setCurrentIndex(args[t + 1].toInt());
     if (const int o = static_cast<int>(args.indexOf("--open")); o >= 0 && o + 1 < args.size()) {
@@ -34,15 +37,29 @@ int main(int argc, char** argv) {
   const QString dir = args[shots + 1];
   QDir().mkpath(dir);
   window.resize(1400, 860);
-  const QStringList names = {"format-explorer", "quantization-lab", "bounds", "experiments"};
+  const QStringList names = {"format-explorer", "quantization-lab", "bounds", "training", "experiments"};
   auto* index = new int(0);
   std::function<void()> next = [&] {
-    if (*index >= 4) {
+    if (*index >= 5) {
       app.quit();
       return;
     }
-    auto* view = static_cast<mxlab::gui::View*>(window.tabs()->widget(*index));
     window.tabs()->setCurrentIndex(*index);
+    if (*index == 3) {
+      // A short run of the Training Simulator's defaults.
+      window.training()->steps()->setValue(150);
+      QObject::connect(window.training(), &mxlab::gui::TrainingView::finished, &window, [&] {
+        QObject::disconnect(window.training(), nullptr, &window, nullptr);
+        QTimer::singleShot(300, &window, [&] {
+          window.grab().save(dir + "/gui-" + names[*index] + ".png");
+          ++*index;
+          next();
+        });
+      });
+      window.training()->start();
+      return;
+    }
+    auto* view = static_cast<mxlab::gui::View*>(window.tabs()->widget(*index));
     QObject::connect(view->study(), &mxlab::gui::StudyView::finished, &window, [&, view] {
       QObject::disconnect(view->study(), nullptr, &window, nullptr);
       QTimer::singleShot(300, &window, [&] {
@@ -51,7 +68,7 @@ int main(int argc, char** argv) {
         next();
       });
     });
-    if (*index == 3) static_cast<mxlab::gui::ExperimentsView*>(view)->open(MXLAB_SOURCE_DIR "/experiments/gap_error.toml");
+    if (*index == 4) static_cast<mxlab::gui::ExperimentsView*>(view)->open(MXLAB_SOURCE_DIR "/experiments/gap_error.toml");
     else view->recompute();
   };
   QTimer::singleShot(0, &window, next);

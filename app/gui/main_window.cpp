@@ -15,6 +15,7 @@
 #include <QTabWidget>
 
 #include "mxlab/core/table.hpp"
+#include "training_view.hpp"
 #include "views.hpp"
 
 namespace mxlab::gui {
@@ -26,10 +27,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   lab_ = new QuantizationLab(tabs_);
   bounds_ = new BoundsView(tabs_);
   experiments_ = new ExperimentsView(tabs_);
-  for (View* v : std::initializer_list<View*>{explorer_, lab_, bounds_, experiments_}) {
+  training_ = new TrainingView(tabs_);
+  for (View* v : std::initializer_list<View*>{explorer_, lab_, bounds_}) {
     tabs_->addTab(v, v->title());
     connect(v->study(), &StudyView::failed, this, &MainWindow::showError);
   }
+  tabs_->addTab(training_, tr("Training Simulator"));
+  connect(training_, &TrainingView::failed, this, &MainWindow::showError);
+  tabs_->addTab(experiments_, experiments_->title());
+  connect(experiments_->study(), &StudyView::failed, this, &MainWindow::showError);
   setCentralWidget(tabs_);
   buildMenus();
   restore();
@@ -79,8 +85,9 @@ void MainWindow::restore() {
 View* MainWindow::current() const { return qobject_cast<View*>(tabs_->currentWidget()); }
 
 QString MainWindow::saveView(const QString& path) const {
-  const QString text = current()->study()->experimentText().isEmpty() ? current()->experimentText()
-                                                                       : current()->study()->experimentText();
+  const QString text = !current() ? training_->experimentText()
+                       : current()->study()->experimentText().isEmpty() ? current()->experimentText()
+                                                                        : current()->study()->experimentText();
   if (auto err = write_file_atomic(path.toStdString(), text.toStdString())) return QString::fromStdString(err->message);
   return {};
 }
@@ -107,23 +114,33 @@ void MainWindow::buildMenus() {
   file->addAction(tr("Export &plot (PNG, PDF)..."), QKeySequence(tr("Ctrl+E")), this, [this] {
     const QString base = QFileDialog::getSaveFileName(this, tr("Export plot: base name"), "plot");
     if (base.isEmpty()) return;
-    const QString err = current()->study()->exportPlot(base);
+    const QString err = current() ? current()->study()->exportPlot(base)
+                                  : tr("the Training Simulator's curves are exported by saving it as an experiment "
+                                       "(File > Save view as experiment) and running it with mxlab run");
     if (!err.isEmpty()) showError(err);
     else statusBar()->showMessage(tr("wrote %1.png and %1.pdf").arg(base));
   });
   file->addAction(tr("Export &table (CSV, Markdown, LaTeX)..."), QKeySequence(tr("Ctrl+T")), this, [this] {
     const QString base = QFileDialog::getSaveFileName(this, tr("Export table: base name"), "table");
     if (base.isEmpty()) return;
-    const QString err = current()->study()->exportTable(base);
+    const QString err = current() ? current()->study()->exportTable(base)
+                                  : tr("the Training Simulator's table is exported by saving it as an experiment "
+                                       "(File > Save view as experiment) and running it with mxlab run");
     if (!err.isEmpty()) showError(err);
     else statusBar()->showMessage(tr("wrote %1.csv, %1.md and %1.tex").arg(base));
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
   QMenu* view = menuBar()->addMenu(tr("&View"));
-  view->addAction(tr("&Recompute"), QKeySequence::Refresh, this, [this] { current()->recompute(); });
-  view->addAction(tr("&Stop"), QKeySequence(Qt::Key_Escape), this, [this] { current()->study()->cancel(); });
-  for (int i = 0; i < 4; ++i)
+  view->addAction(tr("&Recompute"), QKeySequence::Refresh, this, [this] {
+    if (current()) current()->recompute();
+    else training_->start();
+  });
+  view->addAction(tr("&Stop"), QKeySequence(Qt::Key_Escape), this, [this] {
+    if (current()) current()->study()->cancel();
+    else training_->stop();
+  });
+  for (int i = 0; i < tabs_->count(); ++i)
     view->addAction(tabs_->tabText(i), QKeySequence(QString("Ctrl+%1").arg(i + 1)), this, [this, i] { tabs_->setCurrentIndex(i); });
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&Metrics"), this, [this] {

@@ -12,6 +12,7 @@ class FormatExplorer;
 class QuantizationLab;
 class BoundsView;
 class ExperimentsView;
+class TrainingView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -24,9 +25,11 @@ class MainWindow : public QMainWindow {
   QuantizationLab* quantizationLab() const { return lab_; }
   BoundsView* bounds() const { return bounds_; }
   ExperimentsView* experiments() const { return experiments_; }
+  TrainingView* training() const { return training_; }
   QTabWidget* tabs() const { return tabs_; }
   View* current() const;
 
+  /// The current view when it is an experiment view (the Training Simulator is not), else null.
   /// Saves the current view as an experiment file; an error message, or empty.
   QString saveView(const QString& path) const;
 
@@ -40,6 +43,7 @@ class MainWindow : public QMainWindow {
   QuantizationLab* lab_ = nullptr;
   BoundsView* bounds_ = nullptr;
   ExperimentsView* experiments_ = nullptr;
+  TrainingView* training_ = nullptr;
 };
 
 }  // namespace mxlab::gui

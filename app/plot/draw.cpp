@@ -241,7 +241,9 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
     g->setPen(QPen(c, 1.4));
     g->setLineStyle(f.kind == PlotKind::Line ? QCPGraph::lsLine : QCPGraph::lsNone);
     const double size = f.kind == PlotKind::Scatter && xs.size() > 200 ? font_px * 0.3 : font_px * 0.55;
-    g->setScatterStyle(QCPScatterStyle(shape(i), c, f.kind == PlotKind::Scatter && xs.size() > 200 ? c : QColor(Qt::white), size));
+    // Long curves (loss over thousands of steps) are lines only: markers would hide them.
+    if (f.kind == PlotKind::Line && xs.size() > 60) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssNone));
+    else g->setScatterStyle(QCPScatterStyle(shape(i), c, f.kind == PlotKind::Scatter && xs.size() > 200 ? c : QColor(Qt::white), size));
     g->setData(xs, ys, f.kind == PlotKind::Line);
     // Sampling keeps a pixel column's extremes only, which hides scattered points between them.
     g->setAdaptiveSampling(f.kind == PlotKind::Line);

@@ -17,6 +17,9 @@
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/requests.hpp"
+#include "mxlab/io/datasets.hpp"
+#include "mxlab/train/train.hpp"
+#include "training_view.hpp"
 #include "views.hpp"
 
 using namespace mxlab;
@@ -185,6 +188,53 @@ class GuiTest : public QObject {
     // The same numbers as the view shows.
     const auto& shown = w.bounds()->study()->evaluation()->figures[0].second;
     QCOMPARE(ev->figures[0].second.series[0].y, shown.series[0].y);
+  }
+
+  void trainingSimulatorShowsTheEnginesLosses() {
+    // Fashion-MNIST from its Debian package, installed into a scratch folder the views read.
+    const QString dir = QDir::temp().filePath("mxlab_gui_test_data");
+    FetchOptions fo;
+    fo.dir = dir.toStdString();
+    if (!fetch_data({"fashion-mnist"}, fo).ok()) QSKIP("the Debian package dataset-fashion-mnist is not installed");
+    qputenv("MXLAB_DATA_DIR", dir.toUtf8());
+    MainWindow w;
+    TrainingView* v = w.training();
+    for (int i = 0; i < v->recipes()->count(); ++i) {
+      const QString n = v->recipes()->item(i)->text();
+      v->recipes()->item(i)->setCheckState(n == "fp32" || n == "mxfp8" ? Qt::Checked : Qt::Unchecked);
+    }
+    v->steps()->setValue(15);
+    v->batch()->setValue(32);
+    QSignalSpy done(v, &TrainingView::finished);
+    v->start();
+    QVERIFY(done.wait(120000));
+    const auto losses = v->losses();
+    QCOMPARE(losses.size(), std::size_t{2});
+    for (const char* name : {"fp32", "mxfp8"}) {
+      train::Config c;
+      c.recipe = *train::recipe(name);
+      c.steps = 15;
+      c.batch = 32;
+      c.lr = 1e-3;
+      c.seed = 1;
+      auto r = train::run(c);
+      QVERIFY(r.ok());
+      std::vector<double> want;
+      for (const auto& s : r->steps) want.push_back(s.loss);
+      QCOMPARE(losses.at(name), want);
+    }
+    // Both curves drawn, every step.
+    QCOMPARE(v->lossPlot()->graphCount(), 2);
+    QCOMPARE(v->lossPlot()->graph(1)->data()->size(), 15);
+    QCOMPARE(v->summary()->rowCount(), 2);
+    // Stop ends a long run early.
+    v->steps()->setValue(100000);
+    v->start();
+    QTest::qWait(300);
+    v->stop();
+    QVERIFY(done.wait(60000));
+    QVERIFY(v->losses().begin()->second.size() < 100000);
+    qunsetenv("MXLAB_DATA_DIR");
   }
 
   void cancelKeepsThePreviousResult() {

@@ -98,8 +98,9 @@ Result<std::size_t> fake_quantize(const BlockFormat& f, std::span<const float> x
 
 /// Element cast without scales (FP16/BF16 mixed precision, FP8 without scaling): out[i] = the value of
 /// cast(f, x[i], options) as float32, on the SIMD cast kernel, bit-identical to mxlab::cast. With a result, the
-/// error totals (count, SSE, signal, underflows, saturations, NaN outputs, max abs error). Formats up to 16 bits
-/// whose values are float32s.
+/// error totals (count, underflows, saturations, NaN outputs, max abs error exactly; SSE, signal and bias summed in
+/// double per 4096 elements: training metrics, not the exact analysis). Formats up to 16 bits whose values are
+/// float32s.
 Result<std::size_t> fake_cast(const Format& f, const CastOptions& options, std::span<const float> x, std::span<float> out,
                               const Run& run = {}, QuantizeResult* result = nullptr);
 
