@@ -52,7 +52,10 @@ MainWindow::~MainWindow() {
   s.setValue("lab/source", lab_->source()->text());
   s.setValue("lab/size", lab_->sizeLog2()->value());
   s.setValue("lab/seed", lab_->seed()->value());
-  s.setValue("lab/profile", lab_->profile()->currentText());
+  QStringList profiles;
+  for (int i = 0; i < lab_->profiles()->count(); ++i)
+    if (lab_->profiles()->item(i)->checkState() == Qt::Checked) profiles << lab_->profiles()->item(i)->text();
+  s.setValue("lab/profiles", profiles);
   QStringList checked;
   for (int i = 0; i < lab_->formats()->count(); ++i)
     if (lab_->formats()->item(i)->checkState() == Qt::Checked) checked << lab_->formats()->item(i)->text();
@@ -71,7 +74,12 @@ void MainWindow::restore() {
   if (s.contains("lab/source")) lab_->source()->setText(s.value("lab/source").toString());
   if (s.contains("lab/size")) lab_->sizeLog2()->setValue(s.value("lab/size").toInt());
   if (s.contains("lab/seed")) lab_->seed()->setValue(s.value("lab/seed").toInt());
-  if (s.contains("lab/profile")) lab_->profile()->setCurrentText(s.value("lab/profile").toString());
+  const QSignalBlocker b3(lab_->profiles()), b4(lab_->formats()), b5(lab_->sizeLog2()), b6(lab_->seed()), b7(lab_->source());
+  if (s.contains("lab/profiles")) {
+    const QStringList checked = s.value("lab/profiles").toStringList();
+    for (int i = 0; i < lab_->profiles()->count(); ++i)
+      lab_->profiles()->item(i)->setCheckState(checked.contains(lab_->profiles()->item(i)->text()) ? Qt::Checked : Qt::Unchecked);
+  }
   if (s.contains("lab/formats")) {
     const QStringList checked = s.value("lab/formats").toStringList();
     for (int i = 0; i < lab_->formats()->count(); ++i)
@@ -114,18 +122,14 @@ void MainWindow::buildMenus() {
   file->addAction(tr("Export &plot (PNG, PDF)..."), QKeySequence(tr("Ctrl+E")), this, [this] {
     const QString base = QFileDialog::getSaveFileName(this, tr("Export plot: base name"), "plot");
     if (base.isEmpty()) return;
-    const QString err = current() ? current()->study()->exportPlot(base)
-                                  : tr("the Training Simulator's curves are exported by saving it as an experiment "
-                                       "(File > Save view as experiment) and running it with mxlab run");
+    const QString err = current() ? current()->study()->exportPlot(base) : training_->exportPlot(base);
     if (!err.isEmpty()) showError(err);
     else statusBar()->showMessage(tr("wrote %1.png and %1.pdf").arg(base));
   });
   file->addAction(tr("Export &table (CSV, Markdown, LaTeX)..."), QKeySequence(tr("Ctrl+T")), this, [this] {
     const QString base = QFileDialog::getSaveFileName(this, tr("Export table: base name"), "table");
     if (base.isEmpty()) return;
-    const QString err = current() ? current()->study()->exportTable(base)
-                                  : tr("the Training Simulator's table is exported by saving it as an experiment "
-                                       "(File > Save view as experiment) and running it with mxlab run");
+    const QString err = current() ? current()->study()->exportTable(base) : training_->exportTable(base);
     if (!err.isEmpty()) showError(err);
     else statusBar()->showMessage(tr("wrote %1.csv, %1.md and %1.tex").arg(base));
   });

@@ -21,7 +21,9 @@
 #include <qcustomplot.h>
 
 #include "mxlab/core/bits.hpp"
+#include "mxlab/core/table.hpp"
 #include "mxlab/plot/draw.hpp"
+#include "mxlab/plot/plot.hpp"
 
 namespace mxlab::gui {
 
@@ -267,11 +269,34 @@ void TrainingView::refresh() {
           heat.heatmap.values[l * runs_.size() + i] = static_cast<double>(it->second.first) / static_cast<double>(it->second.second);
       }
   }
+  figures_ = {loss, acc, heat};
   plot::draw(*loss_, loss, 12);
   plot::draw(*accuracy_, acc, 12);
   if (!heat.heatmap.x_labels.empty() && !heat.heatmap.y_labels.empty()) plot::draw(*underflow_, heat, 12);
   progress_->setValue(total > 0 ? static_cast<int>(100 * done / total) : 0);
   if (busy()) status_->setText(tr("step %1 of %2").arg(done).arg(total));
+}
+
+QString TrainingView::exportPlot(const QString& base) const {
+  if (figures_.empty() || figures_[0].series.empty()) return tr("no training run to export");
+  if (auto err = plot::save_figure(figures_[0], base.toStdString())) return QString::fromStdString(err->message);
+  return {};
+}
+
+QString TrainingView::exportTable(const QString& base) const {
+  Table t;
+  for (int c = 0; c < summary_->columnCount(); ++c) t.add_column(summary_->horizontalHeaderItem(c)->text().toStdString(), c > 0);
+  for (int r = 0; r < summary_->rowCount(); ++r) {
+    std::vector<std::string> row;
+    for (int c = 0; c < summary_->columnCount(); ++c)
+      row.push_back(summary_->item(r, c) ? summary_->item(r, c)->text().toStdString() : "");
+    t.rows.push_back(std::move(row));
+  }
+  if (t.rows.empty()) return tr("no training run to export");
+  const std::string b = base.toStdString();
+  for (const auto& [ext, text] : {std::pair{".csv", to_csv(t)}, std::pair{".md", to_markdown(t)}, std::pair{".tex", to_latex(t)}})
+    if (auto err = write_file_atomic(b + ext, text)) return QString::fromStdString(err->message);
+  return {};
 }
 
 QString TrainingView::experimentText() const {

@@ -46,6 +46,9 @@ class TrainingView : public QWidget {
   QSpinBox* batch() const { return batch_; }
   QCustomPlot* lossPlot() const { return loss_; }
   QTableWidget* summary() const { return summary_; }
+  /// Exports the loss curves (PNG, PDF at BASE) and the table of runs (CSV, Markdown, LaTeX at BASE); an error or "".
+  QString exportPlot(const QString& base) const;
+  QString exportTable(const QString& base) const;
   /// Losses received so far per recipe (tests compare them with train::run).
   std::map<std::string, std::vector<double>> losses() const;
 
@@ -72,6 +75,7 @@ class TrainingView : public QWidget {
   QCustomPlot* underflow_ = nullptr;
   QTableWidget* summary_ = nullptr;
   QTimer* timer_ = nullptr;
+  std::vector<experiment::Figure> figures_;  ///< as last drawn: loss, accuracy, underflow
 
   /// What the worker has reported, read by the GUI thread under the mutex.
   struct Run {

@@ -13,6 +13,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include "mxlab/experiment/experiment.hpp"
@@ -178,7 +179,9 @@ QuantizationLab::QuantizationLab(QWidget* parent) : View(parent) {
   auto* f = new QFormLayout(form);
   source_ = new QLineEdit("gen:normal:0,1", form);
   source_->setToolTip(tr("A generated distribution (gen:normal:0,1, gen:laplace:0,1, gen:student_t:3, "
-                         "gen:lognormal:0,2, gen:outliers:rate=0.001,mag=100) or a tensor file (.npy, .csv, .f32)"));
+                         "gen:lognormal:0,2, gen:outliers:rate=0.001,mag=100), a tensor file (.npy, .csv, .f32), "
+                         "a layer of a model (model:posenet:*Conv2d_0*, blocks along its reduction axes) or a data "
+                         "set's images (data:fashion-mnist:test)"));
   auto* browse = new QPushButton(tr("File..."), form);
   auto* row = new QHBoxLayout;
   row->addWidget(source_, 1);
@@ -199,14 +202,19 @@ QuantizationLab::QuantizationLab(QWidget* parent) : View(parent) {
     it->setCheckState(n == "mxfp8_e4m3" || n == "mxfp4" || n == "mxint8" || n == "nvfp4" ? Qt::Checked : Qt::Unchecked);
   }
   formats_->setToolTip(tr("Block formats to compare (each as its catalogue entry: element, scale, block size, rule)"));
-  profile_ = new QComboBox(form);
-  for (const auto& p : profile_names()) profile_->addItem(QString::fromStdString(p));
-  profile_->setToolTip(tr("A peer library's choices (docs/profiles.md); a profile applies to the formats it covers"));
+  profiles_ = new QListWidget(form);
+  for (const auto& p : profile_names()) {
+    auto* it = new QListWidgetItem(QString::fromStdString(p), profiles_);
+    it->setFlags(it->flags() | Qt::ItemIsUserCheckable);
+    it->setCheckState(p == "ocp" ? Qt::Checked : Qt::Unchecked);
+  }
+  profiles_->setMaximumHeight(120);
+  profiles_->setToolTip(tr("Peer libraries' choices (docs/profiles.md); each applies to the formats it covers"));
   f->addRow(tr("input"), row);
   f->addRow(tr("size"), size_);
   f->addRow(tr("seed"), seed_);
   f->addRow(tr("formats"), formats_);
-  f->addRow(tr("profile"), profile_);
+  f->addRow(tr("profiles"), profiles_);
   auto* go = new QPushButton(tr("Quantize"), form);
   f->addRow(go);
   auto* help = new QLabel(tr("MSE: mean squared error. SQNR: 10 log10(sum x^2 / sum (q-x)^2) in dB. Bias: mean "
@@ -217,6 +225,17 @@ QuantizationLab::QuantizationLab(QWidget* parent) : View(parent) {
   f->addRow(help);
   build(form);
   connect(go, &QPushButton::clicked, this, &View::recompute);
+  // Recomputes on every change, once the changes pause (the running computation is cancelled).
+  debounce_ = new QTimer(this);
+  debounce_->setSingleShot(true);
+  debounce_->setInterval(400);
+  connect(debounce_, &QTimer::timeout, this, &View::recompute);
+  auto later = [this] { debounce_->start(); };
+  connect(source_, &QLineEdit::editingFinished, this, later);
+  connect(size_, &QSpinBox::valueChanged, this, later);
+  connect(seed_, &QSpinBox::valueChanged, this, later);
+  connect(formats_, &QListWidget::itemChanged, this, later);
+  connect(profiles_, &QListWidget::itemChanged, this, later);
   connect(browse, &QPushButton::clicked, this, [this] {
     const QString file = QFileDialog::getOpenFileName(this, tr("Tensor file"), {}, tr("Tensors (*.npy *.csv *.f32 *.bin *.raw)"));
     if (!file.isEmpty()) source_->setText(file);
@@ -228,15 +247,31 @@ QString QuantizationLab::experimentText() const {
   for (int i = 0; i < formats_->count(); ++i)
     if (formats_->item(i)->checkState() == Qt::Checked) formats << formats_->item(i)->text();
   if (formats.isEmpty()) formats << "mxfp8_e4m3";
-  const QString profile = profile_->currentText();
+  QStringList profiles;
+  for (int i = 0; i < profiles_->count(); ++i)
+    if (profiles_->item(i)->checkState() == Qt::Checked) profiles << profiles_->item(i)->text();
+  if (profiles.isEmpty()) profiles << "ocp";
   QString points;
-  // A profile applies to the formats it covers; the others keep OCP's choices.
+  // Each format with each checked profile that covers it (OCP covers every format).
   for (const auto& f : formats) {
-    const bool covers = apply_profile(*parse_block_format(f.toStdString()), profile.toStdString()).ok();
-    points += QString("[[points]]\nformat = %1\nprofile = %2\n").arg(q(f), q(covers ? profile : "ocp"));
+    auto parsed = parse_block_format(f.toStdString());
+    bool any = false;
+    for (const auto& p : profiles) {
+      if (!parsed || !apply_profile(*parsed, p.toStdString()).ok()) continue;
+      points += QString("[[points]]\nformat = %1\nprofile = %2\n").arg(q(f), q(p));
+      any = true;
+    }
+    if (!any) points += QString("[[points]]\nformat = %1\nprofile = \"ocp\"\n").arg(q(f));
   }
   const QString src = source_->text().trimmed();
   const bool generated = src.startsWith("gen:");
+  // model:NAME:PATTERN is a layer (or the layers) of a registered model or weight file.
+  QString input = "source = " + q(src) + "\n";
+  if (src.startsWith("model:")) {
+    const QString rest = src.mid(6);
+    const int colon = static_cast<int>(rest.indexOf(':'));
+    input = "weights = " + q(colon < 0 ? rest : rest.left(colon)) + "\n" + (colon < 0 ? QString() : "select = " + q(rest.mid(colon + 1)) + "\n");
+  }
   return QString(R"TOML(# Quantization Lab, saved from mxlab-gui
 name = "quantization_lab"
 description = "%1 through %2"
@@ -245,15 +280,14 @@ gaps = true
 histogram_bins = 120
 
 [inputs.input]
-source = %3
-%4
+%3%4
 [sweep]
 input = "input"
 
 %5
 [[table]]
 name = "metrics"
-rows = ["format", "profile"]
+rows = ["format", "profile", "layer"]
 values = ["mse", "sqnr_db", "bias", "max_abs_error", "max_rel_error", "underflow_ratio", "saturation_ratio", "bits_per_element", "engine"]
 
 [[plot]]
@@ -307,7 +341,7 @@ title = "Largest relative error by exponent gap"
 x_label = "exponent gap"
 y_label = "max relative error"
 )TOML")
-      .arg(src, formats.join(", "), q(src),
+      .arg(src, formats.join(", "), input,
            generated ? QString("shape = \"%1\"\nseed = %2\n").arg(qulonglong{1} << size_->value()).arg(seed_->value()) : QString(),
            points);
 }

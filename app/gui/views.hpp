@@ -11,6 +11,7 @@ class QLineEdit;
 class QSpinBox;
 class QListWidget;
 class QLabel;
+class QTimer;
 
 namespace mxlab::gui {
 
@@ -65,14 +66,15 @@ class QuantizationLab : public View {
   QSpinBox* sizeLog2() const { return size_; }
   QSpinBox* seed() const { return seed_; }
   QListWidget* formats() const { return formats_; }
-  QComboBox* profile() const { return profile_; }
+  QListWidget* profiles() const { return profiles_; }
 
  private:
   QLineEdit* source_ = nullptr;
   QSpinBox* size_ = nullptr;
   QSpinBox* seed_ = nullptr;
   QListWidget* formats_ = nullptr;
-  QComboBox* profile_ = nullptr;
+  QListWidget* profiles_ = nullptr;
+  QTimer* debounce_ = nullptr;
 };
 
 /// Bounds: two block formats; worst-case error per exponent gap, analytic = enumerated, crossovers marked.

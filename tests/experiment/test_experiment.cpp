@@ -18,6 +18,7 @@
 #include "mxlab/experiment/experiment.hpp"
 #include "mxlab/experiment/outputs.hpp"
 #include "mxlab/experiment/runner.hpp"
+#include "mxlab/io/datasets.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/requests.hpp"
 
@@ -379,4 +380,27 @@ equals = 1
   const auto values = csv_rows(s.dir / "cat/results/values.csv");
   // e2m1 has 7 positive values (0.5 ... 6); a block format's name stands for its element.
   CHECK(values.size() == 1 + 7 + 7);
+}
+
+TEST_CASE("a data set's images are an input: data:NAME:SPLIT", "[experiment][data]") {
+  Scratch s;
+  const fs::path data = fs::temp_directory_path() / "mxlab_experiment_test_data";
+  FetchOptions o;
+  o.dir = data.string();
+  if (!fetch_data({"fashion-mnist"}, o).ok()) {
+    WARN("skipped: the Debian package dataset-fashion-mnist is not installed");
+    return;
+  }
+  const std::string file = s.put("d.toml", "name = \"d\"\n[inputs.images]\nsource = \"data:fashion-mnist:test\"\ndata_dir = \"" +
+                                               data.string() + "\"\n[sweep]\nformat = \"mxfp8_e4m3\"\ninput = \"images\"\n");
+  REQUIRE(run_cli({"run", file, "--out", (s.dir / "out").string(), "--quiet"}) == 0);
+  const auto rows = csv_rows(s.dir / "out/results/metrics.csv");
+  REQUIRE(rows.size() == 2);
+  // 10,000 test images of 784 pixels, one row each.
+  CHECK(std::find(rows[1].begin(), rows[1].end(), "10000x784") != rows[1].end());
+  const std::string bad = s.put("e.toml", "name = \"e\"\n[inputs.images]\nsource = \"data:fashion-mnist:test\"\ndata_dir = \"" +
+                                              (s.dir / "none").string() + "\"\n[sweep]\nformat = \"mxfp4\"\ninput = \"images\"\n");
+  std::string err;
+  CHECK(run_cli({"run", bad, "--out", (s.dir / "out2").string(), "--quiet"}, nullptr, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("mxlab data fetch fashion-mnist"));
 }

@@ -95,7 +95,8 @@ class GuiTest : public QObject {
       const QString n = v->formats()->item(i)->text();
       v->formats()->item(i)->setCheckState(n == "mxfp4" || n == "mxint8" ? Qt::Checked : Qt::Unchecked);
     }
-    v->profile()->setCurrentText("ocp");
+    for (int i = 0; i < v->profiles()->count(); ++i)
+      v->profiles()->item(i)->setCheckState(v->profiles()->item(i)->text() == "ocp" ? Qt::Checked : Qt::Unchecked);
     v->recompute();
     QVERIFY(wait_result(v));
     const QStandardItemModel* t = v->study()->table(0);

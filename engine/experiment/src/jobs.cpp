@@ -14,6 +14,7 @@
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/io/datasets.hpp"
 #include "mxlab/io/distributions.hpp"
+#include "mxlab/io/training_data.hpp"
 #include "mxlab/io/weights.hpp"
 #include "mxlab/ops/catalogue.hpp"
 #include "mxlab/ops/ops.hpp"
@@ -106,11 +107,29 @@ struct LoadedInput {
   std::string layout;  ///< how blocks run ("last axis", "conv HWIO: blocks along I", ...)
 };
 
+/// "data:NAME[:SPLIT]": the images of a registered data set as a tensor [images, pixels].
+Result<Tensor> dataset_tensor(const Experiment& e, const InputDef& in) {
+  const std::string spec = in.source.substr(5);
+  const auto colon = spec.find(':');
+  const std::string name = spec.substr(0, colon), split = colon == std::string::npos ? "train" : spec.substr(colon + 1);
+  auto s = load_image_set(name, split, resolve(e, in.data_dir));
+  if (!s) return make_error("input '" + in.name + "': " + s.error().message);
+  std::vector<float> values(s->pixels.begin(), s->pixels.end());
+  return Tensor::from_f32({s->count, s->rows * s->cols}, std::move(values));
+}
+
 /// The tensor of a point's input (and layer), with the weight's reduction axes moved last.
 Result<LoadedInput> load_input(const Experiment& e, const Point& p) {
   const auto name = p.param("input");
   const InputDef* in = name ? find_input(e, *name) : nullptr;
   if (!in) return make_error("point " + p.key() + ": no input");
+  if (in->source.rfind("data:", 0) == 0) {
+    // A data set's images as rows: [images, pixels], pixel values as stored (0..255, digits 0..16).
+    auto t = dataset_tensor(e, *in);
+    if (!t) return t.error();
+    const std::string shape = format_shape(t->shape());
+    return LoadedInput{ops::TensorSource::of(std::move(*t)), shape, "last axis (pixels of an image)"};
+  }
   if (in->weights.empty()) {
     ops::InputRequest r;
     r.input = in->source.rfind("gen:", 0) == 0 ? in->source : resolve(e, in->source);
@@ -684,7 +703,15 @@ std::optional<Error> check_point(const Experiment& e, const Point& p) {
   if (auto name = p.param("input")) {
     const InputDef* in = find_input(e, *name);
     if (in && in->weights.empty()) {
-      if (in->source.rfind("gen:", 0) == 0) {
+      if (in->source.rfind("data:", 0) == 0) {
+        const std::string spec = in->source.substr(5);
+        const std::string set = spec.substr(0, spec.find(':'));
+        auto src = find_data_source(set);
+        if (!src) return in_point(make_error("input '" + in->name + "': " + src.error().message));
+        for (const auto& f : (*src)->files)
+          if (auto file = data_file(set, f.file, resolve(e, in->data_dir)); !file)
+            return in_point(make_error("input '" + in->name + "': " + file.error().message));
+      } else if (in->source.rfind("gen:", 0) == 0) {
         if (auto d = parse_distribution(in->source.substr(4)); !d)
           return in_point(make_error("input '" + in->name + "': " + d.error().message));
         if (auto sh = parse_shape(in->shape.empty() ? "65536" : in->shape); !sh)
@@ -707,6 +734,11 @@ std::vector<std::string> input_files(const Experiment& e) {
       } else {
         files.push_back(resolve(e, in.weights));
       }
+    } else if (in.source.rfind("data:", 0) == 0) {
+      const std::string set = in.source.substr(5, in.source.find(':', 5) - 5);
+      if (auto src = find_data_source(set))
+        for (const auto& f : (*src)->files)
+          if (auto path = data_file(set, f.file, resolve(e, in.data_dir))) files.push_back(*path);
     } else if (in.source.rfind("gen:", 0) != 0) {
       files.push_back(resolve(e, in.source));
     }

@@ -217,6 +217,8 @@ void read_input(const Reader& r, const std::string& name, const toml::table& t, 
   if (auto n = t.get("data_dir")) in.data_dir = r.string(*n, p + "data_dir");
   if (in.source.empty() == in.weights.empty())
     r.fail(&t, "inputs." + name, "give either source = \"gen:...\" or a file, or weights = MODEL");
+  if (!in.data_dir.empty() && in.weights.empty() && in.source.rfind("data:", 0) != 0)
+    r.fail(&t, "inputs." + name, "data_dir applies to weights and data: sources only");
   if (!in.source.empty() && (t.get("select") || t.get("layout") || t.get("min_elements") || t.get("kernels")))
     r.fail(&t, "inputs." + name, "select, layout, kernels and min_elements apply to weights only");
   e.inputs.push_back(std::move(in));

@@ -1,6 +1,8 @@
 // IDX, digits CSV and plain-text readers for the registered training data.
 #include "mxlab/io/training_data.hpp"
 
+#include "mxlab/io/datasets.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <limits>
@@ -242,6 +244,32 @@ Result<std::string> read_text(const std::string& path) {
   }
   while (!body.empty() && (body.back() == '\n' || body.back() == ' ' || body.back() == '\t')) body.remove_suffix(1);
   return std::string(body) + (body.empty() ? "" : "\n");
+}
+
+Result<ImageSet> load_image_set(const std::string& name, const std::string& split, const std::string& dir) {
+  if (split != "train" && split != "test") return make_error("data set '" + name + "': split '" + split + "': expected train or test");
+  if (name == "fashion-mnist") {
+    const std::string prefix = split == "train" ? "train" : "t10k";
+    auto images = data_file(name, prefix + "-images-idx3-ubyte.gz", dir);
+    if (!images) return images.error();
+    auto labels = data_file(name, prefix + "-labels-idx1-ubyte.gz", dir);
+    if (!labels) return labels.error();
+    return read_idx_images(*images, *labels);
+  }
+  if (name == "digits") {
+    auto file = data_file(name, "digits.csv.gz", dir);
+    if (!file) return file.error();
+    auto all = read_digits_csv_gz(*file);
+    if (!all) return all.error();
+    constexpr std::int64_t kTest = 297;
+    const std::int64_t px = all->rows * all->cols, first = split == "train" ? 0 : all->count - kTest;
+    ImageSet s = *all;
+    s.count = split == "train" ? all->count - kTest : kTest;
+    s.pixels.assign(all->pixels.begin() + first * px, all->pixels.begin() + (first + s.count) * px);
+    s.labels.assign(all->labels.begin() + first, all->labels.begin() + first + s.count);
+    return s;
+  }
+  return make_error("data set '" + name + "': not an image data set (expected fashion-mnist or digits)");
 }
 
 }  // namespace mxlab

@@ -430,37 +430,13 @@ void to_rows(const ImageSet& s, std::size_t first, std::size_t count, Mat& x, st
 }
 
 Result<Data> load_data(const Config& c) {
-  ImageSet train, test;
-  if (c.data == "fashion-mnist") {
-    auto f = [&](const char* name) { return data_file("fashion-mnist", name, c.data_dir); };
-    auto ti = f("train-images-idx3-ubyte.gz"), tl = f("train-labels-idx1-ubyte.gz");
-    auto vi = f("t10k-images-idx3-ubyte.gz"), vl = f("t10k-labels-idx1-ubyte.gz");
-    for (auto* r : {&ti, &tl, &vi, &vl})
-      if (!*r) return r->error();
-    auto a = read_idx_images(*ti, *tl);
-    if (!a) return a.error();
-    auto b = read_idx_images(*vi, *vl);
-    if (!b) return b.error();
-    train = std::move(*a);
-    test = std::move(*b);
-  } else if (c.data == "digits") {
-    auto f = data_file("digits", "digits.csv.gz", c.data_dir);
-    if (!f) return f.error();
-    auto all = read_digits_csv_gz(*f);
-    if (!all) return all.error();
-    // The last 297 of 1,797 images are the test set.
-    train = *all;
-    test = *all;
-    const std::int64_t n_test = 297, px = all->rows * all->cols;
-    train.count = all->count - n_test;
-    train.pixels.resize(static_cast<std::size_t>(train.count * px));
-    train.labels.resize(static_cast<std::size_t>(train.count));
-    test.count = n_test;
-    test.pixels.assign(all->pixels.end() - n_test * px, all->pixels.end());
-    test.labels.assign(all->labels.end() - n_test, all->labels.end());
-  } else {
-    return make_error("data '" + c.data + "': expected fashion-mnist or digits");
-  }
+  if (c.data != "fashion-mnist" && c.data != "digits") return make_error("data '" + c.data + "': expected fashion-mnist or digits");
+  auto tr = load_image_set(c.data, "train", c.data_dir);
+  if (!tr) return tr.error();
+  auto te = load_image_set(c.data, "test", c.data_dir);
+  if (!te) return te.error();
+  const ImageSet& train = *tr;
+  const ImageSet& test = *te;
   Data d;
   d.h = static_cast<int>(train.rows);
   d.w = static_cast<int>(train.cols);

@@ -40,6 +40,11 @@ Result<ImageSet> read_idx_images(const std::string& images_path, const std::stri
 /// then the label 0..9; no header.
 Result<ImageSet> read_digits_csv_gz(const std::string& path);
 
+/// A split of a registered image data set installed by `mxlab data fetch`: "fashion-mnist" (train: 60,000,
+/// test: 10,000) or "digits" (train: the first 1,500 of 1,797, test: the last 297). `dir` "" = the default
+/// data folder. A missing file names the command that installs it.
+Result<ImageSet> load_image_set(const std::string& name, const std::string& split, const std::string& dir = "");
+
 /// Reads a text file (names ending in ".gz" are decompressed) as UTF-8 text with a byte order mark
 /// removed and CRLF line ends turned into LF. A Project Gutenberg header (everything up to and
 /// including the "*** START OF ..." line) and footer (from the "*** END OF ..." line or an "End of the
