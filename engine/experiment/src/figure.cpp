@@ -28,13 +28,13 @@ std::string number(double v) {
 
 std::string numbers(const std::vector<double>& v) {
   std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + number(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) out += std::string(i ? "," : "") + number(v[i]);
   return out + "]";
 }
 
 std::string strings(const std::vector<std::string>& v) {
   std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + json_quote(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) out += std::string(i ? "," : "") + json_quote(v[i]);
   return out + "]";
 }
 

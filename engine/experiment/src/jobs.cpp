@@ -513,7 +513,7 @@ std::optional<std::string> Point::param(const std::string& name) const {
 std::string Point::key() const {
   std::string s = "{";
   for (std::size_t i = 0; i < params.size(); ++i)
-    s += (i ? "," : "") + json_quote(params[i].first) + ":" + json_quote(params[i].second);
+    s += std::string(i ? "," : "") + json_quote(params[i].first) + ":" + json_quote(params[i].second);
   return s + "}";
 }
 

@@ -183,7 +183,7 @@ Result<Table> build_table(const Experiment& e, const TableDef& def, const AllRes
         if (def.aggregate.empty()) {
           if (got.size() > 1) {
             std::string key;
-            for (std::size_t i = 0; i < def.rows.size(); ++i) key += (i ? ", " : "") + def.rows[i] + "=" + keys[k][i];
+            for (std::size_t i = 0; i < def.rows.size(); ++i) key += std::string(i ? ", " : "") + def.rows[i] + "=" + keys[k][i];
             return make_error(at(e, def.line, what + ": " + std::to_string(got.size()) + " results fall in the row (" + key +
                                                  (def.pivot.empty() ? "" : ", " + def.pivot + "=" + pivots[p]) +
                                                  "); add the column that tells them apart to rows, or aggregate = \"median\""));

@@ -29,13 +29,13 @@ std::string result_json(const PointResult& r) {
   std::string s = "{";
   bool first_set = true;
   for (const auto& [set, rows] : r) {
-    s += (first_set ? "" : ",") + json_quote(set) + ":[";
+    s += std::string(first_set ? "" : ",") + json_quote(set) + ":[";
     first_set = false;
     for (std::size_t i = 0; i < rows.size(); ++i) {
       s += i ? ",[" : "[";
       for (std::size_t c = 0; c < rows[i].cells.size(); ++c) {
         const auto& [k, v] = rows[i].cells[c];
-        s += (c ? ",[" : "[") + json_quote(k) + ",";
+        s += std::string(c ? ",[" : "[") + json_quote(k) + ",";
         if (const std::string* t = std::get_if<std::string>(&v)) s += json_quote(*t);
         else if (std::isfinite(std::get<double>(v))) s += cell_text(v);
         else s += "{\"f\":\"" + cell_text(v) + "\"}";
