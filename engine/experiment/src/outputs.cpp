@@ -14,7 +14,11 @@ namespace mxlab::experiment {
 namespace {
 
 std::string at(const Experiment& e, int line, const std::string& what) {
-  return e.path + (line > 0 ? ":" + std::to_string(line) : "") + ": " + what;
+  std::string s = e.path;
+  if (line > 0) s += ":" + std::to_string(line);
+  s += ": ";
+  s += what;
+  return s;
 }
 
 bool matches(const Row& r, const Pairs& where) {
