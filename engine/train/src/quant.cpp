@@ -1,0 +1,40 @@
+// Internal: quantization of GEMM operands through ops and their underflow and error counts.
+#include "quant.hpp"
+
+#include <stdexcept>
+
+#include "mxlab/ops/ops.hpp"
+
+namespace mxlab::train::detail {
+
+OperandStats& QuantContext::at(const std::string& key) {
+  for (auto& [k, s] : stats)
+    if (k == key) return s;
+  stats.emplace_back(key, OperandStats{});
+  return stats.back().second;
+}
+
+void quantize_operand(const BlockFormat& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                      std::span<float> out, QuantContext& ctx, const std::string& key) {
+  ops::Run run;
+  run.threads = ctx.threads;
+  auto r = ops::fake_quantize(f, x, {rows, cols}, out, run);
+  if (!r) throw std::runtime_error("quantizing " + key + " with " + f.name + ": " + r.error().message);
+  if (!ctx.collect) return;
+  OperandStats& s = ctx.at(key);
+  std::int64_t nonzero = 0, underflow = 0;
+  double sse = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const bool nz = x[i] != 0.0F;
+    nonzero += nz ? 1 : 0;
+    underflow += (nz && out[i] == 0.0F) ? 1 : 0;
+    const double e = static_cast<double>(out[i]) - static_cast<double>(x[i]);
+    sse += e * e;
+  }
+  s.count += static_cast<std::int64_t>(x.size());
+  s.nonzero += nonzero;
+  s.underflow += underflow;
+  s.sse += sse;
+}
+
+}  // namespace mxlab::train::detail

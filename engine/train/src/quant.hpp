@@ -1,0 +1,52 @@
+// Internal: quantization of GEMM operands through ops::fake_quantize and the per-operand metrics of a step.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mxlab/quantize/block_format.hpp"
+#include "mxlab/train/recipe.hpp"
+
+namespace mxlab::train::detail {
+
+/// Counts of one quantized operand over a step (summed over its GEMM calls).
+struct OperandStats {
+  std::int64_t count = 0;
+  std::int64_t nonzero = 0;    ///< inputs that are not zero
+  std::int64_t underflow = 0;  ///< nonzero inputs whose quantized value is zero
+  double sse = 0;              ///< sum of squared quantization errors (double)
+};
+
+/// What a forward or backward pass needs besides its tensors.
+struct QuantContext {
+  unsigned threads = 1;
+  bool collect = false;   ///< measure OperandStats this step
+  bool training = true;   ///< keep what backward needs
+  std::vector<std::pair<std::string, OperandStats>> stats;  ///< "layer.role", in first-use order
+
+  OperandStats& at(const std::string& key);
+};
+
+/// The block formats of a layer's five roles (none: FP32).
+struct LayerFormats {
+  std::vector<std::optional<BlockFormat>> by_role = std::vector<std::optional<BlockFormat>>(kRoleCount);
+  const BlockFormat* get(Role r) const {
+    const auto& f = by_role[static_cast<std::size_t>(r)];
+    return f ? &*f : nullptr;
+  }
+};
+
+/// Whether the format's blocks are 2-D tiles over the last two axes.
+inline bool is_2d(const BlockFormat* f) { return f != nullptr && f->layout.tiles.size() == 2; }
+
+/// out = fake quantization of x (rows x cols, row-major, blocks along the last axis or 2-D tiles) through
+/// ops::fake_quantize; with ctx.collect, adds the operand's counts to ctx.stats[key]. Throws std::runtime_error
+/// with the engine's message on failure.
+void quantize_operand(const BlockFormat& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                      std::span<float> out, QuantContext& ctx, const std::string& key);
+
+}  // namespace mxlab::train::detail
