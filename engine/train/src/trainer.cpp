@@ -323,7 +323,7 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
 
 }  // namespace
 
-Result<TrainResult> train(const TrainData& data, const TrainOptions& options,
+Result<TrainResult> run_training(const TrainData& data, const TrainOptions& options,
                           const std::function<void(const StepMetrics&)>& on_step, const Reporter& reporter) {
   try {
     return run(data, options, on_step, reporter);

@@ -93,7 +93,7 @@ struct TrainResult {
 /// Trains a model on the data under the options; calls on_step after every step and reports progress
 /// ("train", steps) to the reporter, stopping early (cancelled = true) when it asks. Deterministic: the same
 /// options and data give bit-identical losses for any thread count.
-Result<TrainResult> train(const TrainData& data, const TrainOptions& options,
+Result<TrainResult> run_training(const TrainData& data, const TrainOptions& options,
                           const std::function<void(const StepMetrics&)>& on_step = {}, const Reporter& reporter = {});
 
 /// The GEMM layer names of a model on this data (what recipe overrides match against).
