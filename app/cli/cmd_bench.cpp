@@ -28,6 +28,7 @@
 #include "mxlab/quantize/analysis.hpp"
 #include "mxlab/quantize/pack.hpp"
 #include "mxlab/quantize/quantize.hpp"
+#include "mxlab/train/trainer.hpp"
 
 namespace mxlab::cli {
 namespace {
@@ -391,6 +392,29 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
       t.rows.push_back({name, c.kernel, c.format, std::to_string(size), std::to_string(n), std::to_string(threads),
                         fixed(s, 6), fixed(eps, 0), fixed(eps / 1e6, 1), fixed(gbs, 2),
                         copy_gbs > 0 ? fixed(gbs / copy_gbs, 3) : "", simd1, scalar1, speedup, ""});
+    }
+  }
+
+  // Training steps (mxlab train): the MXFP8 step time over the FP32 step time, and the FP32 GEMM throughput.
+  {
+    const std::int64_t steps = quick ? 5 : 20;
+    for (const char* model : {"mlp", "cnn"}) {
+      train::ModelConfig mc;
+      mc.kind = model;
+      const std::int64_t batch = mc.kind == "mlp" ? 128 : 64;
+      auto fp32 = train::step_seconds(mc, *train::recipe_preset("fp32"), batch, steps, 3, threads);
+      auto mx = train::step_seconds(mc, *train::recipe_preset("mxfp8"), batch, steps, 3, threads);
+      if (!fp32 || !mx) return bad_input(io, "bench", (!fp32 ? fp32 : mx).error().message);
+      const std::string name = std::string("train step ") + model + " batch " + std::to_string(batch);
+      t.rows.push_back({name, "train step", "fp32", "", std::to_string(batch), std::to_string(threads), fixed(*fp32, 6),
+                        "", "", "", "", "", "", "", ""});
+      t.rows.push_back({name, "train step", "mxfp8", "", std::to_string(batch), std::to_string(threads), fixed(*mx, 6), "",
+                        "", "", "", "", "", "", "ratio_to_fp32_step=" + fixed(*mx / *fp32, 3)});
+    }
+    for (std::int64_t n : {128, 512}) {
+      const double gflops = train::fp32_gemm_gflops(n, n, n, quick ? 3 : 10);
+      t.rows.push_back({"fp32 gemm " + std::to_string(n) + "^3", "gemm", "float32", "", std::to_string(n * n * n), "1", "",
+                        "", "", "", "", "", "", "", "gflops=" + fixed(gflops, 2)});
     }
   }
 

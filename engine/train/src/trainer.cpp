@@ -161,9 +161,9 @@ class Batcher {
 };
 
 /// Forward-only evaluation over a split (images) or consecutive windows (text), quantized as in training.
-EvalMetrics evaluate(Model<float>& model, const TrainData& d, const TrainOptions& o, bool test, unsigned threads) {
+EvalMetrics evaluate(Model<float>& model, const TrainData& d, const TrainOptions& o, bool test, std::int64_t limit) {
   QuantContext ctx;
-  ctx.threads = threads;
+  ctx.threads = o.threads;
   ctx.training = false;
   EvalMetrics e;
   double loss_sum = 0;
@@ -173,7 +173,7 @@ EvalMetrics evaluate(Model<float>& model, const TrainData& d, const TrainOptions
     const std::vector<int>& tokens = d.validation_tokens;
     const std::int64_t seq = o.model.context;
     std::int64_t windows = (static_cast<std::int64_t>(tokens.size()) - 1) / seq;
-    if (o.eval_limit > 0) windows = std::min(windows, o.eval_limit);
+    if (limit > 0) windows = std::min(windows, limit);
     for (std::int64_t w0 = 0; w0 < windows; w0 += chunk / 4) {
       Batch b;
       b.size = std::min(chunk / 4, windows - w0);
@@ -192,7 +192,7 @@ EvalMetrics evaluate(Model<float>& model, const TrainData& d, const TrainOptions
   } else {
     const ImageSplit& s = test ? d.test : d.validation;
     std::int64_t n = s.count();
-    if (o.eval_limit > 0) n = std::min(n, o.eval_limit);
+    if (limit > 0) n = std::min(n, limit);
     const auto features = static_cast<std::size_t>(d.features());
     for (std::int64_t i0 = 0; i0 < n; i0 += chunk) {
       Batch b;
@@ -305,8 +305,8 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     m.seconds = train_seconds;
     if (ctx.collect) m.operands = operand_metrics(ctx);
     const bool last = step + 1 == o.steps;
-    if ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || (last && o.final_eval))
-      m.validation = evaluate(model, data, o, false, o.threads);
+    if (last && o.final_eval) m.validation = evaluate(model, data, o, false, 0);
+    else if (o.eval_every > 0 && (step + 1) % o.eval_every == 0) m.validation = evaluate(model, data, o, false, o.eval_limit);
     if (last && m.validation) result.validation = m.validation;
     result.losses.push_back(loss);
     result.steps_done = step + 1;
@@ -314,8 +314,8 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     reporter.report(step + 1, o.steps, "train");
   }
   if (!result.cancelled && o.final_eval && !data.is_text && data.test.count() > 0)
-    result.test = evaluate(model, data, o, true, o.threads);
-  if (result.cancelled && o.final_eval) result.validation = evaluate(model, data, o, false, o.threads);
+    result.test = evaluate(model, data, o, true, 0);
+  if (result.cancelled && o.final_eval) result.validation = evaluate(model, data, o, false, 0);
   result.seconds = train_seconds;
   result.final_loss_scale = scale;
   return result;
@@ -339,6 +339,33 @@ Result<std::vector<std::string>> gemm_layers(const TrainData& data, const ModelC
   auto m = make_model(data, o, &names);
   if (!m) return m.error();
   return names;
+}
+
+Result<double> step_seconds(const ModelConfig& model, const Recipe& recipe, std::int64_t batch, std::int64_t steps,
+                            int reps, unsigned threads) {
+  TrainData d;
+  d.name = "random images";
+  d.rows = d.cols = 28;
+  d.classes = 10;
+  Rng rng(20240601);
+  const std::int64_t n = std::max<std::int64_t>(batch, 256);
+  for (std::int64_t i = 0; i < n * 28 * 28; ++i) d.train.x.push_back(static_cast<float>(rng.uniform()));
+  for (std::int64_t i = 0; i < n; ++i) d.train.labels.push_back(static_cast<int>(rng.next_u64() % 10));
+  TrainOptions o;
+  o.model = model;
+  o.recipe = recipe;
+  o.batch = batch;
+  o.threads = threads;
+  o.metrics_every = 0;
+  o.final_eval = false;
+  double best = 1e300;
+  for (int r = 0; r <= std::max(1, reps); ++r) {
+    o.steps = r == 0 ? 1 : steps;  // the first run warms caches and allocations and is not counted
+    auto res = run_training(d, o);
+    if (!res) return res.error();
+    if (r > 0) best = std::min(best, res->seconds / static_cast<double>(steps));
+  }
+  return best;
 }
 
 double fp32_gemm_gflops(std::int64_t m, std::int64_t n, std::int64_t k, int reps) {

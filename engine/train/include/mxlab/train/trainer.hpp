@@ -40,7 +40,8 @@ struct TrainOptions {
   std::int64_t metrics_every = 1;    ///< operand metrics on every Nth step (0: never)
   std::int64_t eval_every = 0;       ///< validation every Nth step (0: only at the end)
   bool final_eval = true;            ///< validation and test after the last step
-  std::int64_t eval_limit = 0;       ///< at most this many validation/test examples (text: windows); 0 = all
+  std::int64_t eval_limit = 0;       ///< periodic validation on at most this many examples (text: windows); 0 = all;
+                                     ///< the final validation and test always use everything
 };
 
 /// Counts of one quantized GEMM operand over a step.
@@ -98,6 +99,12 @@ Result<TrainResult> run_training(const TrainData& data, const TrainOptions& opti
 
 /// The GEMM layer names of a model on this data (what recipe overrides match against).
 Result<std::vector<std::string>> gemm_layers(const TrainData& data, const ModelConfig& model);
+
+/// Seconds per training step (best of `reps` runs of `steps` steps, after one untimed step) of the model on
+/// seeded random 28x28 images in 10 classes, without operand metrics or evaluation: what `mxlab bench`
+/// compares between recipes. Timing only; the values do not matter.
+Result<double> step_seconds(const ModelConfig& model, const Recipe& recipe, std::int64_t batch, std::int64_t steps,
+                            int reps, unsigned threads);
 
 /// Best-of-reps FP32 GEMM throughput in GFLOP/s of an m x k by k x n product (the trainer's GEMM, one thread).
 double fp32_gemm_gflops(std::int64_t m, std::int64_t n, std::int64_t k, int reps);
