@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "mxlab/core/random.hpp"
+#include "mxlab/ops/ops.hpp"
 #include "mxlab/train/gradient_check.hpp"
 #include "mxlab/train/trainer.hpp"
 
@@ -183,6 +184,27 @@ TEST_CASE("quantized operands are measured per layer and role; 2-D tiles are qua
   REQUIRE(fp32);
   REQUIRE(q);
   CHECK(fp32->losses[1] != q->losses[1]);
+}
+
+TEST_CASE("square 2-D tiles commute with the transpose (why backward may reuse forward's quantized copy)", "[train]") {
+  // Oracle: quantizing X^T directly with the same tiles.
+  auto f = parse_block_format("mxfp4@8x8");
+  REQUIRE(f);
+  const std::int64_t rows = 24, cols = 40;
+  std::vector<float> x(static_cast<std::size_t>(rows * cols)), xt(x.size());
+  Rng rng(13);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float v = static_cast<float>(std::ldexp(rng.uniform() - 0.5, static_cast<int>(rng.next_u64() % 12) - 6));
+      x[static_cast<std::size_t>(r * cols + c)] = v;
+      xt[static_cast<std::size_t>(c * rows + r)] = v;
+    }
+  std::vector<float> q(x.size()), qt(x.size());
+  REQUIRE(ops::fake_quantize(*f, x, {rows, cols}, q));
+  REQUIRE(ops::fake_quantize(*f, xt, {cols, rows}, qt));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      REQUIRE(q[static_cast<std::size_t>(r * cols + c)] == qt[static_cast<std::size_t>(c * rows + r)]);
 }
 
 TEST_CASE("FP16 without loss scaling loses gradients to underflow; dynamic loss scaling brings them back", "[train]") {

@@ -41,20 +41,18 @@ const Mat<T>& quantized(const Mat<T>& x, const BlockFormat* f, Mat<T>& buf, Quan
   }
 }
 
-/// x^T quantized with f (blocks along x's first axis); a 2-D tile format quantizes x and transposes, which
-/// gives the same values as tiles of x^T.
+/// out = x^T quantized with f (blocks along x's first axis), tmp a scratch buffer; a 2-D tile format quantizes x
+/// and transposes, which gives the same values as tiles of x^T.
 template <typename T>
-void quantized_transpose(const Mat<T>& x, const BlockFormat* f, Mat<T>& out, QuantContext& ctx, const std::string& key) {
-  Mat<T> tmp;
+void quantized_transpose(const Mat<T>& x, const BlockFormat* f, Mat<T>& out, Mat<T>& tmp, QuantContext& ctx,
+                         const std::string& key) {
   if (f == nullptr) {
     out = x.transpose();
   } else if (is_2d(f)) {
     out = quantized(x, f, tmp, ctx, key).transpose();
   } else {
     tmp = x.transpose();
-    Mat<T> q;
-    quantized(tmp, f, q, ctx, key);
-    out = std::move(q);
+    quantized(tmp, f, out, ctx, key);
   }
 }
 
@@ -64,11 +62,13 @@ void quantized_transpose(const Mat<T>& x, const BlockFormat* f, Mat<T>& out, Qua
 ///   backward  dX  = q_g(dY) q_wbp(Wt^T)^T      (reduction N)
 ///             dWt = q_g(dY^T) q_abp(X^T)^T     (reduction M, the batch)
 /// 2-D tile formats are quantized once and their transposes reused when forward and backward share them.
+/// The buffers persist across steps, so a layer allocates its quantized operands once.
 template <typename T>
 struct QGemm {
   std::string name;
   const LayerFormats* formats = nullptr;
-  Mat<T> xq, wq;  ///< forward's quantized operands, kept when backward reuses them (2-D tiles)
+  Mat<T> bx, bw, bg, bwk, bgt, bxt, tmp;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles)
+  bool saved_x = false, saved_w = false;
 
   const BlockFormat* f(Role r) const { return formats != nullptr ? formats->get(r) : nullptr; }
   std::string key(Role r) const { return name + "." + std::string(role_name(r)); }
@@ -77,15 +77,12 @@ struct QGemm {
   }
 
   Mat<T> forward(const Mat<T>& x, const Mat<T>& wt, QuantContext& ctx) {
-    Mat<T> bx, bw;
     const Mat<T>& qx = quantized(x, f(Role::A), bx, ctx, key(Role::A));
     const Mat<T>& qw = quantized(wt, f(Role::W), bw, ctx, key(Role::W));
     Mat<T> y(x.rows(), wt.rows());
     y.noalias() = qx * qw.transpose();
-    if (ctx.training) {
-      if (reuse(Role::A, Role::ABp)) xq = std::move(bx);
-      if (reuse(Role::W, Role::WBp)) wq = std::move(bw);
-    }
+    saved_x = ctx.training && reuse(Role::A, Role::ABp);
+    saved_w = ctx.training && reuse(Role::W, Role::WBp);
     return y;
   }
 
@@ -94,29 +91,30 @@ struct QGemm {
     const BlockFormat* fg = f(Role::G);
     const BlockFormat* fw = f(Role::WBp);
     const BlockFormat* fa = f(Role::ABp);
-    Mat<T> bg;
     const Mat<T>& qg = quantized(dy, fg, bg, ctx, key(Role::G));
     if (dx != nullptr) {
       if (fw == nullptr) {
         dx->noalias() = qg * wt;
+      } else if (saved_w) {
+        dx->noalias() = qg * bw;  // forward's 2-D tiles of Wt are the tiles of W
       } else {
-        Mat<T> wk;  // Wt^T (K x N) quantized along N
-        if (reuse(Role::W, Role::WBp) && wq.size() == wt.size()) wk = wq.transpose();
-        else quantized_transpose(wt, fw, wk, ctx, key(Role::WBp));
-        dx->noalias() = qg * wk.transpose();
+        quantized_transpose(wt, fw, bwk, tmp, ctx, key(Role::WBp));  // Wt^T (K x N) quantized along N
+        dx->noalias() = qg * bwk.transpose();
       }
     }
     if (dwt != nullptr) {
       if (fg == nullptr && fa == nullptr) {
         dwt->noalias() = dy.transpose() * x;
-      } else {
-        Mat<T> gt, xt;  // dY^T (N x M), X^T (K x M), both quantized along M
-        if (is_2d(fg)) gt = qg.transpose();
-        else quantized_transpose(dy, fg, gt, ctx, key(Role::G));
-        if (reuse(Role::A, Role::ABp) && xq.size() == x.size()) xt = xq.transpose();
-        else quantized_transpose(x, fa, xt, ctx, key(Role::ABp));
-        dwt->noalias() = gt * xt.transpose();
+        return;
       }
+      // dY^T (N x M) and X^T (K x M), both quantized along M; 2-D tiles reuse the untransposed copies.
+      const bool g_2d = is_2d(fg);
+      if (!g_2d) quantized_transpose(dy, fg, bgt, tmp, ctx, key(Role::G));
+      if (!saved_x) quantized_transpose(x, fa, bxt, tmp, ctx, key(Role::ABp));
+      if (g_2d && saved_x) dwt->noalias() = qg.transpose() * bx;
+      else if (g_2d) dwt->noalias() = qg.transpose() * bxt.transpose();
+      else if (saved_x) dwt->noalias() = bgt * bx;
+      else dwt->noalias() = bgt * bxt.transpose();
     }
   }
 };
@@ -380,9 +378,15 @@ struct Attention {
     const T scale = T(1) / std::sqrt(static_cast<T>(dh));
     Mat<T> all = qkv.forward(x, ctx);
     const auto units = static_cast<std::size_t>(batch * heads);
-    qk.assign(units, QGemm<T>{name + ".qk", qk_formats, {}, {}});
-    av.assign(units, QGemm<T>{name + ".av", av_formats, {}, {}});
-    probs.assign(units, Mat<T>());
+    if (qk.size() != units) {  // one unit per (sequence, head), kept across steps with their buffers
+      qk.assign(units, QGemm<T>{});
+      av.assign(units, QGemm<T>{});
+      for (std::size_t u = 0; u < units; ++u) {
+        qk[u].name = name + ".qk", qk[u].formats = qk_formats;
+        av[u].name = name + ".av", av[u].formats = av_formats;
+      }
+    }
+    probs.resize(units);
     Mat<T> out(batch * seq, dim);
     for (std::int64_t b = 0; b < batch; ++b)
       for (std::int64_t h = 0; h < heads; ++h) {
