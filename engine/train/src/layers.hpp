@@ -29,7 +29,7 @@ struct Param {
 
 /// x (rows x cols) quantized with f into buf; x itself when f is none.
 template <typename T>
-const Mat<T>& quantized(const Mat<T>& x, const BlockFormat* f, Mat<T>& buf, QuantContext& ctx, const std::string& key) {
+const Mat<T>& quantized(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& buf, QuantContext& ctx, const std::string& key) {
   if (f == nullptr) return x;
   if constexpr (std::is_same_v<T, float>) {
     buf.resize(x.rows(), x.cols());
@@ -44,7 +44,7 @@ const Mat<T>& quantized(const Mat<T>& x, const BlockFormat* f, Mat<T>& buf, Quan
 /// out = x^T quantized with f (blocks along x's first axis), tmp a scratch buffer; a 2-D tile format quantizes x
 /// and transposes, which gives the same values as tiles of x^T.
 template <typename T>
-void quantized_transpose(const Mat<T>& x, const BlockFormat* f, Mat<T>& out, Mat<T>& tmp, QuantContext& ctx,
+void quantized_transpose(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& out, Mat<T>& tmp, QuantContext& ctx,
                          const std::string& key) {
   if (f == nullptr) {
     out = x.transpose();
@@ -70,10 +70,10 @@ struct QGemm {
   Mat<T> bx, bw, bg, bwk, bgt, bxt, tmp;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles)
   bool saved_x = false, saved_w = false;
 
-  const BlockFormat* f(Role r) const { return formats != nullptr ? formats->get(r) : nullptr; }
+  const ops::FakeQuantizer* f(Role r) const { return formats != nullptr ? formats->get(r) : nullptr; }
   std::string key(Role r) const { return name + "." + std::string(role_name(r)); }
   bool reuse(Role fwd, Role bwd) const {
-    return is_2d(f(fwd)) && f(bwd) != nullptr && f(bwd)->name == f(fwd)->name;
+    return is_2d(f(fwd)) && f(bwd) != nullptr && f(bwd)->format().name == f(fwd)->format().name;
   }
 
   Mat<T> forward(const Mat<T>& x, const Mat<T>& wt, QuantContext& ctx) {
@@ -88,9 +88,9 @@ struct QGemm {
 
   /// dx = dY Wt (if dx), dwt = dY^T X (if dwt); x and wt are forward's inputs.
   void backward(const Mat<T>& dy, const Mat<T>& x, const Mat<T>& wt, Mat<T>* dx, Mat<T>* dwt, QuantContext& ctx) {
-    const BlockFormat* fg = f(Role::G);
-    const BlockFormat* fw = f(Role::WBp);
-    const BlockFormat* fa = f(Role::ABp);
+    const ops::FakeQuantizer* fg = f(Role::G);
+    const ops::FakeQuantizer* fw = f(Role::WBp);
+    const ops::FakeQuantizer* fa = f(Role::ABp);
     const Mat<T>& qg = quantized(dy, fg, bg, ctx, key(Role::G));
     if (dx != nullptr) {
       if (fw == nullptr) {

@@ -14,12 +14,12 @@ OperandStats& QuantContext::at(const std::string& key) {
   return stats.back().second;
 }
 
-void quantize_operand(const BlockFormat& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
+void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
                       std::span<float> out, QuantContext& ctx, const std::string& key) {
   ops::Run run;
   run.threads = ctx.threads;
-  auto r = ops::fake_quantize(f, x, {rows, cols}, out, run);
-  if (!r) throw std::runtime_error("quantizing " + key + " with " + f.name + ": " + r.error().message);
+  auto r = f.run(x, {rows, cols}, out, run);
+  if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
   if (!ctx.collect) return;
   OperandStats& s = ctx.at(key);
   std::int64_t nonzero = 0, underflow = 0;

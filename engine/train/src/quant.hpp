@@ -2,12 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "mxlab/ops/ops.hpp"
 #include "mxlab/quantize/block_format.hpp"
 #include "mxlab/train/recipe.hpp"
 
@@ -31,22 +33,20 @@ struct QuantContext {
   OperandStats& at(const std::string& key);
 };
 
-/// The block formats of a layer's five roles (none: FP32).
+/// The quantizers of a layer's five roles (none: FP32), prepared once per layer.
 struct LayerFormats {
-  std::vector<std::optional<BlockFormat>> by_role = std::vector<std::optional<BlockFormat>>(kRoleCount);
-  const BlockFormat* get(Role r) const {
-    const auto& f = by_role[static_cast<std::size_t>(r)];
-    return f ? &*f : nullptr;
-  }
+  std::vector<std::shared_ptr<const ops::FakeQuantizer>> by_role =
+      std::vector<std::shared_ptr<const ops::FakeQuantizer>>(kRoleCount);
+  const ops::FakeQuantizer* get(Role r) const { return by_role[static_cast<std::size_t>(r)].get(); }
 };
 
-/// Whether the format's blocks are 2-D tiles over the last two axes.
-inline bool is_2d(const BlockFormat* f) { return f != nullptr && f->layout.tiles.size() == 2; }
+/// Whether the quantizer's blocks are 2-D tiles over the last two axes.
+inline bool is_2d(const ops::FakeQuantizer* q) { return q != nullptr && q->format().layout.tiles.size() == 2; }
 
 /// out = fake quantization of x (rows x cols, row-major, blocks along the last axis or 2-D tiles) through
-/// ops::fake_quantize; with ctx.collect, adds the operand's counts to ctx.stats[key]. Throws std::runtime_error
-/// with the engine's message on failure.
-void quantize_operand(const BlockFormat& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
+/// ops (FakeQuantizer, as ops::fake_quantize); with ctx.collect, adds the operand's counts to ctx.stats[key].
+/// Throws std::runtime_error with the engine's message on failure.
+void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
                       std::span<float> out, QuantContext& ctx, const std::string& key);
 
 }  // namespace mxlab::train::detail

@@ -34,7 +34,8 @@ Result<std::unique_ptr<Model<float>>> make_model(const TrainData& data, const Tr
       if (!failure) failure = r.error();
       return f;
     }
-    f.by_role = *r;
+    for (std::size_t i = 0; i < r->size(); ++i)
+      if ((*r)[i]) f.by_role[i] = std::make_shared<const ops::FakeQuantizer>(*(*r)[i]);
     return f;
   };
   std::unique_ptr<Model<float>> m;

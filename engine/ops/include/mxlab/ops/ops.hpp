@@ -8,6 +8,7 @@
 #include <functional>
 #include <span>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,10 @@
 #include "mxlab/quantize/analysis.hpp"
 #include "mxlab/quantize/block_format.hpp"
 #include "mxlab/quantize/pack.hpp"
+
+namespace mxlab {
+class BlockKernel;  // mxlab/kernels/block_kernel.hpp: kernels stay private to ops
+}
 
 namespace mxlab::ops {
 
@@ -91,6 +96,21 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
 /// totals. Blocks run along the last axis of `shape` (for a GEMM operand, put the reduction axis last).
 Result<std::size_t> fake_quantize(const BlockFormat& f, std::span<const float> x, const std::vector<std::int64_t>& shape,
                                   std::span<float> out, const Run& run = {}, QuantizeResult* result = nullptr);
+
+/// A block format made ready once for many in-memory fake quantizations (the GEMM operands of every training
+/// step): run() gives fake_quantize's values, bit for bit, without preparing the kernel again on each call.
+class FakeQuantizer {
+ public:
+  explicit FakeQuantizer(const BlockFormat& f);
+  const BlockFormat& format() const { return format_; }
+  /// As fake_quantize(format(), x, shape, out, run, result).
+  Result<std::size_t> run(std::span<const float> x, const std::vector<std::int64_t>& shape, std::span<float> out,
+                          const Run& run = {}, QuantizeResult* result = nullptr) const;
+
+ private:
+  BlockFormat format_;
+  std::shared_ptr<const BlockKernel> kernel_;  ///< the SIMD kernel when it covers the format, else the reference
+};
 
 /// Packed quantization of the whole tensor (as mxlab::pack of mxlab::quantize); with a result, its engine and
 /// error totals (as quantize_fake's with_stats).
