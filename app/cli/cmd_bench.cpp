@@ -397,19 +397,25 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
 
   // Training steps (mxlab train): the MXFP8 step time over the FP32 step time, and the FP32 GEMM throughput.
   {
-    const std::int64_t steps = quick ? 5 : 20;
+    const std::int64_t steps = quick ? 10 : 30;
     for (const char* model : {"mlp", "cnn"}) {
       train::ModelConfig mc;
       mc.kind = model;
       const std::int64_t batch = mc.kind == "mlp" ? 128 : 64;
-      auto fp32 = train::step_seconds(mc, *train::recipe_preset("fp32"), batch, steps, 3, threads);
-      auto mx = train::step_seconds(mc, *train::recipe_preset("mxfp8"), batch, steps, 3, threads);
-      if (!fp32 || !mx) return bad_input(io, "bench", (!fp32 ? fp32 : mx).error().message);
+      // FP32 and MXFP8 alternate, best of each, so a change of machine load hits both alike.
+      double best_fp32 = 1e300, best_mx = 1e300;
+      for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
+        auto fp32 = train::step_seconds(mc, *train::recipe_preset("fp32"), batch, steps, 1, threads);
+        auto mx = train::step_seconds(mc, *train::recipe_preset("mxfp8"), batch, steps, 1, threads);
+        if (!fp32 || !mx) return bad_input(io, "bench", (!fp32 ? fp32 : mx).error().message);
+        best_fp32 = std::min(best_fp32, *fp32);
+        best_mx = std::min(best_mx, *mx);
+      }
       const std::string name = std::string("train step ") + model + " batch " + std::to_string(batch);
-      t.rows.push_back({name, "train step", "fp32", "", std::to_string(batch), std::to_string(threads), fixed(*fp32, 6),
+      t.rows.push_back({name, "train step", "fp32", "", std::to_string(batch), std::to_string(threads), fixed(best_fp32, 6),
                         "", "", "", "", "", "", "", ""});
-      t.rows.push_back({name, "train step", "mxfp8", "", std::to_string(batch), std::to_string(threads), fixed(*mx, 6), "",
-                        "", "", "", "", "", "", "ratio_to_fp32_step=" + fixed(*mx / *fp32, 3)});
+      t.rows.push_back({name, "train step", "mxfp8", "", std::to_string(batch), std::to_string(threads), fixed(best_mx, 6), "",
+                        "", "", "", "", "", "", "ratio_to_fp32_step=" + fixed(best_mx / best_fp32, 3)});
     }
     for (std::int64_t n : {128, 512}) {
       const double gflops = train::fp32_gemm_gflops(n, n, n, quick ? 3 : 10);
