@@ -91,7 +91,10 @@ struct QGemm {
     const ops::FakeQuantizer* fg = f(Role::G);
     const ops::FakeQuantizer* fw = f(Role::WBp);
     const ops::FakeQuantizer* fa = f(Role::ABp);
-    const Mat<T>& qg = quantized(dy, fg, bg, ctx, key(Role::G));
+    // dY along N is needed for dX, or as the 2-D tiles dW reuses; the first layer (no dX) under 1-D blocks
+    // quantizes dY only along the batch.
+    const bool g_2d = is_2d(fg);
+    const Mat<T>& qg = dx != nullptr || g_2d ? quantized(dy, fg, bg, ctx, key(Role::G)) : dy;
     if (dx != nullptr) {
       if (fw == nullptr) {
         dx->noalias() = qg * wt;
@@ -108,7 +111,6 @@ struct QGemm {
         return;
       }
       // dY^T (N x M) and X^T (K x M), both quantized along M; 2-D tiles reuse the untransposed copies.
-      const bool g_2d = is_2d(fg);
       if (!g_2d) quantized_transpose(dy, fg, bgt, tmp, ctx, key(Role::G));
       if (!saved_x) quantized_transpose(x, fa, bxt, tmp, ctx, key(Role::ABp));
       if (g_2d && saved_x) dwt->noalias() = qg.transpose() * bx;
