@@ -4,6 +4,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -41,17 +42,33 @@ const Mat<T>& quantized(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& bu
   }
 }
 
+/// out = x^T, copied in 32 x 32 tiles so that both the reads and the writes stay within a few cache lines.
+template <typename T>
+void transpose_into(const Mat<T>& x, Mat<T>& out) {
+  constexpr std::int64_t kTile = 32;
+  const std::int64_t rows = x.rows(), cols = x.cols();
+  out.resize(cols, rows);
+  const T* src = x.data();
+  T* dst = out.data();
+  for (std::int64_t i0 = 0; i0 < rows; i0 += kTile)
+    for (std::int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      const std::int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
+      for (std::int64_t i = i0; i < i1; ++i)
+        for (std::int64_t j = j0; j < j1; ++j) dst[j * rows + i] = src[i * cols + j];
+    }
+}
+
 /// out = x^T quantized with f (blocks along x's first axis), tmp a scratch buffer; a 2-D tile format quantizes x
 /// and transposes, which gives the same values as tiles of x^T.
 template <typename T>
 void quantized_transpose(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& out, Mat<T>& tmp, QuantContext& ctx,
                          const std::string& key) {
   if (f == nullptr) {
-    out = x.transpose();
+    transpose_into(x, out);
   } else if (is_2d(f)) {
-    out = quantized(x, f, tmp, ctx, key).transpose();
+    transpose_into(quantized(x, f, tmp, ctx, key), out);
   } else {
-    tmp = x.transpose();
+    transpose_into(x, tmp);
     quantized(tmp, f, out, ctx, key);
   }
 }
