@@ -145,6 +145,33 @@ TEST_CASE("an MLP learns the synthetic classes in FP32 and in MXFP8", "[train]")
   }
 }
 
+TEST_CASE("learning rate: linear warm-up, then cosine decay to zero; SGD with momentum also learns", "[train]") {
+  const TrainData d = synthetic_images(14, 60);
+  TrainOptions o;
+  o.model.hidden = {32};
+  o.steps = 100;
+  o.batch = 32;
+  o.optimizer.lr = 0.01;
+  o.optimizer.warmup_steps = 4;
+  std::vector<double> lr;
+  auto r = run_training(d, o, [&](const StepMetrics& m) { lr.push_back(m.lr); });
+  REQUIRE(r);
+  REQUIRE(lr.size() == 100);
+  CHECK(lr[0] == Approx(0.0025));  // (step + 1) / warmup * lr
+  CHECK(lr[3] == Approx(0.01));
+  for (std::size_t i = 4; i + 1 < lr.size(); ++i) CHECK(lr[i + 1] < lr[i]);
+  // Cosine: halfway through the decay the rate is half the peak; the last step is close to zero.
+  CHECK(lr[4 + 48] == Approx(0.005).epsilon(0.02));
+  CHECK(lr.back() < 1e-4);
+  o.optimizer.kind = "sgd";
+  o.optimizer.lr = 0.05;
+  o.optimizer.warmup_steps = 0;
+  r = run_training(d, o);
+  REQUIRE(r);
+  REQUIRE(r->test);
+  CHECK(r->test->accuracy > 0.9);
+}
+
 TEST_CASE("quantized operands are measured per layer and role; 2-D tiles are quantized once", "[train]") {
   const TrainData d = synthetic_images(4, 20);
   TrainOptions o;
