@@ -49,6 +49,7 @@ std::vector<OptionSpec> train_options() {
           {"batch", true, "B", "batch size (default 64; transformer: sequences)"},
           {"lr", true, "X", "peak learning rate (default 1e-3)"},
           {"threads", true, "N", "quantization threads (default 1); results do not depend on it"},
+          {"nongemm", true, "FORMAT", "round the non-GEMM layers' outputs to FORMAT (bf16); overrides the recipe's"},
           {"optimizer", true, "adamw|sgd", "optimizer (default adamw; sgd uses momentum 0.9)"},
           {"weight-decay", true, "X", "weight decay of the weights (default 0)"},
           {"warmup", true, "N", "linear warm-up steps (default 0)"},
@@ -192,6 +193,11 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   auto recipe = train::load_recipe(*args->value("recipe"));
   if (!recipe) return bad_input(io, "train", "option '--recipe': " + recipe.error().message);
   o.recipe = *recipe;
+  if (auto v = args->value("nongemm")) {
+    auto f = train::role_format(*v);
+    if (!f) return bad_input(io, "train", "option '--nongemm': " + f.error().message);
+    o.recipe.nongemm = *f ? *v : "";
+  }
   o.eval_every = eval_every >= 0 ? eval_every : std::max<std::int64_t>(1, o.steps / 10);
   const std::string out_dir = *args->value("out");
   if (out_dir.empty()) return bad_input(io, "train", "option '--out' needs a folder name");

@@ -92,12 +92,13 @@ TEST_CASE("recipes: presets, files, overrides and bad input", "[train]") {
   CHECK(mx->formats.a == "mxfp8_e4m3");
   CHECK(mx->formats.g == "mxfp8_e5m2");
   auto r = parse_recipe("preset = mxfp4\nname = mine\ng = mxfp8_e5m2\nlayer fc1 w = fp32\nlayer re:fc[23] a = mxint8\n"
-                        "loss_scaling = dynamic\nloss_scale = 1024\ngrowth_interval = 10\n",
+                        "loss_scaling = dynamic\nloss_scale = 1024\ngrowth_interval = 10\nnongemm = bf16\n",
                         "test.recipe");
   REQUIRE(r);
   CHECK(r->name == "mine");
   CHECK(r->loss_scaling.mode == LossScaling::Mode::Dynamic);
   CHECK(r->loss_scaling.growth_interval == 10);
+  CHECK(r->nongemm == "bf16");
   auto fc1 = layer_formats(*r, "fc1");
   REQUIRE(fc1);
   CHECK_FALSE((*fc1)[static_cast<std::size_t>(Role::W)].has_value());
@@ -112,6 +113,7 @@ TEST_CASE("recipes: presets, files, overrides and bad input", "[train]") {
   REQUIRE(again);
   CHECK(again->formats.g == r->formats.g);
   CHECK(again->overrides.size() == 2);
+  CHECK(again->nongemm == "bf16");
   // FP16 as a per-tensor cast without scale that overflows to infinity (what loss scaling detects).
   auto h = role_format("fp16");
   REQUIRE(h);
@@ -134,8 +136,9 @@ TEST_CASE("an MLP learns the synthetic classes in FP32 and in MXFP8", "[train]")
   o.steps = 150;
   o.batch = 32;
   o.optimizer.lr = 3e-3;
-  for (const char* recipe : {"fp32", "mxfp8"}) {
-    o.recipe = *recipe_preset(recipe);
+  for (const char* recipe : {"fp32", "mxfp8", "mxfp8+bf16"}) {
+    o.recipe = *recipe_preset(std::string(recipe).substr(0, 5) == "mxfp8" ? "mxfp8" : recipe);
+    if (std::string(recipe) == "mxfp8+bf16") o.recipe.nongemm = "bf16";
     auto r = run_training(d, o);
     REQUIRE(r);
     INFO(recipe);
@@ -211,6 +214,12 @@ TEST_CASE("quantized operands are measured per layer and role; 2-D tiles are qua
   REQUIRE(fp32);
   REQUIRE(q);
   CHECK(fp32->losses[1] != q->losses[1]);
+  // BF16 rounding of the non-GEMM outputs changes the losses too.
+  o.recipe = *recipe_preset("fp32");
+  o.recipe.nongemm = "bf16";
+  auto bf = run_training(d, o);
+  REQUIRE(bf);
+  CHECK(fp32->losses[1] != bf->losses[1]);
 }
 
 TEST_CASE("square 2-D tiles commute with the transpose (why backward may reuse forward's quantized copy)", "[train]") {

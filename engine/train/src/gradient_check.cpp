@@ -102,9 +102,9 @@ Result<std::vector<GradientCheck>> check(const std::string& name, std::uint64_t 
     p.max = name == "maxpool";
     const detail::Dims d{2, 4, 6, 3};
     M x = distinct(2 * 4 * 6, 3, rng), r = random(2 * 2 * 3, 3, nrm);
-    p.forward(x, d);
-    const M dx = p.backward(r);
-    auto loss = [&] { return dot(p.forward(x, d), r); };
+    p.forward(x, d, ctx);
+    const M dx = p.backward(r, ctx);
+    auto loss = [&] { return dot(p.forward(x, d, ctx), r); };
     out.push_back(compare(name, "input", x, dx, loss, rng));
   } else if (name == "relu" || name == "gelu") {
     detail::Activation<double> a;
@@ -112,7 +112,7 @@ Result<std::vector<GradientCheck>> check(const std::string& name, std::uint64_t 
     M x = distinct(6, 9, rng), r = random(6, 9, nrm);
     x *= 30.0;  // spread over [-8, 8]: both tails of GELU
     a.forward(x, ctx);
-    const M dx = a.backward(r);
+    const M dx = a.backward(r, ctx);
     auto loss = [&] { return dot(a.forward(x, ctx), r); };
     out.push_back(compare(name, "input", x, dx, loss, rng));
   } else if (name == "layernorm") {
@@ -121,7 +121,7 @@ Result<std::vector<GradientCheck>> check(const std::string& name, std::uint64_t 
     detail::fill_normal(l.bias.value, 1.0, nrm);
     M x = random(5, 8, nrm, 2.0), r = random(5, 8, nrm);
     l.forward(x, ctx);
-    const M dx = l.backward(r);
+    const M dx = l.backward(r, ctx);
     auto loss = [&] { return dot(l.forward(x, ctx), r); };
     out.push_back(compare(name, "input", x, dx, loss, rng));
     add_params(out, name, {&l.gain, &l.bias}, loss, rng);

@@ -28,6 +28,15 @@ struct Param {
   bool decay = true;  ///< weight decay applies (weights, not biases or norm gains)
 };
 
+/// m rounded in place to the context's non-GEMM format (float only; none: unchanged). Returns m.
+template <typename T>
+Mat<T> rounded(Mat<T> m, QuantContext& ctx) {
+  if constexpr (std::is_same_v<T, float>) {
+    round_nongemm(std::span<float>(m.data(), static_cast<std::size_t>(m.size())), m.rows(), m.cols(), ctx);
+  }
+  return m;
+}
+
 /// x (rows x cols) quantized with f into buf; x itself when f is none.
 template <typename T>
 const Mat<T>& quantized(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& buf, QuantContext& ctx, const std::string& key) {
@@ -176,16 +185,16 @@ struct Activation {
 
   Mat<T> forward(const Mat<T>& x, QuantContext& ctx) {
     if (ctx.training) x_saved = x;
-    if (!gelu) return x.cwiseMax(T(0));
-    return x.unaryExpr([](T v) { return T(0.5) * v * (T(1) + std::tanh(kC * (v + kA * v * v * v))); });
+    if (!gelu) return rounded<T>(x.cwiseMax(T(0)), ctx);
+    return rounded<T>(x.unaryExpr([](T v) { return T(0.5) * v * (T(1) + std::tanh(kC * (v + kA * v * v * v))); }), ctx);
   }
-  Mat<T> backward(const Mat<T>& dy) const {
-    if (!gelu) return dy.cwiseProduct(x_saved.unaryExpr([](T v) { return v > T(0) ? T(1) : T(0); }));
-    return dy.cwiseProduct(x_saved.unaryExpr([](T v) {
+  Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) const {
+    if (!gelu) return rounded<T>(dy.cwiseProduct(x_saved.unaryExpr([](T v) { return v > T(0) ? T(1) : T(0); })), ctx);
+    return rounded<T>(dy.cwiseProduct(x_saved.unaryExpr([](T v) {
       const T u = kC * (v + kA * v * v * v);
       const T t = std::tanh(u);
       return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * kC * (T(1) + T(3) * kA * v * v);
-    }));
+    })), ctx);
   }
 };
 
@@ -260,7 +269,7 @@ struct Pool2d {
   Dims in;
   std::vector<std::int64_t> argmax;  ///< input row of each output element's maximum
 
-  Mat<T> forward(const Mat<T>& x, const Dims& d) {
+  Mat<T> forward(const Mat<T>& x, const Dims& d, QuantContext& ctx) {
     in = d;
     const std::int64_t oh = d.height / 2, ow = d.width / 2, c = d.channels;
     Mat<T> y(d.batch * oh * ow, c);
@@ -283,9 +292,9 @@ struct Pool2d {
             argmax[static_cast<std::size_t>(orow * c + ch)] = at;
           }
         }
-    return y;
+    return rounded<T>(std::move(y), ctx);
   }
-  Mat<T> backward(const Mat<T>& dy) const {
+  Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) const {
     Mat<T> dx = Mat<T>::Zero(in.batch * in.height * in.width, in.channels);
     const std::int64_t oh = in.height / 2, ow = in.width / 2, c = in.channels;
     for (std::int64_t b = 0; b < in.batch; ++b)
@@ -302,7 +311,7 @@ struct Pool2d {
                 dx((b * in.height + 2 * oy + ddy) * in.width + 2 * ox + ddx, ch) += dy(orow, ch) * T(0.25);
           }
         }
-    return dx;
+    return rounded<T>(std::move(dx), ctx);
   }
 };
 
@@ -328,9 +337,9 @@ struct LayerNorm {
     }
     Mat<T> y = (xh.array().rowwise() * gain.value.row(0).array()).rowwise() + bias.value.row(0).array();
     if (ctx.training) xhat = std::move(xh), inv_std = std::move(inv);
-    return y;
+    return rounded<T>(std::move(y), ctx);
   }
-  Mat<T> backward(const Mat<T>& dy) {
+  Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) {
     gain.grad += dy.cwiseProduct(xhat).colwise().sum();
     bias.grad += dy.colwise().sum();
     const auto n = static_cast<T>(dy.cols());
@@ -341,7 +350,7 @@ struct LayerNorm {
       const T m2 = dxh.row(r).dot(xhat.row(r)) / n;
       dx.row(r) = (dxh.row(r).array() - m1 - xhat.row(r).array() * m2) * inv_std[static_cast<std::size_t>(r)];
     }
-    return dx;
+    return rounded<T>(std::move(dx), ctx);
   }
 };
 
@@ -424,6 +433,7 @@ struct Attention {
           }
           s.row(i) /= sum;
         }
+        s = rounded<T>(std::move(s), ctx);
         out.block(b * seq, h * dh, seq, dh) = av[u].forward(s, vt, ctx);
         if (ctx.training) probs[u] = std::move(s);
       }
@@ -452,6 +462,7 @@ struct Attention {
           const T dot = dp.row(i).dot(p.row(i));
           ds.row(i) = p.row(i).array() * (dp.row(i).array() - dot) * scale;
         }
+        ds = rounded<T>(std::move(ds), ctx);
         Mat<T> dq, dk;
         qk[u].backward(ds, q, k, &dq, &dk, ctx);
         dall.block(b * seq, h * dh, seq, dh) = dq;

@@ -122,7 +122,7 @@ class Mlp final : public Model<T> {
     Mat<T> d = dlogits;
     for (std::size_t i = layers_.size(); i-- > 0;) {
       d = layers_[i].backward(d, ctx, i > 0);
-      if (i > 0) d = acts_[i - 1].backward(d);
+      if (i > 0) d = acts_[i - 1].backward(d, ctx);
     }
   }
 
@@ -159,23 +159,23 @@ class Cnn final : public Model<T> {
     Mat<T> x = Eigen::Map<const Mat<T>>(img.data(), d.batch * d.height * d.width, d.channels);
     x = act1_.forward(conv1_.forward(x, d, ctx), ctx);
     d.channels = conv1_.lin.w.value.rows();
-    x = pool1_.forward(x, d);
+    x = pool1_.forward(x, d, ctx);
     d.height /= 2, d.width /= 2;
     x = act2_.forward(conv2_.forward(x, d, ctx), ctx);
     d.channels = conv2_.lin.w.value.rows();
-    x = pool2_.forward(x, d);
+    x = pool2_.forward(x, d, ctx);
     d.height /= 2, d.width /= 2;
     flat_ = d;
     const Mat<T> f = Eigen::Map<const Mat<T>>(x.data(), d.batch, d.height * d.width * d.channels);
     return fc2_.forward(act3_.forward(fc1_.forward(f, ctx), ctx), ctx);
   }
   void backward(const Mat<T>& dlogits, QuantContext& ctx) override {
-    Mat<T> d = act3_.backward(fc2_.backward(dlogits, ctx));
+    Mat<T> d = act3_.backward(fc2_.backward(dlogits, ctx), ctx);
     d = fc1_.backward(d, ctx);
     Mat<T> g = Eigen::Map<const Mat<T>>(d.data(), flat_.batch * flat_.height * flat_.width, flat_.channels);
-    g = act2_.backward(pool2_.backward(g));
+    g = act2_.backward(pool2_.backward(g, ctx), ctx);
     g = conv2_.backward(g, ctx);
-    g = act1_.backward(pool1_.backward(g));
+    g = act1_.backward(pool1_.backward(g, ctx), ctx);
     conv1_.backward(g, ctx, false);
   }
 
@@ -248,11 +248,11 @@ class Transformer final : public Model<T> {
     return head_.forward(ln_f_.forward(x, ctx), ctx);
   }
   void backward(const Mat<T>& dlogits, QuantContext& ctx) override {
-    Mat<T> dx = ln_f_.backward(head_.backward(dlogits, ctx));
+    Mat<T> dx = ln_f_.backward(head_.backward(dlogits, ctx), ctx);
     for (std::size_t i = blocks_.size(); i-- > 0;) {
       auto& b = blocks_[i];
-      dx += b.ln2.backward(b.fc1.backward(b.act.backward(b.fc2.backward(dx, ctx)), ctx));
-      dx += b.ln1.backward(b.attn.backward(dx, ctx));
+      dx += b.ln2.backward(b.fc1.backward(b.act.backward(b.fc2.backward(dx, ctx), ctx), ctx), ctx);
+      dx += b.ln1.backward(b.attn.backward(dx, ctx), ctx);
     }
     embed_.backward(dx);
   }

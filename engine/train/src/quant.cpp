@@ -1,7 +1,9 @@
 // Internal: quantization of GEMM operands through ops and their underflow and error counts.
 #include "quant.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 #include "mxlab/ops/ops.hpp"
 
@@ -12,6 +14,17 @@ OperandStats& QuantContext::at(const std::string& key) {
     if (k == key) return s;
   stats.emplace_back(key, OperandStats{});
   return stats.back().second;
+}
+
+void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, QuantContext& ctx) {
+  if (ctx.nongemm == nullptr || x.empty()) return;
+  thread_local std::vector<float> buf;
+  buf.resize(x.size());
+  ops::Run run;
+  run.threads = ctx.threads;
+  auto r = ctx.nongemm->run(x, {rows, cols}, buf, run);
+  if (!r) throw std::runtime_error("rounding a non-GEMM output with " + ctx.nongemm->format().name + ": " + r.error().message);
+  std::copy(buf.begin(), buf.end(), x.begin());
 }
 
 void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,

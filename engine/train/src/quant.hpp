@@ -28,6 +28,9 @@ struct QuantContext {
   unsigned threads = 1;
   bool collect = false;   ///< measure OperandStats this step
   bool training = true;   ///< keep what backward needs
+  /// Rounds the outputs (forward and backward) of the non-GEMM layers (activations, pooling, layer norm,
+  /// attention softmax); none: FP32.
+  const ops::FakeQuantizer* nongemm = nullptr;
   std::vector<std::pair<std::string, OperandStats>> stats;  ///< "layer.role", in first-use order
 
   OperandStats& at(const std::string& key);
@@ -42,6 +45,9 @@ struct LayerFormats {
 
 /// Whether the quantizer's blocks are 2-D tiles over the last two axes.
 inline bool is_2d(const ops::FakeQuantizer* q) { return q != nullptr && q->format().layout.tiles.size() == 2; }
+
+/// x rounded in place with ctx.nongemm (no metrics).
+void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, QuantContext& ctx);
 
 /// out = fake quantization of x (rows x cols, row-major, blocks along the last axis or 2-D tiles) through
 /// ops (FakeQuantizer, as ops::fake_quantize); with ctx.collect, adds the operand's counts to ctx.stats[key].

@@ -198,6 +198,11 @@ Result<Recipe> parse_recipe(std::string_view text, const std::string& origin) {
       if (key != "all" && key != "fwd" && key != "bwd") r.formats.at(*parse_role(key)) = value;
       continue;
     }
+    if (key == "nongemm") {
+      if (auto e = check_format(value)) return *e;
+      r.nongemm = value == "fp32" ? "" : value;
+      continue;
+    }
     if (key == "loss_scaling") {
       if (value == "none") r.loss_scaling.mode = LossScaling::Mode::None;
       else if (value == "static") r.loss_scaling.mode = LossScaling::Mode::Static;
@@ -222,7 +227,7 @@ Result<Recipe> parse_recipe(std::string_view text, const std::string& origin) {
       continue;
     }
     return make_error(where + "unknown key '" + key +
-                      "' (known: preset, name, all, fwd, bwd, w, a, g, w_bp, a_bp, loss_scaling, loss_scale, "
+                      "' (known: preset, name, all, fwd, bwd, w, a, g, w_bp, a_bp, nongemm, loss_scaling, loss_scale, "
                       "growth_interval, growth, backoff, min_scale, layer PATTERN ROLE)");
   }
   return r;
@@ -255,6 +260,7 @@ std::string recipe_text(const Recipe& r) {
     const auto& f = r.formats.at(role);
     s << role_name(role) << " = " << (f.empty() ? "fp32" : f) << "\n";
   }
+  if (!r.nongemm.empty()) s << "nongemm = " << r.nongemm << "\n";
   const char* modes[] = {"none", "static", "dynamic"};
   s << "loss_scaling = " << modes[static_cast<int>(r.loss_scaling.mode)] << "\n";
   if (r.loss_scaling.mode != LossScaling::Mode::None) {

@@ -162,10 +162,12 @@ class Batcher {
 };
 
 /// Forward-only evaluation over a split (images) or consecutive windows (text), quantized as in training.
-EvalMetrics evaluate(Model<float>& model, const TrainData& d, const TrainOptions& o, bool test, std::int64_t limit) {
+EvalMetrics evaluate(Model<float>& model, const TrainData& d, const TrainOptions& o, bool test, std::int64_t limit,
+                     const ops::FakeQuantizer* nongemm) {
   QuantContext ctx;
   ctx.threads = o.threads;
   ctx.training = false;
+  ctx.nongemm = nongemm;
   EvalMetrics e;
   double loss_sum = 0;
   std::int64_t correct_sum = 0, rows = 0;
@@ -244,6 +246,11 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
   if (!data.is_text && data.train.count() < 1) return make_error("no training images");
   auto made = make_model(data, o, nullptr);
   if (!made) return made.error();
+  auto nongemm_format = role_format(o.recipe.nongemm);
+  if (!nongemm_format) return make_error("recipe '" + o.recipe.name + "', nongemm: " + nongemm_format.error().message);
+  std::optional<ops::FakeQuantizer> nongemm;
+  if (*nongemm_format) nongemm.emplace(**nongemm_format);
+  const ops::FakeQuantizer* ctx_nongemm = nongemm ? &*nongemm : nullptr;
   Model<float>& model = **made;
   const auto params = model.params();
   Optimizer opt(o.optimizer, params);
@@ -264,6 +271,7 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     QuantContext ctx;
     ctx.threads = o.threads;
     ctx.collect = o.metrics_every > 0 && step % o.metrics_every == 0;
+    ctx.nongemm = ctx_nongemm;
     model.zero_grad();
     const Mat<float> logits = model.forward(batch, ctx);
     Mat<float> dlogits;
@@ -306,8 +314,8 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     m.seconds = train_seconds;
     if (ctx.collect) m.operands = operand_metrics(ctx);
     const bool last = step + 1 == o.steps;
-    if (last && o.final_eval) m.validation = evaluate(model, data, o, false, 0);
-    else if (o.eval_every > 0 && (step + 1) % o.eval_every == 0) m.validation = evaluate(model, data, o, false, o.eval_limit);
+    if (last && o.final_eval) m.validation = evaluate(model, data, o, false, 0, ctx_nongemm);
+    else if (o.eval_every > 0 && (step + 1) % o.eval_every == 0) m.validation = evaluate(model, data, o, false, o.eval_limit, ctx_nongemm);
     if (last && m.validation) result.validation = m.validation;
     result.losses.push_back(loss);
     result.steps_done = step + 1;
@@ -315,8 +323,8 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     reporter.report(step + 1, o.steps, "train");
   }
   if (!result.cancelled && o.final_eval && !data.is_text && data.test.count() > 0)
-    result.test = evaluate(model, data, o, true, 0);
-  if (result.cancelled && o.final_eval) result.validation = evaluate(model, data, o, false, 0);
+    result.test = evaluate(model, data, o, true, 0, ctx_nongemm);
+  if (result.cancelled && o.final_eval) result.validation = evaluate(model, data, o, false, 0, ctx_nongemm);
   result.seconds = train_seconds;
   result.final_loss_scale = scale;
   return result;

@@ -58,6 +58,10 @@ struct Recipe {
   RoleFormats formats;
   std::vector<LayerOverride> overrides;  ///< later entries win
   LossScaling loss_scaling;
+  /// Format the outputs of the non-GEMM layers are rounded to, forward and backward (activations, pooling,
+  /// layer norm, attention softmax; not the loss, the residual sums or the optimizer): "" or "fp32" keeps
+  /// FP32, "bf16" simulates BF16 elementwise arithmetic.
+  std::string nongemm;
 };
 
 /// Names of the presets.
@@ -68,7 +72,7 @@ std::vector<std::string> recipe_presets();
 Result<Recipe> recipe_preset(std::string_view name);
 
 /// Parses a recipe file's text: "key = value" lines, '#' comments. Keys: preset (start from a preset),
-/// name, all / fwd / bwd / w / a / g / w_bp / a_bp (formats), loss_scaling (none|static|dynamic),
+/// name, all / fwd / bwd / w / a / g / w_bp / a_bp (formats), nongemm (format), loss_scaling (none|static|dynamic),
 /// loss_scale, growth_interval, growth, backoff, min_scale, and "layer PATTERN ROLE = FORMAT" overrides.
 /// `origin` names the file in messages.
 Result<Recipe> parse_recipe(std::string_view text, const std::string& origin);
