@@ -18,15 +18,15 @@ namespace mxlab::cli {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+void on_run_interrupt(int) { g_interrupted.store(true); }
 
 /// Ctrl-C stops after the running points while this lives (a second Ctrl-C ends the process).
 class InterruptGuard {
  public:
   InterruptGuard() {
     g_interrupted = false;
-    previous_ = std::signal(SIGINT, on_interrupt);
-    previous_term_ = std::signal(SIGTERM, on_interrupt);
+    previous_ = std::signal(SIGINT, on_run_interrupt);
+    previous_term_ = std::signal(SIGTERM, on_run_interrupt);
   }
   ~InterruptGuard() {
     std::signal(SIGINT, previous_);

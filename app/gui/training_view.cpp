@@ -31,13 +31,14 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   auto* form = new QGroupBox(tr("Training"), this);
   auto* f = new QFormLayout(form);
   model_ = new QComboBox(form);
-  model_->addItems({"mlp", "cnn"});
-  model_->setToolTip(tr("mlp: 784-256-128-10; cnn: two 3x3 convolutions with pooling, then 128 units (docs/training.md)"));
+  model_->addItems({"mlp", "cnn", "transformer"});
+  model_->setToolTip(tr("mlp: 784-256-128-10; cnn: two 3x3 convolutions with pooling, then 128 units; transformer: "
+                        "a character-level decoder (text data) (docs/training.md)"));
   data_ = new QComboBox(form);
-  data_->addItems({"fashion-mnist", "digits"});
-  data_->setToolTip(tr("Installed with mxlab data fetch NAME"));
+  data_->addItems({"fashion-mnist", "digits", "text:sherlock", "text:tom-sawyer"});
+  data_->setToolTip(tr("Images for the MLP and CNN, text for the transformer; installed with mxlab data fetch NAME"));
   recipes_ = new QListWidget(form);
-  for (const auto& n : train::recipe_names()) {
+  for (const auto& n : train::recipe_presets()) {
     auto* it = new QListWidgetItem(QString::fromStdString(n), recipes_);
     it->setFlags(it->flags() | Qt::ItemIsUserCheckable);
     it->setCheckState(n == "fp32" || n == "mxfp8" || n == "mxint8" ? Qt::Checked : Qt::Unchecked);
@@ -87,7 +88,8 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   underflow_ = new QCustomPlot(tabs);
   summary_ = new QTableWidget(tabs);
   summary_->setColumnCount(5);
-  summary_->setHorizontalHeaderLabels({tr("recipe"), tr("steps"), tr("test accuracy"), tr("validation loss"), tr("skipped")});
+  summary_->setHorizontalHeaderLabels({tr("recipe"), tr("steps"), tr("test accuracy (or bits per character)"),
+                                       tr("validation loss"), tr("skipped")});
   summary_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   tabs->addTab(loss_, tr("loss"));
   tabs->addTab(accuracy_, tr("accuracy"));
@@ -154,18 +156,17 @@ void TrainingView::start() {
     stop();
     watcher_->waitForFinished();
   }
-  std::vector<train::Config> configs;
+  std::vector<train::TrainOptions> configs;
   for (int i = 0; i < recipes_->count(); ++i) {
     if (recipes_->item(i)->checkState() != Qt::Checked) continue;
-    train::Config c;
-    c.model = model_->currentText().toStdString();
-    c.data = data_->currentText().toStdString();
-    c.recipe = *train::recipe(recipes_->item(i)->text().toStdString());
-    c.steps = steps_->value();
-    c.batch = batch_->value();
-    c.lr = lr_->value();
-    c.seed = static_cast<std::uint64_t>(seed_->value());
-    configs.push_back(c);
+    train::TrainOptions o;
+    o.model.kind = model_->currentText().toStdString();
+    o.recipe = *train::recipe_preset(recipes_->item(i)->text().toStdString());
+    o.steps = steps_->value();
+    o.batch = batch_->value();
+    o.optimizer.lr = lr_->value();
+    o.seed = static_cast<std::uint64_t>(seed_->value());
+    configs.push_back(o);
   }
   if (configs.empty()) return;
   {
@@ -181,33 +182,50 @@ void TrainingView::start() {
   stop_->setEnabled(true);
   status_->setText(tr("training ..."));
   timer_->start();
-  watcher_->setFuture(QtConcurrent::run([this, configs, cancel] {
-    for (const auto& c : configs) {
+  const std::string spec = data_->currentText().toStdString();
+  watcher_->setFuture(QtConcurrent::run([this, configs, cancel, spec] {
+    train::DataOptions dopt;
+    dopt.seed = configs.front().seed;
+    auto loaded = train::load_train_data(spec, dopt);
+    if (!loaded) {
+      std::lock_guard<std::mutex> lock(mu_);
+      error_ = QString::fromStdString(loaded.error().message);
+      return;
+    }
+    const bool text = loaded->is_text;
+    for (const auto& o : configs) {
+      if (cancel->load()) break;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        runs_.push_back(Run{c.recipe.name, {}, {}, {}, {}, -1, -1, 0});
+        runs_.push_back(Run{o.recipe.name, {}, {}, {}, {}, -1, -1, 0});
       }
       Reporter r;
       r.cancel = cancel.get();
-      auto result = train::run(c, r, [this](const train::StepMetrics& m) {
+      auto result = train::run_training(*loaded, o, [this, text](const train::StepMetrics& m) {
         std::lock_guard<std::mutex> lock(mu_);
         Run& run = runs_.back();
-        run.step.push_back(m.step);
+        run.step.push_back(static_cast<double>(m.step));
         run.loss.push_back(m.loss);
-        run.accuracy.push_back(m.accuracy);
+        run.accuracy.push_back(text ? m.bpc : m.accuracy);
         run.skipped = m.skipped_total;
-        if (m.test_accuracy >= 0) run.test_accuracy = m.test_accuracy, run.val_loss = m.val_loss;
-        for (const auto& rm : m.roles)
-          if (rm.role == "g") {
-            auto& g = run.g[rm.layer];
-            g.first += rm.underflows;
-            g.second += rm.nonzero;
+        if (m.validation) run.val_loss = m.validation->loss;
+        for (const auto& op : m.operands)
+          if (op.role == train::Role::G) {
+            auto& g = run.g[op.layer];
+            g.first += op.underflow;
+            g.second += op.nonzero;
           }
         ++done_;
-      });
+      }, r);
+      std::lock_guard<std::mutex> lock(mu_);
       if (!result) {
-        std::lock_guard<std::mutex> lock(mu_);
         error_ = QString::fromStdString(result.error().message);
+        return;
+      }
+      if (result->test) runs_.back().test_accuracy = text ? result->test->bpc : result->test->accuracy;
+      if (result->validation) runs_.back().val_loss = result->validation->loss;
+      if (result->cancelled) {
+        error_ = "cancelled";
         return;
       }
     }
@@ -222,8 +240,9 @@ void TrainingView::refresh() {
   loss.y.scale = experiment::AxisScale::Log10;
   loss.legend_title = "recipe";
   acc = loss;
-  acc.title = "Batch accuracy";
-  acc.y.label = "accuracy";
+  const bool text = data_->currentText().startsWith("text:");
+  acc.title = text ? "Bits per character" : "Batch accuracy";
+  acc.y.label = text ? "bits per character" : "accuracy";
   acc.y.scale = experiment::AxisScale::Linear;
   heat.kind = experiment::PlotKind::Heatmap;
   heat.title = "Output-gradient underflow by layer";

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "mxlab/experiment/figure.hpp"
-#include "mxlab/train/train.hpp"
+#include "mxlab/train/trainer.hpp"
 
 class QComboBox;
 class QSpinBox;

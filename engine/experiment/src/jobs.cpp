@@ -19,7 +19,9 @@
 #include "mxlab/ops/catalogue.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/requests.hpp"
-#include "mxlab/train/train.hpp"
+#include "mxlab/train/data.hpp"
+#include "mxlab/train/recipe.hpp"
+#include "mxlab/train/trainer.hpp"
 
 namespace mxlab::experiment {
 
@@ -580,20 +582,44 @@ Result<std::vector<Point>> expand_points(const Experiment& e) {
   return out;
 }
 
-/// The training configuration of a point: the recipe with its settings, and every other axis.
-Result<train::Config> train_config(const Experiment& e, const Point& p) {
-  train::Config c;
-  auto r = train::recipe(p.param("recipe").value_or("fp32"));
+/// A training point: the trainer's options and the data spec.
+struct TrainJob {
+  train::TrainOptions options;
+  std::string data;
+};
+
+/// The recipe with the point's settings ("ROLE=SPEC" or "PATTERN:ROLE=SPEC", ';'-separated) applied.
+Result<train::Recipe> point_recipe(const Point& p) {
+  auto r = train::load_recipe(p.param("recipe").value_or("fp32"));
   if (!r) return r.error();
-  c.recipe = *r;
-  if (auto set = p.param("set")) {
-    std::size_t pos = 0;
-    while (pos <= set->size()) {
-      const std::size_t end = std::min(set->find(';', pos), set->size());
-      if (auto err = train::apply_setting(c.recipe, set->substr(pos, end - pos))) return *err;
-      pos = end + 1;
-    }
+  auto set = p.param("set");
+  if (!set) return r;
+  std::string text = train::recipe_text(*r);
+  std::size_t pos = 0;
+  while (pos <= set->size()) {
+    const std::size_t end = std::min(set->find(';', pos), set->size());
+    const std::string s = set->substr(pos, end - pos);
+    pos = end + 1;
+    const auto eq = s.find('=');
+    if (eq == std::string::npos) return make_error("sweep key 'set' = '" + s + "': expected ROLE=SPEC or PATTERN:ROLE=SPEC");
+    std::string left = s.substr(0, eq);
+    const std::string spec = s.substr(eq + 1);
+    const auto colon = left.rfind(':');
+    text += colon == std::string::npos ? left + " = " + spec + "\n"
+                                       : "layer " + left.substr(0, colon) + " " + left.substr(colon + 1) + " = " + spec + "\n";
   }
+  auto parsed = train::parse_recipe(text, "sweep key 'set'");
+  if (!parsed) return parsed.error();
+  parsed->name = r->name + " (" + *set + ")";
+  return parsed;
+}
+
+Result<TrainJob> train_config(const Point& p) {
+  TrainJob j;
+  train::TrainOptions& o = j.options;
+  auto r = point_recipe(p);
+  if (!r) return r.error();
+  o.recipe = *r;
   auto num = [&](const char* key, auto& field, double lo, double hi) -> std::optional<Error> {
     auto v = p.param(key);
     if (!v) return std::nullopt;
@@ -604,72 +630,88 @@ Result<train::Config> train_config(const Experiment& e, const Point& p) {
     field = static_cast<std::remove_reference_t<decltype(field)>>(d);
     return std::nullopt;
   };
-  for (auto err : {num("seed", c.seed, 0, 9e15), num("steps", c.steps, 1, 1e7), num("batch", c.batch, 1, 65536),
-                   num("lr", c.lr, 0, 10), num("warmup", c.warmup, 0, 1e7), num("weight_decay", c.weight_decay, 0, 1),
-                   num("eval_every", c.eval_every, 0, 1e7), num("hidden", c.hidden, 2, 65536)})
+  std::int64_t hidden = 0;
+  for (auto err : {num("seed", o.seed, 0, 9e15), num("steps", o.steps, 1, 1e7), num("batch", o.batch, 1, 65536),
+                   num("lr", o.optimizer.lr, 0, 10), num("warmup", o.optimizer.warmup_steps, 0, 1e7),
+                   num("weight_decay", o.optimizer.weight_decay, 0, 1), num("eval_every", o.eval_every, 0, 1e7),
+                   num("hidden", hidden, 0, 65536)})
     if (err) return *err;
-  c.model = p.param("model").value_or("mlp");
-  c.data = p.param("data").value_or("fashion-mnist");
-  c.optimizer = p.param("optimizer").value_or("adamw");
-  (void)e;
-  return c;
+  if (hidden > 1) o.model.hidden = {hidden, hidden / 2};
+  o.model.kind = p.param("model").value_or("mlp");
+  if (o.model.kind != "mlp" && o.model.kind != "cnn" && o.model.kind != "transformer")
+    return make_error("sweep key 'model' = '" + o.model.kind + "': expected mlp, cnn or transformer");
+  o.optimizer.kind = p.param("optimizer").value_or("adamw");
+  if (o.optimizer.kind != "adamw" && o.optimizer.kind != "sgd")
+    return make_error("sweep key 'optimizer' = '" + o.optimizer.kind + "': expected adamw or sgd");
+  j.data = p.param("data").value_or("fashion-mnist");
+  return j;
 }
 
-Result<PointResult> run_train(const Experiment& e, const Point& p, const PointRun& run) {
-  auto c = train_config(e, p);
-  if (!c) return c.error();
-  c->threads = run.threads;
-  Reporter r;
-  r.cancel = run.reporter.cancel;
-  auto t = train::run(*c, r);
-  if (!t) return t.error();
+Result<PointResult> run_train(const Point& p, const PointRun& run) {
+  auto job = train_config(p);
+  if (!job) return job.error();
+  job->options.threads = run.threads;
+  train::DataOptions dopt;
+  dopt.seed = job->options.seed;
+  auto data = train::load_train_data(job->data, dopt);
+  if (!data) return data.error();
   PointResult out;
   // Per layer and role, over every step: the underflow ratio and MSE of the quantized operands.
-  std::map<std::pair<std::string, std::string>, train::RoleMetrics> roles;
+  struct Acc {
+    std::int64_t nonzero = 0, underflow = 0, count = 0;
+    double sse = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Acc> roles;
   std::int64_t g_nonzero = 0, g_underflows = 0;
-  for (const auto& s : t->steps) {
+  auto on_step = [&](const train::StepMetrics& s) {
     Row row = param_row(p);
     row.add("step", static_cast<double>(s.step));
     row.add("loss", s.loss);
-    row.add("accuracy", s.accuracy);
+    row.add(data->is_text ? "bpc" : "accuracy", data->is_text ? s.bpc : s.accuracy);
     row.add("lr", s.lr);
     row.add("loss_scale", s.loss_scale);
     row.add("skipped", s.skipped ? 1.0 : 0.0);
-    row.add("test_accuracy", s.test_accuracy >= 0 ? Cell(s.test_accuracy) : Cell(std::string("")));
+    row.add("val_loss", s.validation ? Cell(s.validation->loss) : Cell(std::string("")));
     out["steps"].push_back(std::move(row));
-    for (const auto& rm : s.roles) {
-      auto& acc = roles[{rm.layer, rm.role}];
-      acc.layer = rm.layer;
-      acc.role = rm.role;
-      acc.nonzero += rm.nonzero;
-      acc.underflows += rm.underflows;
-      acc.count += rm.count;
-      acc.sse += rm.sse;
-      if (rm.role == "g") g_nonzero += rm.nonzero, g_underflows += rm.underflows;
+    for (const auto& m : s.operands) {
+      Acc& a = roles[{m.layer, std::string(train::role_name(m.role))}];
+      a.nonzero += m.nonzero;
+      a.underflow += m.underflow;
+      a.count += m.count;
+      a.sse += m.mse * static_cast<double>(m.count);
+      if (m.role == train::Role::G) g_nonzero += m.nonzero, g_underflows += m.underflow;
     }
-  }
-  for (const auto& [key, rm] : roles) {
+  };
+  Reporter r;
+  r.cancel = run.reporter.cancel;
+  auto t = train::run_training(*data, job->options, on_step, r);
+  if (!t) return t.error();
+  if (t->cancelled) return make_error(ops::kCancelled);
+  for (const auto& [key, a] : roles) {
     Row row = param_row(p);
-    row.add("layer", rm.layer);
-    row.add("role", rm.role);
-    row.add("underflow_ratio", rm.underflow_ratio());
-    row.add("mse", rm.mse());
+    row.add("layer", key.first);
+    row.add("role", key.second);
+    row.add("underflow_ratio", a.nonzero ? static_cast<double>(a.underflow) / static_cast<double>(a.nonzero) : 0.0);
+    row.add("mse", a.count ? a.sse / static_cast<double>(a.count) : 0.0);
     out["layers"].push_back(std::move(row));
   }
   Row s = param_row(p);
-  s.add("test_accuracy", t->test_accuracy);
-  s.add("val_accuracy", t->val_accuracy);
-  s.add("val_loss", t->val_loss);
-  s.add("final_loss", t->steps.back().loss);
-  s.add("skipped_steps", static_cast<double>(t->steps.back().skipped_total));
+  auto eval = [&](const char* name, const std::optional<train::EvalMetrics>& m) {
+    s.add(std::string(name) + "_loss", m ? Cell(m->loss) : Cell(std::string("")));
+    s.add(std::string(name) + (data->is_text ? "_bpc" : "_accuracy"), m ? Cell(data->is_text ? m->bpc : m->accuracy) : Cell(std::string("")));
+  };
+  eval("test", t->test);
+  eval("val", t->validation);
+  s.add("final_loss", t->losses.empty() ? 0.0 : t->losses.back());
+  s.add("skipped_steps", static_cast<double>(t->skipped));
   s.add("grad_underflow_ratio", g_nonzero ? static_cast<double>(g_underflows) / static_cast<double>(g_nonzero) : 0.0);
-  s.add("engine", t->engine);
+  s.add("parameters", static_cast<double>(t->parameters));
   out["summary"].push_back(std::move(s));
   return out;
 }
 
 Result<PointResult> run_point(const Experiment& e, const Point& p, const PointRun& run) {
-  if (e.job == "train") return run_train(e, p, run);
+  if (e.job == "train") return run_train(p, run);
   if (e.job == "analyze") return run_analyze(e, p, run);
   if (e.job == "profiles") return run_profiles(e, p, run);
   if (e.job == "bounds") return run_bounds(e, p);
@@ -680,7 +722,7 @@ Result<PointResult> run_point(const Experiment& e, const Point& p, const PointRu
 std::optional<Error> check_point(const Experiment& e, const Point& p) {
   auto in_point = [&](const Error& err) { return make_error(e.path + ": " + err.message); };
   if (e.job == "train") {
-    auto c = train_config(e, p);
+    auto c = train_config(p);
     if (!c) return in_point(make_error("point " + p.key() + ": " + c.error().message));
     return std::nullopt;
   }

@@ -16,6 +16,10 @@ std::string cell_text(const Cell& c) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[32];
+  if (v == std::trunc(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);  // whole numbers as integers (30, not 3e+01)
+    return std::string(buf) == "-0" ? "-0" : buf;
+  }
   for (int p = 1; p <= 17; ++p) {
     std::snprintf(buf, sizeof buf, "%.*g", p, v);
     if (std::strtod(buf, nullptr) == v) break;

@@ -135,31 +135,40 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
   return result;
 }
 
-Result<std::size_t> fake_quantize(const BlockFormat& f, std::span<const float> x, const std::vector<std::int64_t>& shape,
-                                  std::span<float> out, const Run& run, QuantizeResult* result) {
+FakeQuantizer::FakeQuantizer(const BlockFormat& f) : format_(f) {
+  if (BlockKernel::supports(f)) {
+    if (auto kernel = BlockKernel::make(f)) kernel_ = std::make_shared<const BlockKernel>(std::move(*kernel));
+  }
+}
+
+Result<std::size_t> FakeQuantizer::run(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                       std::span<float> out, const Run& run, QuantizeResult* result) const {
   if (out.size() < x.size())
     return make_error("fake quantization: output holds " + std::to_string(out.size()) + " values for " +
                       std::to_string(x.size()) + " inputs");
-  if (BlockKernel::supports(f)) {
-    auto kernel = BlockKernel::make(f);
-    if (kernel) {
-      BlockMetrics m;
-      auto r = kernel->fake_quantize(BlockInput(x), shape, out, BlockRun{detail::resolve_threads(run.threads)},
-                                     result != nullptr ? &m : nullptr);
-      if (!r) return r.error();
-      if (result != nullptr) {
-        *result = QuantizeResult{detail::simd_engine(), {}};
-        detail::add_metrics(result->stats, m);
-      }
-      return r;
+  if (kernel_) {
+    const BlockKernel& kernel = *kernel_;
+    BlockMetrics m;
+    auto r = kernel.fake_quantize(BlockInput(x), shape, out, BlockRun{detail::resolve_threads(run.threads)},
+                                  result != nullptr ? &m : nullptr);
+    if (!r) return r.error();
+    if (result != nullptr) {
+      *result = QuantizeResult{detail::simd_engine(), {}};
+      detail::add_metrics(result->stats, m);
     }
+    return r;
   }
   const std::vector<double> xd(x.begin(), x.end());
-  auto q = quantize(f, xd, shape);
+  auto q = quantize(format_, xd, shape);
   if (!q) return q.error();
   for (std::size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(q->values[i]);
-  if (result != nullptr) *result = QuantizeResult{engine_for(f), analyze(f, xd, *q).total};
+  if (result != nullptr) *result = QuantizeResult{engine_for(format_), analyze(format_, xd, *q).total};
   return x.size();
+}
+
+Result<std::size_t> fake_quantize(const BlockFormat& f, std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                  std::span<float> out, const Run& run, QuantizeResult* result) {
+  return FakeQuantizer(f).run(x, shape, out, run, result);
 }
 
 Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& input, const Run& run,

@@ -8,6 +8,7 @@
 #include <functional>
 #include <span>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,10 @@
 #include "mxlab/quantize/analysis.hpp"
 #include "mxlab/quantize/block_format.hpp"
 #include "mxlab/quantize/pack.hpp"
+
+namespace mxlab {
+class BlockKernel;  // mxlab/kernels/block_kernel.hpp: kernels stay private to ops
+}
 
 namespace mxlab::ops {
 
@@ -96,13 +101,20 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
 Result<std::size_t> fake_quantize(const BlockFormat& f, std::span<const float> x, const std::vector<std::int64_t>& shape,
                                   std::span<float> out, const Run& run = {}, QuantizeResult* result = nullptr);
 
-/// Element cast without scales (FP16/BF16 mixed precision, FP8 without scaling): out[i] = the value of
-/// cast(f, x[i], options) as float32, on the SIMD cast kernel, bit-identical to mxlab::cast. With a result, the
-/// error totals (count, underflows, saturations, NaN outputs, max abs error exactly; SSE, signal and bias summed in
-/// double per 4096 elements: training metrics, not the exact analysis). Formats up to 16 bits whose values are
-/// float32s.
-Result<std::size_t> fake_cast(const Format& f, const CastOptions& options, std::span<const float> x, std::span<float> out,
-                              const Run& run = {}, QuantizeResult* result = nullptr);
+/// A block format made ready once for many in-memory fake quantizations (the GEMM operands of every training
+/// step): run() gives fake_quantize's values, bit for bit, without preparing the kernel again on each call.
+class FakeQuantizer {
+ public:
+  explicit FakeQuantizer(const BlockFormat& f);
+  const BlockFormat& format() const { return format_; }
+  /// As fake_quantize(format(), x, shape, out, run, result).
+  Result<std::size_t> run(std::span<const float> x, const std::vector<std::int64_t>& shape, std::span<float> out,
+                          const Run& run = {}, QuantizeResult* result = nullptr) const;
+
+ private:
+  BlockFormat format_;
+  std::shared_ptr<const BlockKernel> kernel_;  ///< the SIMD kernel when it covers the format, else the reference
+};
 
 /// Packed quantization of the whole tensor (as mxlab::pack of mxlab::quantize); with a result, its engine and
 /// error totals (as quantize_fake's with_stats).

@@ -1,0 +1,94 @@
+// Training recipes as data: the block format of every GEMM operand per tensor role, per-layer overrides,
+// and loss scaling; named presets and simple "key = value" recipe files.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mxlab/core/error.hpp"
+#include "mxlab/quantize/block_format.hpp"
+
+namespace mxlab::train {
+
+/// The operand roles of a layer's GEMMs (microxcaling's w / a / g knobs, forward and backward apart).
+/// Forward Y = X W quantizes X as `a` and W as `w`; backward dX = dY W^T quantizes dY as `g` and W as `w_bp`;
+/// dW = X^T dY quantizes X as `a_bp` and dY as `g`. Attention's Q K^T and A V take both operands as
+/// activations (`a` forward, `a_bp` backward) and their output gradients as `g`.
+enum class Role : std::uint8_t { W, A, G, WBp, ABp };
+inline constexpr int kRoleCount = 5;
+
+/// "w", "a", "g", "w_bp", "a_bp".
+std::string_view role_name(Role r);
+/// The role with this name, or an error listing the names.
+Result<Role> parse_role(std::string_view text);
+
+/// Format text per role; an empty string means FP32 (no quantization).
+struct RoleFormats {
+  std::string w, a, g, w_bp, a_bp;
+  std::string& at(Role r);
+  const std::string& at(Role r) const;
+};
+
+/// The format of one role in the layers whose names match `pattern` (a glob such as "blocks.*.attn.*", or
+/// "re:REGEX"), replacing the recipe's.
+struct LayerOverride {
+  std::string pattern;
+  Role role = Role::W;
+  std::string format;  ///< "fp32" for no quantization
+};
+
+/// Loss scaling (mixed-precision training, Micikevicius et al. 2018, section 3.2).
+struct LossScaling {
+  enum class Mode : std::uint8_t { None, Static, Dynamic };
+  Mode mode = Mode::None;
+  double initial = 65536.0;       ///< the first scale (static: the scale)
+  std::int64_t growth_interval = 2000;  ///< dynamic: steps without overflow before the scale grows
+  double growth = 2.0;            ///< dynamic: factor of a growth
+  double backoff = 0.5;           ///< dynamic: factor after an overflow
+  double min_scale = 1.0;         ///< dynamic: the scale never goes below this
+};
+
+/// A training recipe: formats per role, overrides per layer, loss scaling. Master weights, optimizer state and
+/// every non-GEMM operation stay in FP32.
+struct Recipe {
+  std::string name = "fp32";
+  RoleFormats formats;
+  std::vector<LayerOverride> overrides;  ///< later entries win
+  LossScaling loss_scaling;
+  /// Format the outputs of the non-GEMM layers are rounded to, forward and backward (activations, pooling,
+  /// layer norm, attention softmax; not the loss, the residual sums or the optimizer): "" or "fp32" keeps
+  /// FP32, "bf16" simulates BF16 elementwise arithmetic.
+  std::string nongemm;
+};
+
+/// Names of the presets.
+std::vector<std::string> recipe_presets();
+
+/// A preset by name: fp32, fp16 (dynamic loss scaling), fp16-static, fp16-noscale, bf16, mxfp8 (E4M3 forward,
+/// E5M2 gradients), mxfp8_e4m3, mxfp6, mxfp4, mxint8, mxsf, boost_e2m5, nvfp4.
+Result<Recipe> recipe_preset(std::string_view name);
+
+/// Parses a recipe file's text: "key = value" lines, '#' comments. Keys: preset (start from a preset),
+/// name, all / fwd / bwd / w / a / g / w_bp / a_bp (formats), nongemm (format), loss_scaling (none|static|dynamic),
+/// loss_scale, growth_interval, growth, backoff, min_scale, and "layer PATTERN ROLE = FORMAT" overrides.
+/// `origin` names the file in messages.
+Result<Recipe> parse_recipe(std::string_view text, const std::string& origin);
+
+/// A preset name, a recipe file, or a block format name for every role ("mxfp8_e4m3@32x32").
+Result<Recipe> load_recipe(const std::string& name_or_path);
+
+/// The block format of a role's format text: a block spec (parse_block_format), or an element format for a
+/// per-tensor cast without scale ("fp16", "bf16", "e4m3"; overflow to Inf where the format has one, so loss
+/// scaling sees it). Empty or "fp32" gives no format (FP32, no quantization).
+Result<std::optional<BlockFormat>> role_format(const std::string& text);
+
+/// The formats a layer's GEMM operands use under the recipe (overrides applied), in Role order.
+Result<std::vector<std::optional<BlockFormat>>> layer_formats(const Recipe& recipe, const std::string& layer);
+
+/// The recipe as "key = value" lines that parse_recipe reads back.
+std::string recipe_text(const Recipe& recipe);
+
+}  // namespace mxlab::train

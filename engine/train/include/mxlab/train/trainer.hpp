@@ -1,0 +1,112 @@
+// The training loop: a model, a data set and a recipe of formats per tensor role; FP32 master weights, loss
+// scaling, SGD with momentum or AdamW, warm-up and cosine decay, per-step metrics and evaluation.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mxlab/core/error.hpp"
+#include "mxlab/core/progress.hpp"
+#include "mxlab/train/data.hpp"
+#include "mxlab/train/model_config.hpp"
+#include "mxlab/train/recipe.hpp"
+
+namespace mxlab::train {
+
+/// Optimizer and learning-rate schedule.
+struct OptimizerConfig {
+  std::string kind = "adamw";  ///< adamw (Loshchilov and Hutter 2019) or sgd (heavy-ball momentum)
+  double lr = 1e-3;
+  double momentum = 0.9;       ///< sgd
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  ///< adamw
+  double weight_decay = 0.0;   ///< decoupled (adamw) or added to the gradient (sgd); weights only
+  std::int64_t warmup_steps = 0;  ///< linear warm-up from lr / warmup_steps to lr
+  bool cosine = true;          ///< cosine decay from lr to min_lr_ratio * lr over the steps after warm-up
+  double min_lr_ratio = 0.0;
+};
+
+/// Everything one training run needs besides the data.
+struct TrainOptions {
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  Recipe recipe;
+  std::int64_t steps = 1000;
+  std::int64_t batch = 64;
+  std::uint64_t seed = 0;            ///< initial weights, batch order
+  unsigned threads = 1;              ///< quantization threads; results do not depend on it
+  std::int64_t metrics_every = 1;    ///< operand metrics on every Nth step (0: never)
+  std::int64_t eval_every = 0;       ///< validation every Nth step (0: only at the end)
+  bool final_eval = true;            ///< validation and test after the last step
+  std::int64_t eval_limit = 0;       ///< periodic validation on at most this many examples (text: windows); 0 = all;
+                                     ///< the final validation and test always use everything
+};
+
+/// Counts of one quantized GEMM operand over a step.
+struct OperandMetric {
+  std::string layer;
+  Role role = Role::W;
+  std::int64_t count = 0;
+  std::int64_t nonzero = 0;
+  std::int64_t underflow = 0;  ///< nonzero values that quantized to zero
+  double mse = 0;              ///< mean squared quantization error
+  double underflow_ratio() const { return nonzero > 0 ? static_cast<double>(underflow) / static_cast<double>(nonzero) : 0.0; }
+};
+
+/// Validation (or test) figures.
+struct EvalMetrics {
+  double loss = 0;
+  double accuracy = 0;  ///< images
+  double bpc = 0;       ///< text: loss / ln 2
+  std::int64_t examples = 0;
+};
+
+/// One step's figures.
+struct StepMetrics {
+  std::int64_t step = 0;      ///< 1-based
+  std::int64_t steps = 0;
+  double loss = 0;            ///< training batch loss (nats), before the update
+  double accuracy = 0;        ///< images: batch accuracy
+  double bpc = 0;             ///< text: loss / ln 2
+  double lr = 0;
+  double loss_scale = 1;
+  bool skipped = false;       ///< the update was skipped (non-finite gradients)
+  std::int64_t skipped_total = 0;
+  double seconds = 0;         ///< since the start of training
+  std::optional<EvalMetrics> validation;  ///< on evaluation steps
+  std::vector<OperandMetric> operands;    ///< on metric steps: every quantized operand
+};
+
+/// A finished (or cancelled) run.
+struct TrainResult {
+  std::vector<double> losses;     ///< per step
+  std::int64_t steps_done = 0;
+  std::int64_t skipped = 0;
+  bool cancelled = false;
+  std::int64_t parameters = 0;
+  double seconds = 0;             ///< training steps only (no evaluation)
+  std::optional<EvalMetrics> validation, test;
+  double final_loss_scale = 1;
+};
+
+/// Trains a model on the data under the options; calls on_step after every step and reports progress
+/// ("train", steps) to the reporter, stopping early (cancelled = true) when it asks. Deterministic: the same
+/// options and data give bit-identical losses for any thread count.
+Result<TrainResult> run_training(const TrainData& data, const TrainOptions& options,
+                          const std::function<void(const StepMetrics&)>& on_step = {}, const Reporter& reporter = {});
+
+/// The GEMM layer names of a model on this data (what recipe overrides match against).
+Result<std::vector<std::string>> gemm_layers(const TrainData& data, const ModelConfig& model);
+
+/// Seconds per training step (best of `reps` runs of `steps` steps, after one untimed step) of the model on
+/// seeded random 28x28 images in 10 classes, without operand metrics or evaluation: what `mxlab bench`
+/// compares between recipes. Timing only; the values do not matter.
+Result<double> step_seconds(const ModelConfig& model, const Recipe& recipe, std::int64_t batch, std::int64_t steps,
+                            int reps, unsigned threads);
+
+/// Best-of-reps FP32 GEMM throughput in GFLOP/s of an m x k by k x n product (the trainer's GEMM, one thread).
+double fp32_gemm_gflops(std::int64_t m, std::int64_t n, std::int64_t k, int reps);
+
+}  // namespace mxlab::train

@@ -1,0 +1,504 @@
+// Internal: layers with forward and backward on Eigen row-major matrices, templated on the scalar (float for
+// training, double for the finite-difference gradient checks). Every GEMM goes through QGemm, which
+// quantizes each operand along the GEMM's reduction axis with its role's format (float only).
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "quant.hpp"
+
+namespace mxlab::train::detail {
+
+template <typename T>
+using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// A trainable tensor: its FP32 (master) value and the gradient accumulated by backward.
+template <typename T>
+struct Param {
+  std::string name;
+  Mat<T> value;
+  Mat<T> grad;
+  bool decay = true;  ///< weight decay applies (weights, not biases or norm gains)
+};
+
+/// m rounded in place to the context's non-GEMM format (float only; none: unchanged). Returns m.
+template <typename T>
+Mat<T> rounded(Mat<T> m, QuantContext& ctx) {
+  if constexpr (std::is_same_v<T, float>) {
+    round_nongemm(std::span<float>(m.data(), static_cast<std::size_t>(m.size())), m.rows(), m.cols(), ctx);
+  }
+  return m;
+}
+
+/// x (rows x cols) quantized with f into buf; x itself when f is none.
+template <typename T>
+const Mat<T>& quantized(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& buf, QuantContext& ctx, const std::string& key) {
+  if (f == nullptr) return x;
+  if constexpr (std::is_same_v<T, float>) {
+    buf.resize(x.rows(), x.cols());
+    quantize_operand(*f, std::span<const float>(x.data(), static_cast<std::size_t>(x.size())), x.rows(), x.cols(),
+                     std::span<float>(buf.data(), static_cast<std::size_t>(buf.size())), ctx, key);
+    return buf;
+  } else {
+    throw std::logic_error("quantized GEMM operands are float32");
+  }
+}
+
+/// out = x^T, copied in 32 x 32 tiles so that both the reads and the writes stay within a few cache lines.
+template <typename T>
+void transpose_into(const Mat<T>& x, Mat<T>& out) {
+  constexpr std::int64_t kTile = 32;
+  const std::int64_t rows = x.rows(), cols = x.cols();
+  out.resize(cols, rows);
+  const T* src = x.data();
+  T* dst = out.data();
+  for (std::int64_t i0 = 0; i0 < rows; i0 += kTile)
+    for (std::int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      const std::int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
+      for (std::int64_t i = i0; i < i1; ++i)
+        for (std::int64_t j = j0; j < j1; ++j) dst[j * rows + i] = src[i * cols + j];
+    }
+}
+
+/// out = x^T quantized with f (blocks along x's first axis), tmp a scratch buffer; a 2-D tile format quantizes x
+/// and transposes, which gives the same values as tiles of x^T.
+template <typename T>
+void quantized_transpose(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& out, Mat<T>& tmp, QuantContext& ctx,
+                         const std::string& key) {
+  if (f == nullptr) {
+    transpose_into(x, out);
+  } else if (is_2d(f)) {
+    transpose_into(quantized(x, f, tmp, ctx, key), out);
+  } else {
+    transpose_into(x, tmp);
+    quantized(tmp, f, out, ctx, key);
+  }
+}
+
+/// The three GEMMs of one weight-like product Y = X Wt^T (X: M x K, Wt: N x K, both row-major with the
+/// reduction axis K last), each operand quantized with its role's format along that GEMM's reduction axis:
+///   forward   Y   = q_a(X) q_w(Wt)^T           (reduction K)
+///   backward  dX  = q_g(dY) q_wbp(Wt^T)^T      (reduction N)
+///             dWt = q_g(dY^T) q_abp(X^T)^T     (reduction M, the batch)
+/// 2-D tile formats are quantized once and their transposes reused when forward and backward share them.
+/// The buffers persist across steps, so a layer allocates its quantized operands once.
+template <typename T>
+struct QGemm {
+  std::string name;
+  const LayerFormats* formats = nullptr;
+  Mat<T> bx, bw, bg, bwk, bgt, bxt, tmp;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles)
+  bool saved_x = false, saved_w = false;
+
+  const ops::FakeQuantizer* f(Role r) const { return formats != nullptr ? formats->get(r) : nullptr; }
+  std::string key(Role r) const { return name + "." + std::string(role_name(r)); }
+  bool reuse(Role fwd, Role bwd) const {
+    return is_2d(f(fwd)) && f(bwd) != nullptr && f(bwd)->format().name == f(fwd)->format().name;
+  }
+
+  Mat<T> forward(const Mat<T>& x, const Mat<T>& wt, QuantContext& ctx) {
+    const Mat<T>& qx = quantized(x, f(Role::A), bx, ctx, key(Role::A));
+    const Mat<T>& qw = quantized(wt, f(Role::W), bw, ctx, key(Role::W));
+    Mat<T> y(x.rows(), wt.rows());
+    y.noalias() = qx * qw.transpose();
+    saved_x = ctx.training && reuse(Role::A, Role::ABp);
+    saved_w = ctx.training && reuse(Role::W, Role::WBp);
+    return y;
+  }
+
+  /// dx = dY Wt (if dx), dwt = dY^T X (if dwt); x and wt are forward's inputs.
+  void backward(const Mat<T>& dy, const Mat<T>& x, const Mat<T>& wt, Mat<T>* dx, Mat<T>* dwt, QuantContext& ctx) {
+    const ops::FakeQuantizer* fg = f(Role::G);
+    const ops::FakeQuantizer* fw = f(Role::WBp);
+    const ops::FakeQuantizer* fa = f(Role::ABp);
+    // dY along N is needed for dX, or as the 2-D tiles dW reuses; the first layer (no dX) under 1-D blocks
+    // quantizes dY only along the batch.
+    const bool g_2d = is_2d(fg);
+    const Mat<T>& qg = dx != nullptr || g_2d ? quantized(dy, fg, bg, ctx, key(Role::G)) : dy;
+    if (dx != nullptr) {
+      if (fw == nullptr) {
+        dx->noalias() = qg * wt;
+      } else if (saved_w) {
+        dx->noalias() = qg * bw;  // forward's 2-D tiles of Wt are the tiles of W
+      } else {
+        quantized_transpose(wt, fw, bwk, tmp, ctx, key(Role::WBp));  // Wt^T (K x N) quantized along N
+        dx->noalias() = qg * bwk.transpose();
+      }
+    }
+    if (dwt != nullptr) {
+      if (fg == nullptr && fa == nullptr) {
+        dwt->noalias() = dy.transpose() * x;
+        return;
+      }
+      // dY^T (N x M) and X^T (K x M), both quantized along M; 2-D tiles reuse the untransposed copies.
+      if (!g_2d) quantized_transpose(dy, fg, bgt, tmp, ctx, key(Role::G));
+      if (!saved_x) quantized_transpose(x, fa, bxt, tmp, ctx, key(Role::ABp));
+      if (g_2d && saved_x) dwt->noalias() = qg.transpose() * bx;
+      else if (g_2d) dwt->noalias() = qg.transpose() * bxt.transpose();
+      else if (saved_x) dwt->noalias() = bgt * bx;
+      else dwt->noalias() = bgt * bxt.transpose();
+    }
+  }
+};
+
+/// Fully connected layer: y = x W^T + b with W stored out x in.
+template <typename T>
+struct Linear {
+  Param<T> w, b;
+  QGemm<T> gemm;
+  Mat<T> x_saved;
+
+  Linear(const std::string& name, std::int64_t in, std::int64_t out, const LayerFormats* formats) {
+    w = Param<T>{name + ".weight", Mat<T>::Zero(out, in), Mat<T>::Zero(out, in), true};
+    b = Param<T>{name + ".bias", Mat<T>::Zero(1, out), Mat<T>::Zero(1, out), false};
+    gemm.name = name;
+    gemm.formats = formats;
+  }
+  Mat<T> forward(const Mat<T>& x, QuantContext& ctx) {
+    if (ctx.training) x_saved = x;
+    Mat<T> y = gemm.forward(x, w.value, ctx);
+    y.rowwise() += b.value.row(0);
+    return y;
+  }
+  Mat<T> backward(const Mat<T>& dy, QuantContext& ctx, bool need_dx = true) {
+    Mat<T> dx, dw;
+    gemm.backward(dy, x_saved, w.value, need_dx ? &dx : nullptr, &dw, ctx);
+    w.grad += dw;
+    b.grad += dy.colwise().sum();
+    return dx;
+  }
+};
+
+/// Elementwise activation: ReLU or GELU (tanh approximation, Hendrycks and Gimpel 2016, eq. 2).
+template <typename T>
+struct Activation {
+  bool gelu = false;
+  Mat<T> x_saved;
+  static constexpr T kC = T(0.7978845608028654);  // sqrt(2 / pi)
+  static constexpr T kA = T(0.044715);
+
+  Mat<T> forward(const Mat<T>& x, QuantContext& ctx) {
+    if (ctx.training) x_saved = x;
+    if (!gelu) return rounded<T>(x.cwiseMax(T(0)), ctx);
+    return rounded<T>(x.unaryExpr([](T v) { return T(0.5) * v * (T(1) + std::tanh(kC * (v + kA * v * v * v))); }), ctx);
+  }
+  Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) const {
+    if (!gelu) return rounded<T>(dy.cwiseProduct(x_saved.unaryExpr([](T v) { return v > T(0) ? T(1) : T(0); })), ctx);
+    return rounded<T>(dy.cwiseProduct(x_saved.unaryExpr([](T v) {
+      const T u = kC * (v + kA * v * v * v);
+      const T t = std::tanh(u);
+      return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * kC * (T(1) + T(3) * kA * v * v);
+    })), ctx);
+  }
+};
+
+/// Image tensor dimensions: activations are (batch * height * width) x channels, row-major (NHWC).
+struct Dims {
+  std::int64_t batch = 0, height = 0, width = 0, channels = 0;
+};
+
+/// Convolution, stride 1, zero padding k / 2 ("same"), as an im2col GEMM: columns (B*H*W) x (k*k*C) in
+/// (ky, kx, c) order times W (out x k*k*C) transposed.
+template <typename T>
+struct Conv2d {
+  Linear<T> lin;
+  std::int64_t k;
+  Dims in;
+  Conv2d(const std::string& name, std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel,
+         const LayerFormats* formats)
+      : lin(name, kernel * kernel * in_channels, out_channels, formats), k(kernel) {}
+
+  Mat<T> im2col(const Mat<T>& x, const Dims& d) const {
+    const std::int64_t pad = k / 2;
+    Mat<T> cols = Mat<T>::Zero(d.batch * d.height * d.width, k * k * d.channels);
+    for (std::int64_t b = 0; b < d.batch; ++b)
+      for (std::int64_t y = 0; y < d.height; ++y)
+        for (std::int64_t xx = 0; xx < d.width; ++xx) {
+          const std::int64_t row = (b * d.height + y) * d.width + xx;
+          for (std::int64_t ky = 0; ky < k; ++ky) {
+            const std::int64_t sy = y + ky - pad;
+            if (sy < 0 || sy >= d.height) continue;
+            for (std::int64_t kx = 0; kx < k; ++kx) {
+              const std::int64_t sx = xx + kx - pad;
+              if (sx < 0 || sx >= d.width) continue;
+              cols.row(row).segment((ky * k + kx) * d.channels, d.channels) = x.row((b * d.height + sy) * d.width + sx);
+            }
+          }
+        }
+    return cols;
+  }
+  Mat<T> col2im(const Mat<T>& cols, const Dims& d) const {
+    const std::int64_t pad = k / 2;
+    Mat<T> x = Mat<T>::Zero(d.batch * d.height * d.width, d.channels);
+    for (std::int64_t b = 0; b < d.batch; ++b)
+      for (std::int64_t y = 0; y < d.height; ++y)
+        for (std::int64_t xx = 0; xx < d.width; ++xx) {
+          const std::int64_t row = (b * d.height + y) * d.width + xx;
+          for (std::int64_t ky = 0; ky < k; ++ky) {
+            const std::int64_t sy = y + ky - pad;
+            if (sy < 0 || sy >= d.height) continue;
+            for (std::int64_t kx = 0; kx < k; ++kx) {
+              const std::int64_t sx = xx + kx - pad;
+              if (sx < 0 || sx >= d.width) continue;
+              x.row((b * d.height + sy) * d.width + sx) += cols.row(row).segment((ky * k + kx) * d.channels, d.channels);
+            }
+          }
+        }
+    return x;
+  }
+  Mat<T> forward(const Mat<T>& x, const Dims& d, QuantContext& ctx) {
+    in = d;
+    return lin.forward(im2col(x, d), ctx);
+  }
+  Mat<T> backward(const Mat<T>& dy, QuantContext& ctx, bool need_dx = true) {
+    Mat<T> dcols = lin.backward(dy, ctx, need_dx);
+    return need_dx ? col2im(dcols, in) : Mat<T>();
+  }
+};
+
+/// 2 x 2 pooling with stride 2 (max or average) on NHWC activations with even height and width.
+template <typename T>
+struct Pool2d {
+  bool max = true;
+  Dims in;
+  std::vector<std::int64_t> argmax;  ///< input row of each output element's maximum
+
+  Mat<T> forward(const Mat<T>& x, const Dims& d, QuantContext& ctx) {
+    in = d;
+    const std::int64_t oh = d.height / 2, ow = d.width / 2, c = d.channels;
+    Mat<T> y(d.batch * oh * ow, c);
+    argmax.assign(static_cast<std::size_t>(y.size()), 0);
+    for (std::int64_t b = 0; b < d.batch; ++b)
+      for (std::int64_t oy = 0; oy < oh; ++oy)
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          const std::int64_t orow = (b * oh + oy) * ow + ox;
+          for (std::int64_t ch = 0; ch < c; ++ch) {
+            T best = -std::numeric_limits<T>::infinity(), sum = 0;
+            std::int64_t at = 0;
+            for (std::int64_t dy = 0; dy < 2; ++dy)
+              for (std::int64_t dx = 0; dx < 2; ++dx) {
+                const std::int64_t irow = (b * d.height + 2 * oy + dy) * d.width + 2 * ox + dx;
+                const T v = x(irow, ch);
+                sum += v;
+                if (v > best) best = v, at = irow;
+              }
+            y(orow, ch) = max ? best : sum * T(0.25);
+            argmax[static_cast<std::size_t>(orow * c + ch)] = at;
+          }
+        }
+    return rounded<T>(std::move(y), ctx);
+  }
+  Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) const {
+    Mat<T> dx = Mat<T>::Zero(in.batch * in.height * in.width, in.channels);
+    const std::int64_t oh = in.height / 2, ow = in.width / 2, c = in.channels;
+    for (std::int64_t b = 0; b < in.batch; ++b)
+      for (std::int64_t oy = 0; oy < oh; ++oy)
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          const std::int64_t orow = (b * oh + oy) * ow + ox;
+          for (std::int64_t ch = 0; ch < c; ++ch) {
+            if (max) {
+              dx(argmax[static_cast<std::size_t>(orow * c + ch)], ch) += dy(orow, ch);
+              continue;
+            }
+            for (std::int64_t ddy = 0; ddy < 2; ++ddy)
+              for (std::int64_t ddx = 0; ddx < 2; ++ddx)
+                dx((b * in.height + 2 * oy + ddy) * in.width + 2 * ox + ddx, ch) += dy(orow, ch) * T(0.25);
+          }
+        }
+    return rounded<T>(std::move(dx), ctx);
+  }
+};
+
+/// Layer normalisation over each row (Ba, Kiros, Hinton 2016), epsilon 1e-5.
+template <typename T>
+struct LayerNorm {
+  Param<T> gain, bias;
+  Mat<T> xhat;
+  std::vector<T> inv_std;
+  LayerNorm(const std::string& name, std::int64_t dim) {
+    gain = Param<T>{name + ".weight", Mat<T>::Ones(1, dim), Mat<T>::Zero(1, dim), false};
+    bias = Param<T>{name + ".bias", Mat<T>::Zero(1, dim), Mat<T>::Zero(1, dim), false};
+  }
+  Mat<T> forward(const Mat<T>& x, QuantContext& ctx) {
+    const auto n = static_cast<T>(x.cols());
+    Mat<T> xh(x.rows(), x.cols());
+    std::vector<T> inv(static_cast<std::size_t>(x.rows()));
+    for (std::int64_t r = 0; r < x.rows(); ++r) {
+      const T mean = x.row(r).sum() / n;
+      const T var = (x.row(r).array() - mean).square().sum() / n;
+      inv[static_cast<std::size_t>(r)] = T(1) / std::sqrt(var + T(1e-5));
+      xh.row(r) = (x.row(r).array() - mean) * inv[static_cast<std::size_t>(r)];
+    }
+    Mat<T> y = (xh.array().rowwise() * gain.value.row(0).array()).rowwise() + bias.value.row(0).array();
+    if (ctx.training) xhat = std::move(xh), inv_std = std::move(inv);
+    return rounded<T>(std::move(y), ctx);
+  }
+  Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) {
+    gain.grad += dy.cwiseProduct(xhat).colwise().sum();
+    bias.grad += dy.colwise().sum();
+    const auto n = static_cast<T>(dy.cols());
+    Mat<T> dxh = dy.array().rowwise() * gain.value.row(0).array();
+    Mat<T> dx(dy.rows(), dy.cols());
+    for (std::int64_t r = 0; r < dy.rows(); ++r) {
+      const T m1 = dxh.row(r).sum() / n;
+      const T m2 = dxh.row(r).dot(xhat.row(r)) / n;
+      dx.row(r) = (dxh.row(r).array() - m1 - xhat.row(r).array() * m2) * inv_std[static_cast<std::size_t>(r)];
+    }
+    return rounded<T>(std::move(dx), ctx);
+  }
+};
+
+/// Token and learned position embeddings: row (b, t) = token[ids(b, t)] + position[t].
+template <typename T>
+struct Embedding {
+  Param<T> token, position;
+  std::vector<int> ids;
+  std::int64_t seq = 0;
+  Embedding(const std::string& name, std::int64_t vocab, std::int64_t context, std::int64_t dim) {
+    token = Param<T>{name + ".token", Mat<T>::Zero(vocab, dim), Mat<T>::Zero(vocab, dim), true};
+    position = Param<T>{name + ".position", Mat<T>::Zero(context, dim), Mat<T>::Zero(context, dim), true};
+  }
+  Mat<T> forward(const std::vector<int>& tokens, std::int64_t batch, std::int64_t t) {
+    ids = tokens;
+    seq = t;
+    Mat<T> x(batch * t, token.value.cols());
+    for (std::int64_t r = 0; r < batch * t; ++r)
+      x.row(r) = token.value.row(tokens[static_cast<std::size_t>(r)]) + position.value.row(r % t);
+    return x;
+  }
+  void backward(const Mat<T>& dy) {
+    for (std::int64_t r = 0; r < dy.rows(); ++r) {
+      token.grad.row(ids[static_cast<std::size_t>(r)]) += dy.row(r);
+      position.grad.row(r % seq) += dy.row(r);
+    }
+  }
+};
+
+/// Causal multi-head self-attention: qkv projection, per (sequence, head) S = Q K^T / sqrt(d), causal softmax,
+/// O = P V, output projection. Q K^T and P V are quantized GEMMs named NAME.qk and NAME.av (operands as
+/// activations, a forward and a_bp backward; their output gradients as g).
+template <typename T>
+struct Attention {
+  Linear<T> qkv, proj;
+  std::int64_t heads, dim, seq = 0, batch = 0;
+  std::vector<QGemm<T>> qk, av;
+  std::vector<Mat<T>> probs;  ///< P per (b, h)
+  Mat<T> qkv_out;
+  const LayerFormats* qk_formats;
+  const LayerFormats* av_formats;
+  std::string name;
+
+  Attention(const std::string& n, std::int64_t d, std::int64_t h, const LayerFormats* qkv_f,
+            const LayerFormats* proj_f, const LayerFormats* qk_f, const LayerFormats* av_f)
+      : qkv(n + ".qkv", d, 3 * d, qkv_f), proj(n + ".proj", d, d, proj_f), heads(h), dim(d), qk_formats(qk_f),
+        av_formats(av_f), name(n) {}
+
+  Mat<T> forward(const Mat<T>& x, std::int64_t b_count, std::int64_t t_count, QuantContext& ctx) {
+    batch = b_count;
+    seq = t_count;
+    const std::int64_t dh = dim / heads;
+    const T scale = T(1) / std::sqrt(static_cast<T>(dh));
+    Mat<T> all = qkv.forward(x, ctx);
+    const auto units = static_cast<std::size_t>(batch * heads);
+    if (qk.size() != units) {  // one unit per (sequence, head), kept across steps with their buffers
+      qk.assign(units, QGemm<T>{});
+      av.assign(units, QGemm<T>{});
+      for (std::size_t u = 0; u < units; ++u) {
+        qk[u].name = name + ".qk", qk[u].formats = qk_formats;
+        av[u].name = name + ".av", av[u].formats = av_formats;
+      }
+    }
+    probs.resize(units);
+    Mat<T> out(batch * seq, dim);
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const auto u = static_cast<std::size_t>(b * heads + h);
+        const Mat<T> q = all.block(b * seq, h * dh, seq, dh);
+        const Mat<T> k = all.block(b * seq, dim + h * dh, seq, dh);
+        const Mat<T> vt = all.block(b * seq, 2 * dim + h * dh, seq, dh).transpose();
+        Mat<T> s = qk[u].forward(q, k, ctx) * scale;
+        for (std::int64_t i = 0; i < seq; ++i) {
+          const T m = s.row(i).head(i + 1).maxCoeff();
+          T sum = 0;
+          for (std::int64_t j = 0; j < seq; ++j) {
+            const T e = j <= i ? std::exp(s(i, j) - m) : T(0);
+            s(i, j) = e;
+            sum += e;
+          }
+          s.row(i) /= sum;
+        }
+        s = rounded<T>(std::move(s), ctx);
+        out.block(b * seq, h * dh, seq, dh) = av[u].forward(s, vt, ctx);
+        if (ctx.training) probs[u] = std::move(s);
+      }
+    if (ctx.training) qkv_out = std::move(all);
+    return proj.forward(out, ctx);
+  }
+
+  Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) {
+    const std::int64_t dh = dim / heads;
+    const T scale = T(1) / std::sqrt(static_cast<T>(dh));
+    Mat<T> dout = proj.backward(dy, ctx);
+    Mat<T> dall = Mat<T>::Zero(batch * seq, 3 * dim);
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const auto u = static_cast<std::size_t>(b * heads + h);
+        const Mat<T> q = qkv_out.block(b * seq, h * dh, seq, dh);
+        const Mat<T> k = qkv_out.block(b * seq, dim + h * dh, seq, dh);
+        const Mat<T> vt = qkv_out.block(b * seq, 2 * dim + h * dh, seq, dh).transpose();
+        const Mat<T> d_o = dout.block(b * seq, h * dh, seq, dh);
+        const Mat<T>& p = probs[u];
+        Mat<T> dp, dvt;
+        av[u].backward(d_o, p, vt, &dp, &dvt, ctx);
+        // Softmax backward: dS = P o (dP - rowsum(dP o P)), then the 1/sqrt(d) of the scores.
+        Mat<T> ds(seq, seq);
+        for (std::int64_t i = 0; i < seq; ++i) {
+          const T dot = dp.row(i).dot(p.row(i));
+          ds.row(i) = p.row(i).array() * (dp.row(i).array() - dot) * scale;
+        }
+        ds = rounded<T>(std::move(ds), ctx);
+        Mat<T> dq, dk;
+        qk[u].backward(ds, q, k, &dq, &dk, ctx);
+        dall.block(b * seq, h * dh, seq, dh) = dq;
+        dall.block(b * seq, dim + h * dh, seq, dh) = dk;
+        dall.block(b * seq, 2 * dim + h * dh, seq, dh) = dvt.transpose();
+      }
+    return qkv.backward(dall, ctx);
+  }
+};
+
+/// Mean softmax cross-entropy of logits (rows) against targets; dlogits = scale * d(mean loss)/d(logits).
+/// Returns the loss (computed in double) and the count of rows whose arg max is the target.
+template <typename T>
+double softmax_cross_entropy(const Mat<T>& logits, const std::vector<int>& targets, T scale, Mat<T>* dlogits,
+                             std::int64_t* correct) {
+  const std::int64_t n = logits.rows();
+  double loss = 0;
+  if (dlogits != nullptr) dlogits->resize(logits.rows(), logits.cols());
+  std::int64_t right = 0;
+  for (std::int64_t r = 0; r < n; ++r) {
+    std::int64_t arg = 0;
+    const T m = logits.row(r).maxCoeff(&arg);
+    const int target = targets[static_cast<std::size_t>(r)];
+    right += arg == target ? 1 : 0;
+    double sum = 0;
+    for (std::int64_t c = 0; c < logits.cols(); ++c) sum += std::exp(static_cast<double>(logits(r, c) - m));
+    loss += std::log(sum) - static_cast<double>(logits(r, target) - m);
+    if (dlogits != nullptr) {
+      for (std::int64_t c = 0; c < logits.cols(); ++c)
+        (*dlogits)(r, c) = static_cast<T>(std::exp(static_cast<double>(logits(r, c) - m)) / sum);
+      (*dlogits)(r, target) -= T(1);
+      dlogits->row(r) *= scale / static_cast<T>(n);
+    }
+  }
+  if (correct != nullptr) *correct = right;
+  return loss / static_cast<double>(n);
+}
+
+}  // namespace mxlab::train::detail

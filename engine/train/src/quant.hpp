@@ -1,0 +1,58 @@
+// Internal: quantization of GEMM operands through ops::fake_quantize and the per-operand metrics of a step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mxlab/ops/ops.hpp"
+#include "mxlab/quantize/block_format.hpp"
+#include "mxlab/train/recipe.hpp"
+
+namespace mxlab::train::detail {
+
+/// Counts of one quantized operand over a step (summed over its GEMM calls).
+struct OperandStats {
+  std::int64_t count = 0;
+  std::int64_t nonzero = 0;    ///< inputs that are not zero
+  std::int64_t underflow = 0;  ///< nonzero inputs whose quantized value is zero
+  double sse = 0;              ///< sum of squared quantization errors (double)
+};
+
+/// What a forward or backward pass needs besides its tensors.
+struct QuantContext {
+  unsigned threads = 1;
+  bool collect = false;   ///< measure OperandStats this step
+  bool training = true;   ///< keep what backward needs
+  /// Rounds the outputs (forward and backward) of the non-GEMM layers (activations, pooling, layer norm,
+  /// attention softmax); none: FP32.
+  const ops::FakeQuantizer* nongemm = nullptr;
+  std::vector<std::pair<std::string, OperandStats>> stats;  ///< "layer.role", in first-use order
+
+  OperandStats& at(const std::string& key);
+};
+
+/// The quantizers of a layer's five roles (none: FP32), prepared once per layer.
+struct LayerFormats {
+  std::vector<std::shared_ptr<const ops::FakeQuantizer>> by_role =
+      std::vector<std::shared_ptr<const ops::FakeQuantizer>>(kRoleCount);
+  const ops::FakeQuantizer* get(Role r) const { return by_role[static_cast<std::size_t>(r)].get(); }
+};
+
+/// Whether the quantizer's blocks are 2-D tiles over the last two axes.
+inline bool is_2d(const ops::FakeQuantizer* q) { return q != nullptr && q->format().layout.tiles.size() == 2; }
+
+/// x rounded in place with ctx.nongemm (no metrics).
+void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, QuantContext& ctx);
+
+/// out = fake quantization of x (rows x cols, row-major, blocks along the last axis or 2-D tiles) through
+/// ops (FakeQuantizer, as ops::fake_quantize); with ctx.collect, adds the operand's counts to ctx.stats[key].
+/// Throws std::runtime_error with the engine's message on failure.
+void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                      std::span<float> out, QuantContext& ctx, const std::string& key);
+
+}  // namespace mxlab::train::detail

@@ -1,0 +1,276 @@
+// Recipes: presets, the recipe file format, and the block format of each role of each layer.
+#include "mxlab/train/recipe.hpp"
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+#include "mxlab/formats/parse.hpp"
+#include "mxlab/io/weights.hpp"
+
+namespace mxlab::train {
+namespace {
+
+constexpr Role kRoles[] = {Role::W, Role::A, Role::G, Role::WBp, Role::ABp};
+
+std::string trim(std::string_view s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+RoleFormats all_roles(const std::string& f) { return RoleFormats{f, f, f, f, f}; }
+
+bool parse_number(const std::string& text, double& out) {
+  try {
+    std::size_t used = 0;
+    out = std::stod(text, &used);
+    return used == text.size();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::string_view role_name(Role r) {
+  switch (r) {
+    case Role::W: return "w";
+    case Role::A: return "a";
+    case Role::G: return "g";
+    case Role::WBp: return "w_bp";
+    case Role::ABp: return "a_bp";
+  }
+  return "?";
+}
+
+Result<Role> parse_role(std::string_view text) {
+  for (Role r : kRoles)
+    if (role_name(r) == text) return r;
+  return make_error("unknown tensor role '" + std::string(text) + "' (known: w, a, g, w_bp, a_bp)");
+}
+
+std::string& RoleFormats::at(Role r) {
+  switch (r) {
+    case Role::W: return w;
+    case Role::A: return a;
+    case Role::G: return g;
+    case Role::WBp: return w_bp;
+    case Role::ABp: return a_bp;
+  }
+  return w;
+}
+const std::string& RoleFormats::at(Role r) const { return const_cast<RoleFormats*>(this)->at(r); }
+
+std::vector<std::string> recipe_presets() {
+  return {"fp32", "fp16", "fp16-static", "fp16-noscale", "bf16", "mxfp8", "mxfp8_e4m3", "mxfp6", "mxfp4",
+          "mxint8", "mxsf", "boost_e2m5", "nvfp4"};
+}
+
+Result<Recipe> recipe_preset(std::string_view name) {
+  Recipe r;
+  r.name = std::string(name);
+  if (name == "fp32") return r;
+  if (name == "fp16" || name == "fp16-static" || name == "fp16-noscale") {
+    r.formats = all_roles("fp16");
+    if (name == "fp16") r.loss_scaling.mode = LossScaling::Mode::Dynamic;
+    if (name == "fp16-static") {
+      r.loss_scaling.mode = LossScaling::Mode::Static;
+      r.loss_scaling.initial = 1024.0;
+    }
+    return r;
+  }
+  if (name == "bf16") {
+    r.formats = all_roles("bf16");
+    return r;
+  }
+  if (name == "mxfp8") {
+    // The FP8 training convention: E4M3 for weights and activations, E5M2 (more range) for gradients.
+    r.formats = RoleFormats{"mxfp8_e4m3", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp8_e4m3", "mxfp8_e4m3"};
+    return r;
+  }
+  if (name == "mxfp6") {
+    r.formats = RoleFormats{"mxfp6_e2m3", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp6_e2m3"};
+    return r;
+  }
+  for (const char* single : {"mxfp8_e4m3", "mxfp4", "mxint8", "mxsf", "boost_e2m5", "nvfp4"}) {
+    if (name == single) {
+      r.formats = all_roles(single);
+      return r;
+    }
+  }
+  std::string msg = "unknown recipe '" + std::string(name) + "' (presets:";
+  for (const auto& p : recipe_presets()) msg += " " + p;
+  return make_error(msg + ")");
+}
+
+Result<std::optional<BlockFormat>> role_format(const std::string& text) {
+  if (text.empty() || text == "fp32" || text == "float32") return std::optional<BlockFormat>{};
+  auto block = parse_block_format(text);
+  if (block) return std::optional<BlockFormat>{*block};
+  std::string alias = text;
+  if (alias == "fp16") alias = "float16";
+  if (alias == "bf16") alias = "bfloat16";
+  auto element = parse_format(alias);
+  if (!element) return make_error("format '" + text + "': neither a block format (" + block.error().message +
+                                  ") nor an element format (" + element.error().message + ")");
+  BlockFormat f;
+  f.name = text;
+  f.element = *element;
+  f.layout = ScaleLayout{};  // no scale: a plain elementwise cast of the whole tensor
+  f.options.element.overflow = element->has_inf() ? Overflow::Inf : Overflow::Saturate;
+  return std::optional<BlockFormat>{f};
+}
+
+Result<std::vector<std::optional<BlockFormat>>> layer_formats(const Recipe& recipe, const std::string& layer) {
+  RoleFormats chosen = recipe.formats;
+  for (const auto& o : recipe.overrides) {
+    auto pattern = NamePattern::parse(o.pattern);
+    if (!pattern) return pattern.error();
+    if (pattern->matches(layer)) chosen.at(o.role) = o.format;
+  }
+  std::vector<std::optional<BlockFormat>> out;
+  for (Role r : kRoles) {
+    auto f = role_format(chosen.at(r));
+    if (!f) return make_error("recipe '" + recipe.name + "', layer '" + layer + "', role " +
+                              std::string(role_name(r)) + ": " + f.error().message);
+    out.push_back(*f);
+  }
+  return out;
+}
+
+Result<Recipe> parse_recipe(std::string_view text, const std::string& origin) {
+  Recipe r;
+  r.name = origin;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  int line_no = 0;
+  bool named = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    const std::string t = trim(line);
+    if (t.empty()) continue;
+    const auto where = origin + ":" + std::to_string(line_no) + ": ";
+    const auto eq = t.find('=');
+    if (eq == std::string::npos) return make_error(where + "expected 'key = value', got '" + t + "'");
+    const std::string key = trim(std::string_view(t).substr(0, eq));
+    const std::string value = trim(std::string_view(t).substr(eq + 1));
+    if (value.empty()) return make_error(where + "'" + key + "' needs a value");
+    auto check_format = [&](const std::string& f) -> std::optional<Error> {
+      auto bf = role_format(f);
+      if (!bf) return make_error(where + bf.error().message);
+      return std::nullopt;
+    };
+    if (key.rfind("layer ", 0) == 0) {
+      std::istringstream words(key.substr(6));
+      std::string pattern, role_text, extra;
+      words >> pattern >> role_text;
+      if (pattern.empty() || role_text.empty() || (words >> extra))
+        return make_error(where + "expected 'layer PATTERN ROLE = FORMAT'");
+      auto role = parse_role(role_text);
+      if (!role) return make_error(where + role.error().message);
+      auto p = NamePattern::parse(pattern);
+      if (!p) return make_error(where + p.error().message);
+      if (auto e = check_format(value)) return *e;
+      r.overrides.push_back({pattern, *role, value});
+      continue;
+    }
+    if (key == "preset") {
+      auto p = recipe_preset(value);
+      if (!p) return make_error(where + p.error().message);
+      const auto name = r.name;
+      r = *p;
+      if (named) r.name = name;
+      continue;
+    }
+    if (key == "name") {
+      r.name = value;
+      named = true;
+      continue;
+    }
+    if (key == "all" || key == "fwd" || key == "bwd" || key == "w" || key == "a" || key == "g" || key == "w_bp" ||
+        key == "a_bp") {
+      if (auto e = check_format(value)) return *e;
+      if (key == "all" || key == "fwd") r.formats.w = r.formats.a = value;
+      if (key == "all" || key == "bwd") r.formats.g = r.formats.w_bp = r.formats.a_bp = value;
+      if (key != "all" && key != "fwd" && key != "bwd") r.formats.at(*parse_role(key)) = value;
+      continue;
+    }
+    if (key == "nongemm") {
+      if (auto e = check_format(value)) return *e;
+      r.nongemm = value == "fp32" ? "" : value;
+      continue;
+    }
+    if (key == "loss_scaling") {
+      if (value == "none") r.loss_scaling.mode = LossScaling::Mode::None;
+      else if (value == "static") r.loss_scaling.mode = LossScaling::Mode::Static;
+      else if (value == "dynamic") r.loss_scaling.mode = LossScaling::Mode::Dynamic;
+      else return make_error(where + "loss_scaling must be none, static or dynamic, got '" + value + "'");
+      continue;
+    }
+    double number = 0;
+    const bool is_number = parse_number(value, number);
+    if (key == "loss_scale" || key == "growth" || key == "backoff" || key == "min_scale" || key == "growth_interval") {
+      if (!is_number || !(number > 0) || number > 1e30)
+        return make_error(where + "'" + key + "' needs a positive number, got '" + value + "'");
+      if (key == "loss_scale") r.loss_scaling.initial = number;
+      if (key == "growth") r.loss_scaling.growth = number;
+      if (key == "backoff") r.loss_scaling.backoff = number;
+      if (key == "min_scale") r.loss_scaling.min_scale = number;
+      if (key == "growth_interval") {
+        if (number != static_cast<double>(static_cast<std::int64_t>(number)))
+          return make_error(where + "'growth_interval' needs a whole number, got '" + value + "'");
+        r.loss_scaling.growth_interval = static_cast<std::int64_t>(number);
+      }
+      continue;
+    }
+    return make_error(where + "unknown key '" + key +
+                      "' (known: preset, name, all, fwd, bwd, w, a, g, w_bp, a_bp, nongemm, loss_scaling, loss_scale, "
+                      "growth_interval, growth, backoff, min_scale, layer PATTERN ROLE)");
+  }
+  return r;
+}
+
+Result<Recipe> load_recipe(const std::string& name_or_path) {
+  if (auto p = recipe_preset(name_or_path)) return p;
+  std::ifstream in(name_or_path);
+  if (in) {
+    std::stringstream s;
+    s << in.rdbuf();
+    return parse_recipe(s.str(), name_or_path);
+  }
+  if (auto f = role_format(name_or_path); f && f->has_value()) {
+    Recipe r;
+    r.name = name_or_path;
+    r.formats = all_roles(name_or_path);
+    return r;
+  }
+  std::string msg = "recipe '" + name_or_path + "' is neither a preset (";
+  const auto names = recipe_presets();
+  for (std::size_t i = 0; i < names.size(); ++i) msg += (i ? ", " : "") + names[i];
+  return make_error(msg + "), a readable recipe file, nor a format name for every role");
+}
+
+std::string recipe_text(const Recipe& r) {
+  std::ostringstream s;
+  s << "name = " << r.name << "\n";
+  for (Role role : kRoles) {
+    const auto& f = r.formats.at(role);
+    s << role_name(role) << " = " << (f.empty() ? "fp32" : f) << "\n";
+  }
+  if (!r.nongemm.empty()) s << "nongemm = " << r.nongemm << "\n";
+  const char* modes[] = {"none", "static", "dynamic"};
+  s << "loss_scaling = " << modes[static_cast<int>(r.loss_scaling.mode)] << "\n";
+  if (r.loss_scaling.mode != LossScaling::Mode::None) {
+    s << "loss_scale = " << r.loss_scaling.initial << "\n";
+    if (r.loss_scaling.mode == LossScaling::Mode::Dynamic)
+      s << "growth_interval = " << r.loss_scaling.growth_interval << "\ngrowth = " << r.loss_scaling.growth
+        << "\nbackoff = " << r.loss_scaling.backoff << "\nmin_scale = " << r.loss_scaling.min_scale << "\n";
+  }
+  for (const auto& o : r.overrides) s << "layer " << o.pattern << " " << role_name(o.role) << " = " << o.format << "\n";
+  return s.str();
+}
+
+}  // namespace mxlab::train
