@@ -317,6 +317,18 @@ TEST_CASE("the same seed gives bit-identical losses on 1 and 2 threads", "[train
     INFO(model);
     REQUIRE(one->losses.size() == two->losses.size());
     for (std::size_t i = 0; i < one->losses.size(); ++i) CHECK(one->losses[i] == two->losses[i]);
+    if (std::string(model) == "transformer") {
+      // Attention's products take both operands as activations: a and a_bp, never w or w_bp.
+      std::vector<OperandMetric> ops;
+      REQUIRE(run_training(d, o, [&](const StepMetrics& m) {
+        if (m.step == 1) ops = m.operands;
+      }));
+      CHECK(underflow_of(ops, "blocks.0.attn.qk", Role::A) >= 0);
+      CHECK(underflow_of(ops, "blocks.0.attn.av", Role::ABp) >= 0);
+      CHECK(underflow_of(ops, "blocks.0.attn.qk", Role::W) == -1);
+      CHECK(underflow_of(ops, "blocks.0.attn.av", Role::WBp) == -1);
+      CHECK(underflow_of(ops, "blocks.0.attn.qkv", Role::W) >= 0);
+    }
     o.seed = 1;
     auto other = run_training(d, o);
     REQUIRE(other);

@@ -95,6 +95,9 @@ struct QGemm {
   const LayerFormats* formats = nullptr;
   Mat<T> bx, bw, bg, bwk, bgt, bxt, tmp;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles)
   bool saved_x = false, saved_w = false;
+  /// The roles of the second operand (Wt) forward and backward: the weight roles, or the activation roles for
+  /// attention's products of two activations.
+  Role w_role = Role::W, w_bp_role = Role::WBp;
 
   const ops::FakeQuantizer* f(Role r) const { return formats != nullptr ? formats->get(r) : nullptr; }
   std::string key(Role r) const { return name + "." + std::string(role_name(r)); }
@@ -104,18 +107,18 @@ struct QGemm {
 
   Mat<T> forward(const Mat<T>& x, const Mat<T>& wt, QuantContext& ctx) {
     const Mat<T>& qx = quantized(x, f(Role::A), bx, ctx, key(Role::A));
-    const Mat<T>& qw = quantized(wt, f(Role::W), bw, ctx, key(Role::W));
+    const Mat<T>& qw = quantized(wt, f(w_role), bw, ctx, key(w_role));
     Mat<T> y(x.rows(), wt.rows());
     y.noalias() = qx * qw.transpose();
     saved_x = ctx.training && reuse(Role::A, Role::ABp);
-    saved_w = ctx.training && reuse(Role::W, Role::WBp);
+    saved_w = ctx.training && reuse(w_role, w_bp_role);
     return y;
   }
 
   /// dx = dY Wt (if dx), dwt = dY^T X (if dwt); x and wt are forward's inputs.
   void backward(const Mat<T>& dy, const Mat<T>& x, const Mat<T>& wt, Mat<T>* dx, Mat<T>* dwt, QuantContext& ctx) {
     const ops::FakeQuantizer* fg = f(Role::G);
-    const ops::FakeQuantizer* fw = f(Role::WBp);
+    const ops::FakeQuantizer* fw = f(w_bp_role);
     const ops::FakeQuantizer* fa = f(Role::ABp);
     // dY along N is needed for dX, or as the 2-D tiles dW reuses; the first layer (no dX) under 1-D blocks
     // quantizes dY only along the batch.
@@ -127,7 +130,7 @@ struct QGemm {
       } else if (saved_w) {
         dx->noalias() = qg * bw;  // forward's 2-D tiles of Wt are the tiles of W
       } else {
-        quantized_transpose(wt, fw, bwk, tmp, ctx, key(Role::WBp));  // Wt^T (K x N) quantized along N
+        quantized_transpose(wt, fw, bwk, tmp, ctx, key(w_bp_role));  // Wt^T (K x N) quantized along N
         dx->noalias() = qg * bwk.transpose();
       }
     }
@@ -412,6 +415,7 @@ struct Attention {
       for (std::size_t u = 0; u < units; ++u) {
         qk[u].name = name + ".qk", qk[u].formats = qk_formats;
         av[u].name = name + ".av", av[u].formats = av_formats;
+        for (auto* g : {&qk[u], &av[u]}) g->w_role = Role::A, g->w_bp_role = Role::ABp;
       }
     }
     probs.resize(units);
