@@ -224,6 +224,15 @@ void read_input(const Reader& r, const std::string& name, const toml::table& t, 
   e.inputs.push_back(std::move(in));
 }
 
+/// aggregate = "median" | "mean" | "min" | "max" | "sum" | "count" (tables and plots).
+void read_aggregate(const Reader& r, const toml::table& t, const std::string& p, std::string& field) {
+  if (auto n = t.get("aggregate")) {
+    field = r.string(*n, p + "aggregate");
+    static const std::set<std::string> kAggregates = {"median", "mean", "min", "max", "sum", "count"};
+    if (!kAggregates.count(field)) r.fail(n, p + "aggregate", "expected median, mean, min, max, sum or count");
+  }
+}
+
 template <class Def>
 void read_common_filters(const Reader& r, const toml::table& t, const std::string& p, Def& d) {
   if (auto n = t.get("from")) d.from = r.string(*n, p + "from");
@@ -249,11 +258,7 @@ void read_table(const Reader& r, const toml::table& t, std::size_t i, Experiment
   if (auto n = t.get("rows")) d.rows = r.strings(*n, p + "rows");
   if (auto n = t.get("pivot")) d.pivot = r.string(*n, p + "pivot");
   if (auto n = t.get("values")) d.values = r.strings(*n, p + "values");
-  if (auto n = t.get("aggregate")) {
-    d.aggregate = r.string(*n, p + "aggregate");
-    static const std::set<std::string> kAggregates = {"median", "mean", "min", "max", "sum", "count"};
-    if (!kAggregates.count(d.aggregate)) r.fail(n, p + "aggregate", "expected median, mean, min, max, sum or count");
-  }
+  read_aggregate(r, t, p, d.aggregate);
   if (auto n = t.get("digits")) d.digits = static_cast<int>(r.integer(*n, p + "digits", 1, 17));
   if (auto n = t.get("caption")) d.caption = r.string(*n, p + "caption");
   if (d.rows.empty()) r.fail(&t, "table " + d.name, "needs rows = [COLUMN, ...]");
@@ -291,11 +296,7 @@ void read_plot(const Reader& r, const toml::table& t, std::size_t i, Experiment&
     }
   }
   if (auto n = t.get("log_values")) d.log_values = r.boolean(*n, p + "log_values");
-  if (auto n = t.get("aggregate")) {
-    d.aggregate = r.string(*n, p + "aggregate");
-    static const std::set<std::string> kAggregates = {"median", "mean", "min", "max", "sum", "count"};
-    if (!kAggregates.count(d.aggregate)) r.fail(n, p + "aggregate", "expected median, mean, min, max, sum or count");
-  }
+  read_aggregate(r, t, p, d.aggregate);
   text("markers", d.markers);
   text("marker_label", d.marker_label);
   for (auto [key, field] : {std::pair{"x_min", &d.x_min}, std::pair{"x_max", &d.x_max}, std::pair{"y_min", &d.y_min},
