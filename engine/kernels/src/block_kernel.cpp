@@ -1,20 +1,12 @@
-// BlockKernel: Highway dynamic dispatch of block_kernels-inl.h (compiled once per target, picked at run
-// time), the reduction of a block format to BlockParams, and the split of a tensor's blocks over threads.
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "block_kernels-inl.h"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-
-#include <hwy/highway.h>
-
-#include "block_kernels-inl.h"
-
-#if HWY_ONCE
+// BlockKernel: the reduction of a block format to BlockParams, and the split of a tensor's blocks over threads;
+// the per-target kernels are in block_*_kernel.cpp (docs/kernels.md).
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "block_params.hpp"
 #include "grid_params.hpp"
 #include "parallel.hpp"
 #include "mxlab/core/random.hpp"
@@ -25,17 +17,6 @@
 #include "mxlab/quantize/quantize.hpp"
 
 namespace mxlab {
-namespace kernel_detail {
-
-HWY_EXPORT(block_kernel_impl);
-HWY_EXPORT(dequant_kernel_impl);
-
-void block_dispatch(const BlockParams& p, const BlockCall& call) { HWY_DYNAMIC_DISPATCH(block_kernel_impl)(p, call); }
-void dequant_dispatch(const BlockParams& p, const DequantCall& call) {
-  HWY_DYNAMIC_DISPATCH(dequant_kernel_impl)(p, call);
-}
-
-}  // namespace kernel_detail
 
 enum class BlockKernel::Mode : std::uint8_t { Fake, Packed, Metrics, Amax, TensorAmax };
 
@@ -914,4 +895,3 @@ Result<BlockPacked> BlockKernel::reference_packed(const BlockFormat& f, BlockInp
 }
 
 }  // namespace mxlab
-#endif  // HWY_ONCE

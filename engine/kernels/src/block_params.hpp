@@ -1,4 +1,4 @@
-// The numbers a block format reduces to for the SIMD block kernels (block_kernels-inl.h), the bit writer of
+// The numbers a block format reduces to for the SIMD block kernels (block_*-inl.h, docs/kernels.md), the bit writer of
 // the packed form, and the exact accumulator of the fused metrics. Plain data, no Highway types.
 #pragma once
 
@@ -43,7 +43,7 @@ struct BlockParams {
   std::uint32_t scale_nan_code = 0xFF;
   /// Float scales whose quotients' doubles may fall within the reference's adjustment window of a rounding
   /// boundary without being on it: the lanes near a boundary are cast by the reference's cast_quotient
-  /// (block_kernels-inl.h quotient_codes64). A boundary b times d = s * g is an integer of at most
+  /// (block_quotient-inl.h quotient_codes64). A boundary b times d = s * g is an integer of at most
   /// bits(b) + bits(s) + bits(g) significant bits; up to 48 of them, a float32 x that is not b * d lies more
   /// than 2^-48 of b away, outside twice the window (4 ulp). Elements: bits(b) <= element bits + 1; scales
   /// (amax / (max * g)): bits(b) = scale significand + 1, bits(max) <= 8.
@@ -55,7 +55,7 @@ struct BlockParams {
   /// a double ulp of M (2^(mu - 29)) when S G <= 2^29, i.e. bits(s) + bits(g) <= 29.
   bool check_f32_quotients = false;
   /// Float scales under deterministic rounding with element values in [2^-24, 2^24]: element quotients first
-  /// in float32 lanes (block_kernels-inl.h float_scale_elements), for element and scale significands of at
+  /// in float32 lanes (block_float_scale-inl.h float_scale_elements), for element and scale significands of at
   /// most 24 bits together (fast32_short_scales) or blocks under g = 1.
   bool fast32 = false;
   bool fast32_short_scales = false;
@@ -70,7 +70,7 @@ struct BlockParams {
   ScaleRule rule = ScaleRule::Floor;
   ClampSite clamp = ClampSite::Exponent;
   int emax = 0;
-  /// Nearest-even fast path for blocks without NaN or Inf (block_kernels-inl.h fast_rne_lanes): the quotient
+  /// Nearest-even fast path for blocks without NaN or Inf (block_pow2-inl.h fast_rne_lanes): the quotient
   /// x * 2^-X is formed in float32 (exact unless below 2^-126, where it rounds to zero anyway) and rounded
   /// to the element grid by adding and subtracting 2^(quantum + 23). For signed float elements with
   /// subnormals, a sign bit, a negative zero and sign-symmetric overflow codes, under the default
@@ -104,7 +104,7 @@ struct BlockParams {
   std::uint32_t scale_one_code = 0;        ///< scale code of 1 (zero-block rule one)
   double min_block_scale = 0;              ///< QuantOptions::min_block_scale
   std::uint32_t min_block_scale_code = 0;  ///< its scale code
-  /// The general power-of-two path (block_kernels-inl.h plan_loop), for what the plain path above does not
+  /// The general power-of-two path (block_plan-inl.h plan_loop), for what the plain path above does not
   /// model: the peers' float32 arithmetic, the NaN/Inf policies that feed Inf into the scale or multiply
   /// blocks by special factors, and subtiles. Each block's decision is mxlab::pow2_block_plan's.
   bool planned = false;
@@ -408,8 +408,18 @@ class BlockCursor {
   std::int64_t row_, block_, per_row_, r_, j_;
 };
 
-/// Dispatch entry points (block_kernel.cpp).
-void block_dispatch(const BlockParams& p, const BlockCall& call);
+/// Dispatch entry points, one translation unit each (docs/kernels.md): power-of-two scales under the exact
+/// rules, the general power-of-two path (BlockParams::planned), float and two-level scales, dequantization.
+void pow2_dispatch(const BlockParams& p, const BlockCall& call);
+void plan_dispatch(const BlockParams& p, const BlockCall& call);
+void float_scale_dispatch(const BlockParams& p, const BlockCall& call);
 void dequant_dispatch(const BlockParams& p, const DequantCall& call);
+
+/// The kernel of p's path.
+inline void block_dispatch(const BlockParams& p, const BlockCall& call) {
+  if (p.float_scales) return float_scale_dispatch(p, call);
+  if (p.planned) return plan_dispatch(p, call);
+  pow2_dispatch(p, call);
+}
 
 }  // namespace mxlab::kernel_detail

@@ -1,5 +1,5 @@
 // Per-target SIMD building blocks shared by the cast kernels (cast_kernels-inl.h) and the block kernels
-// (block_kernels-inl.h): vector types, input widening, stochastic-rounding bits, the grid cast of float32
+// (block_*-inl.h): vector types, input widening, stochastic-rounding bits, the grid cast of float32
 // bits to codes (the reference cast of formats/src/cast.cpp, docs/casting.md) and decoding. Included by
 // those files once per Highway target.
 
@@ -302,7 +302,7 @@ template <Rounding kRound>
 using RoundingTag = std::integral_constant<Rounding, kRound>;
 
 // ---------------------------------------------------------------------------------------------------
-// Casts of doubles in 64-bit lanes, for the quotients x / d of float block scales (block_kernels-inl.h).
+// Casts of doubles in 64-bit lanes, for the quotients x / d of float block scales (block_quotient-inl.h).
 
 using D64 = hn::Repartition<std::uint64_t, DU>;
 using DI64 = hn::RebindToSigned<D64>;

@@ -1,0 +1,424 @@
+// Block kernels, float block scales (rule amax and 4over6) and two-level scales (a tensor scale above them):
+// scale codes of a group of blocks in one vector cast, then each block's element pass.
+// Included once per Highway target by the block kernels' translation units (docs/kernels.md has the map).
+
+// Per-target include guard: toggled by foreach_target.h for every target.
+#if defined(MXLAB_KERNELS_BLOCK_FLOAT_SCALE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MXLAB_KERNELS_BLOCK_FLOAT_SCALE_INL_H_
+#undef MXLAB_KERNELS_BLOCK_FLOAT_SCALE_INL_H_
+#else
+#define MXLAB_KERNELS_BLOCK_FLOAT_SCALE_INL_H_
+#endif
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include "block_codebook-inl.h"
+#include "block_peer-inl.h"
+#include "block_quotient-inl.h"
+#include "block_scale-inl.h"
+#include "mxlab/core/random.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace mxlab::kernel_detail::HWY_NAMESPACE::block {
+
+/// The element pass of a block with a float scale s (rule amax) under tensor scale g: the reference's
+/// cast_quotient of every element by d = s * g (quotient_codes64), in double lanes.
+///
+/// Under deterministic rounding (BlockParams::fast32), whole float32 vectors go first: q = x * fl32(1 / d) in
+/// float32 lanes, cast on the float32 grid, unless near_boundary32 flags a lane, which sends that vector through
+/// the double lanes. The values decode(code) * s * g are formed as (decode * s) * g in float32: decode * s is
+/// exact (element and scale significands of at most 24 bits together, within float32's normal range by the
+/// block's bounds), and the product with g is rounded once, as the reference's double product rounded to
+/// float32. Longer significands (float32 scales) take this path when g = 1, where decode * s is the one
+/// rounding.
+template <class Round>
+HWY_INLINE void float_scale_elements(const BlockParams& p, const BlockCall& call, const CastVectors64& c64,
+                                     const CastVectors& c32, CodeSink& sink, const std::uint8_t* xb,
+                                     std::size_t len, std::size_t start, double s) {
+  const DF64 df;
+  const D64 du;
+  const DUh duh;
+  const DFh dfh;
+  const std::size_t lanes = hn::Lanes(df);
+  const InputKind in_kind = call.input;
+  const bool want_metrics = call.metrics != nullptr;
+  const double d = s * call.g;  // exact: scale and tensor scale have at most 24 significant bits each
+  const VF64 dv = hn::Set(df, d);
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN float out_buf[kMaxLanes];
+  // Elements [k0, k1) in double lanes.
+  const auto double_lanes = [&](std::size_t k0, std::size_t k1) {
+    for (std::size_t k = k0; k < k1; k += lanes) {
+      const std::size_t count = std::min(lanes, k1 - k);
+      const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
+      const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
+      M64 over = hn::FirstN(du, 0);
+      const auto code = apply_zero_sign(
+          p,
+          hn::TruncateTo(duh, quotient_codes64<Round>(p, c64, x, d, random_lanes64(p, start + k),
+                                                      want_metrics ? &over : nullptr)),
+          u, duh);  // the zero-sign rule on the input (exact arithmetic: the quotient is zero when x is)
+      if (call.out == BlockOut::Packed) sink.put(duh, code, start + k, count);
+      if (call.out == BlockOut::Fake) {
+        // decode(code) * s * g: exact in double, rounded once to float32.
+        store_as_float(hn::Mul(decode_lanes64(p, code), dv), out_buf);
+        std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
+      }
+      if (want_metrics)
+        add_lane_metrics(p, call, start + k, count, duh, u, code, hn::TruncateTo(duh, hn::VecFromMask(du, over)), d);
+    }
+  };
+  // decode * s is exact in float32 for scale significands of at most 16 bits; otherwise only g = 1 leaves a
+  // single rounding (of decode * s itself).
+  const bool one_rounding = p.fast32_short_scales || call.g == 1.0;
+  const bool fast = p.fast32 && one_rounding && s > 0x1p-100 && s < 0x1p100 && d > 0x1p-120 && d < 0x1p120 &&
+                    static_cast<double>(static_cast<float>(call.g)) == call.g;
+  if (!fast) {
+    double_lanes(0, len);
+    return;
+  }
+  const DU du32;
+  const DI di32;
+  const DF df32;
+  const std::size_t lanes32 = hn::Lanes(du32);
+  const VF inverse = hn::Set(df32, static_cast<float>(1.0 / d));
+  const VF s_v = hn::Set(df32, static_cast<float>(s));
+  const VF g_v = hn::Set(df32, static_cast<float>(call.g));
+  const bool small_codes = p.bits <= 4 && lanes32 >= 16;
+  const VF table = hn::LoadU(df32, p.decode_f32.data());
+  for (std::size_t k = 0; k < len; k += lanes32) {
+    const std::size_t count = std::min(lanes32, len - k);
+    const VU u = load_part(in_kind, xb, k, count, in_buf);
+    const VF q = hn::Mul(hn::BitCast(df32, u), inverse);
+    if (!hn::AllFalse(du32, near_boundary32(c32, q, u))) {
+      double_lanes(k, k + count);
+      continue;
+    }
+    MU over = hn::FirstN(du32, 0);
+    const VU code = apply_zero_sign(p,
+                                    cast_lanes<Round>(c32, hn::BitCast(du32, q), hn::Zero(du32), hn::Zero(di32),
+                                                      want_metrics ? &over : nullptr),
+                                    u);
+    if (call.out == BlockOut::Packed) sink.put(du32, code, start + k, count);
+    if (call.out == BlockOut::Fake) {
+      // Codes of at most 4 bits index a table that fits one vector: a permutation instead of a gather.
+      const VF e = small_codes ? hn::TableLookupLanes(table, hn::IndicesFromVec(df32, hn::BitCast(di32, code)))
+                               : hn::GatherIndex(df32, p.decode_f32.data(), hn::BitCast(di32, code));
+      const VF value = call.g == 1.0 ? hn::Mul(e, s_v) : hn::Mul(hn::Mul(e, s_v), g_v);
+      if (count == lanes32) {
+        hn::StoreU(value, df32, call.fake + start + k);
+      } else {
+        hn::Store(value, df32, out_buf);
+        std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
+      }
+    }
+    if (want_metrics) add_lane_metrics(p, call, start + k, count, du32, u, code, hn::VecFromMask(du32, over), d);
+  }
+}
+
+/// Rule 4over6: whether the block's exact sum of squared errors under block scale a is below that under b
+/// (the reference's comparison; ties keep b). Each candidate's elements are the casts of x / (s * g) as in
+/// float_scale_elements; an error deq - x is a double (as the reference computes it) whose square enters an
+/// exact accumulator as its rounded value plus the fused multiply-add residual. A scale that is not positive
+/// dequantizes to 0. Non-finite inputs do not count. A NaN scale, or a finite input that dequantizes to Inf or
+/// NaN, makes a candidate's error infinite: a finite error beats it, two infinite ones tie.
+HWY_INLINE bool lower_sse(const BlockParams& p, const BlockCall& call, const CastVectors64& c64, const std::uint8_t* xb,
+                          std::size_t len, std::size_t start, double a, double b, FastExactSum& acc) {
+  const DF64 df;
+  const DUh duh;
+  const DFh dfh;
+  const std::size_t lanes = hn::Lanes(df);
+  const InputKind in_kind = call.input;
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN double lane_x[kMaxLanes];
+  HWY_ALIGN double lane_deq[2][kMaxLanes];
+  acc.reset();
+  const double scales[2] = {a, b};
+  bool infinite[2] = {std::isnan(a), std::isnan(b)};
+  for (std::size_t k = 0; k < len; k += lanes) {
+    const std::size_t count = std::min(lanes, len - k);
+    const hn::Vec<DUh> u = load_part(in_kind, xb, k, count, in_buf, duh);
+    const VF64 x = hn::PromoteTo(df, hn::BitCast(dfh, u));
+    hn::Store(x, df, lane_x);
+    const V64 random = random_lanes64(p, start + k);
+    for (int cand = 0; cand < 2; ++cand) {
+      const double s = scales[cand];
+      if (!(s > 0)) {  // 0 (or NaN: infinite above)
+        hn::Store(hn::Zero(df), df, lane_deq[cand]);
+        continue;
+      }
+      const double d = s * call.g;
+      const auto code = hn::TruncateTo(duh, p.codebook ? codebook_quotient_codes64(p, x, d, random, nullptr)
+                                                       : quotient_codes64<AnyRounding>(p, c64, x, d, random, nullptr));
+      hn::Store(hn::Mul(decode_lanes64(p, code), hn::Set(df, d)), df, lane_deq[cand]);
+    }
+    for (std::size_t l = 0; l < count; ++l) {
+      if (!std::isfinite(lane_x[l])) continue;
+      if (!std::isfinite(lane_deq[0][l])) infinite[0] = true;
+      if (!std::isfinite(lane_deq[1][l])) infinite[1] = true;
+      if (infinite[0] || infinite[1]) continue;  // the sum is no longer needed
+      const double ea = lane_deq[0][l] - lane_x[l];
+      const double eb = lane_deq[1][l] - lane_x[l];
+      const double pa = ea * ea;
+      const double pb = eb * eb;
+      acc.add(pa);
+      acc.add(std::fma(ea, ea, -pa));
+      acc.add(-pb);
+      acc.add(-std::fma(eb, eb, -pb));
+    }
+  }
+  if (infinite[0] || infinite[1]) return !infinite[0];
+  return acc.sign() < 0;
+}
+
+/// A block whose float scale is zero: finite elements become zeros of their sign, others are cast as they
+/// are, except an infinity kept as the element's infinity under block-nan (the reference's rules).
+HWY_NOINLINE inline void zero_scale_elements(const BlockParams& p, const BlockCall& call, CodeSink& sink,
+                                      const std::uint8_t* xb, std::size_t len, std::size_t start) {
+  const DUh duh;
+  const std::size_t lanes = hn::Lanes(duh);
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN std::uint32_t bits[kMaxLanes];
+  HWY_ALIGN std::uint32_t codes[kMaxLanes];
+  const InputKind in_kind = call.input;
+  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
+  for (std::size_t k = 0; k < len; k += lanes) {
+    const std::size_t count = std::min(lanes, len - k);
+    std::memset(in_buf, 0, sizeof(in_buf));
+    std::memcpy(in_buf, xb + k * in_bytes, count * in_bytes);
+    hn::Store(load_any(in_kind, in_buf, 0, duh), duh, bits);
+    for (std::size_t l = 0; l < lanes; ++l) {
+      const float xf = std::bit_cast<float>(bits[l]);
+      double value = 0;
+      bool over = false;
+      if (std::isfinite(xf)) {
+        codes[l] = p.cast.zero_code[std::signbit(xf) ? 1 : 0];
+        value = std::signbit(xf) ? -0.0 : 0.0;
+      } else if (std::isinf(xf) && p.specials == SpecialsPolicy::BlockNan && p.element_has_inf) {
+        codes[l] = p.cast.inf_code[xf < 0 ? 1 : 0];  // kept as Inf (the reference's rule before the scale's)
+        value = xf;
+      } else {
+        const std::uint32_t random = p.stochastic ? stochastic_bits(p.options->seed, start + k + l) : 0U;
+        const CastResult r = cast(*p.element, static_cast<double>(xf), p.element_opts, random);
+        codes[l] = r.code;
+        value = p.decode_f64[r.code];
+        over = r.overflow;
+      }
+      if (l >= count) continue;
+      if (call.out == BlockOut::Fake) call.fake[start + k + l] = static_cast<float>(value);
+      if (call.metrics != nullptr) add_metric_at(call, start + k + l, static_cast<double>(xf), value, over);
+    }
+    if (call.out == BlockOut::Packed) sink.put(duh, hn::Load(duh, codes), start + k, count);
+  }
+}
+
+/// Float block scales (rule amax), in groups of blocks: statistics of each block, then the scale codes of
+/// the group in one vector cast of the double quotients amax / (target * g) (correctly rounded, as
+/// float_scale_elements explains for the elements; the scale cast takes no random bits), then the element
+/// passes, each block still in the caches.
+HWY_NOINLINE inline void float_scale_loop(const BlockParams& p, const BlockCall& call) {
+  const DU du;
+  const DF64 df;
+  const D64 d64;
+  const std::size_t lanes = hn::Lanes(du);
+  const InputKind in_kind = call.input;
+  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
+  constexpr std::size_t kGroup = 64;
+  const CastVectors64 c64(p.cast);
+  const CastVectors64 s64(p.scale_cast);
+  const VF64 target_g = hn::Set(df, p.scale_target * call.g);
+  const bool elements = call.out != BlockOut::None || call.metrics != nullptr;
+  const auto* in = static_cast<const std::uint8_t*>(call.x);
+  CodeSink sink(p, call);
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN double amax[kGroup + kMaxLanes];
+  HWY_ALIGN std::uint64_t codes[kGroup + kMaxLanes];
+  BlockStats stats[kGroup];
+  std::size_t starts[kGroup];
+  std::size_t lens[kGroup];
+  FastExactSum sse_diff;  // rule 4over6
+  constexpr std::uint32_t kNoCode = ~0U;
+  std::optional<DefaultFpEnvironment> fp_env;
+  fp_env.emplace();  // the float32 steps (peers' arithmetic, fast32 values) assume it
+  const CastVectors c32(p.cast);  // the peers' float32 arithmetic: float32 lanes
+  const CastVectors64 f32v(p.f32_cast);  // float32 as a grid (the float32 input rounding of float scales)
+  std::vector<double> block_x;    // Transformer Engine's 4over6: one block's values and random words
+  std::vector<std::uint32_t> block_random;
+  // The NVFP4 peers' scale codes of a group in vector lanes (rules other than 4over6, no minimum scale).
+  const bool vector_peer_scales =
+      p.nvfp4_peer && !p.four_over_six && !(p.min_block_scale > 0) && p.scale_bytes <= 2;
+  const DF dfl;
+  const CastVectors cs32(p.scale_cast);
+  const bool te_scales = p.options->nvfp4_arith == Nvfp4Arith::Te;
+  const auto emax_f = static_cast<float>(p.scale_target);
+  const float te_scale_factor = call.nvfp4 != nullptr ? call.nvfp4->s_enc * (1.0F / emax_f) : 0.0F;
+  const float mo_scale_divisor = call.nvfp4 != nullptr ? emax_f * call.nvfp4->s_dec : 1.0F;
+  HWY_ALIGN float pre[kGroup + kMaxLanes];
+  HWY_ALIGN std::uint32_t pre_codes[kGroup + kMaxLanes];
+
+  BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
+  for (std::int64_t g0 = call.b0; g0 < call.b1; g0 += static_cast<std::int64_t>(kGroup)) {
+    const auto count = static_cast<std::size_t>(std::min<std::int64_t>(kGroup, call.b1 - g0));
+    for (std::size_t i = 0; i < count; ++i) {
+      cursor.next(&starts[i], &lens[i]);
+      const std::uint8_t* xb = in + static_cast<std::size_t>(starts[i]) * in_bytes;
+      const std::size_t full = lens[i] - lens[i] % lanes;
+      if (full != lens[i]) {
+        std::memset(in_buf, 0, sizeof(in_buf));
+        std::memcpy(in_buf, xb + full * in_bytes, (lens[i] - full) * in_bytes);
+      }
+      if constexpr (HWY_TARGET != HWY_SCALAR) {
+        for (std::size_t k = 0; k < lens[i] * in_bytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+      }
+      stats[i] = block_stats(in_kind, xb, in_buf, lens[i], full);
+      const float a = std::bit_cast<float>(stats[i].amax_bits);
+      amax[i] = a;
+      const auto b = static_cast<std::size_t>(g0) + i;
+      if (call.amax != nullptr) call.amax[b] = a;
+      if (call.tensor_amax != nullptr) *call.tensor_amax = std::max(*call.tensor_amax, a);
+      if (call.tensor_nan != nullptr && stats[i].has_nan) *call.tensor_nan = true;
+      if (call.tensor_inf != nullptr && stats[i].has_inf) *call.tensor_inf = true;
+    }
+    if (!elements) continue;
+    if (p.nvfp4_peer) {
+      if (vector_peer_scales) {
+        // The float32 quotients of mxlab::nvfp4_peer_block_code (Transformer Engine: amax * (S_enc * (1 / 6)),
+        // ModelOpt: amax / (6 * S_dec)) in float32 lanes, cast to the scale format in one vector cast; blocks
+        // with NaN or Inf and the zero-block rule one at a zero quotient call that function instead.
+        for (std::size_t i = 0; i < count; ++i) pre[i] = static_cast<float>(amax[i]);
+        for (std::size_t i = count; i % lanes != 0; ++i) pre[i] = 0.0F;
+        for (std::size_t i = 0; i < count; i += lanes) {
+          const VF a = hn::Load(dfl, pre + i);
+          const VF q =
+              te_scales ? hn::Mul(a, hn::Set(dfl, te_scale_factor)) : hn::Div(a, hn::Set(dfl, mo_scale_divisor));
+          hn::Store(q, dfl, pre + i);
+          hn::Store(cast_lanes<AnyRounding>(cs32, hn::BitCast(du, q), hn::Zero(du), hn::Zero(DI()), nullptr), du,
+                    pre_codes + i);
+        }
+      }
+      for (std::size_t i = 0; i < count; ++i) {
+        const auto b = static_cast<std::size_t>(g0) + i;
+        const std::uint8_t* xb = in + starts[i] * in_bytes;
+        if (nan_block(p, stats[i]) && p.scale_has_nan) {
+          if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), p.scale_nan_code);
+          nan_elements(p, call, sink, starts[i], lens[i]);
+          continue;
+        }
+        std::uint32_t code = kNoCode;
+        if (vector_peer_scales && !stats[i].has_nan && !stats[i].has_inf &&
+            !(pre[i] == 0.0F && p.options->zero_block == ZeroBlock::One)) {
+          code = pre_codes[i];
+        }
+        const bool te_metric = p.four_over_six && p.options->four_over_six != FourOverSixMetric::ExactSse;
+        if (te_metric) {
+          const auto [map6, map4] = nvfp4_peer_4over6_candidates(*p.owner, p.scale_opts, *call.nvfp4, amax[i],
+                                                                 stats[i].has_nan, stats[i].has_inf);
+          float e4 = 0;
+          float e6 = 0;
+          if (map4 == map6) {
+            code = map6;
+          } else if (te_4over6_error(p, call, c32, xb, lens[i], starts[i], map4, &e4) &&
+                     te_4over6_error(p, call, c32, xb, lens[i], starts[i], map6, &e6)) {
+            code = e4 < e6 ? map4 : map6;  // ties (and NaN) keep map-to-6
+          } else {
+            code = kNoCode;
+          }
+        }
+        if (p.four_over_six && (!te_metric || code == kNoCode)) {
+          // The candidates' errors from the reference, which takes the block's values and random words.
+          block_x.resize(lens[i]);
+          block_random.assign(lens[i], 0U);
+          for (std::size_t k = 0; k < lens[i]; ++k) {
+            HWY_ALIGN std::uint32_t one[kMaxLanes];
+            std::memset(in_buf, 0, sizeof(in_buf));
+            std::memcpy(in_buf, xb + k * in_bytes, in_bytes);
+            hn::Store(load_any(in_kind, in_buf, 0), du, one);
+            block_x[k] = static_cast<double>(std::bit_cast<float>(one[0]));
+            if (p.stochastic) block_random[k] = stochastic_bits(p.options->seed, starts[i] + k);
+          }
+        }
+        if (code == kNoCode) {
+          code = nvfp4_peer_block_code(*p.owner, p.element_opts, p.scale_opts, *call.nvfp4, amax[i], stats[i].has_nan,
+                                       stats[i].has_inf, block_x, block_random);
+        }
+        if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), code);
+        const double sd = p.scale_of(code);
+        const float s = std::isnan(sd) ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sd);
+        peer_float_elements(p, call, c32, f32v, sink, xb, lens[i], starts[i], s, sd);
+      }
+      continue;
+    }
+    const std::size_t l64 = hn::Lanes(df);
+    for (std::size_t i = count; i % l64 != 0; ++i) amax[i] = 0;
+    for (std::size_t i = 0; i < count; i += l64) {
+      const VF64 q = hn::Div(hn::Load(df, amax + i), target_g);
+      hn::Store(cast_lanes64<AnyRounding>(s64, q, hn::Zero(d64), nullptr), d64, codes + i);
+      if (p.check_scale_quotients) {
+        // Quotients near a boundary of the scale grid are cast as the reference casts them (quotient_codes64
+        // explains why only those).
+        HWY_ALIGN std::uint64_t fix[kMaxLanes];
+        hn::Store(hn::VecFromMask(d64, near_boundary64(s64, q)), d64, fix);
+        for (std::size_t l = 0; l < l64 && i + l < count; ++l)
+          if (fix[l] != 0)
+            codes[i + l] = cast_quotient(*p.scale_format, amax[i + l], p.scale_target * call.g, p.scale_opts).code;
+      }
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto b = static_cast<std::size_t>(g0) + i;
+      const std::size_t start = starts[i];
+      const bool tensor_nan = p.specials == SpecialsPolicy::TensorNan && call.any_nan;
+      if ((nan_block(p, stats[i]) || tensor_nan) && p.scale_has_nan) {
+        if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), p.scale_nan_code);
+        nan_elements(p, call, sink, start, lens[i]);
+        continue;
+      }
+      std::uint32_t code = static_cast<std::uint32_t>(codes[i]);
+      // The zero-block and minimum-scale rules of float_block_scale_code.
+      if (amax[i] == 0 && p.options->zero_block == ZeroBlock::One) code = p.scale_one_code;
+      if (p.min_block_scale > 0 && p.scale_of(code) < p.min_block_scale) code = p.min_block_scale_code;
+      if (p.four_over_six && amax[i] > 0) {
+        // The candidate that maps amax to 2/3 of the element's largest value (4 for E2M1), kept when its
+        // squared error is lower.
+        const auto alt = float_block_scale_code(*p.owner, p.scale_opts, amax[i], p.scale_target_alt, call.g);
+        if (alt != code && lower_sse(p, call, c64, in + starts[i] * in_bytes, lens[i], starts[i], p.scale_of(alt),
+                                     p.scale_of(code), sse_diff)) {
+          code = alt;
+        }
+      }
+      if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), code);
+      const double s = p.scale_of(code);
+      const std::uint8_t* xb = in + start * in_bytes;
+      if (std::isnan(s)) {  // a scale that overflowed to NaN: the block's elements are NaN codes
+        nan_elements(p, call, sink, start, lens[i]);
+      } else if (s == 0) {
+        zero_scale_elements(p, call, sink, xb, lens[i], start);
+      } else {
+        if (p.float_peer) {
+          peer_float_elements(p, call, c32, f32v, sink, xb, lens[i], start, static_cast<float>(s), s);
+        } else if (p.codebook) {
+          codebook_elements(p, call, sink, xb, lens[i], start, s, call.g);
+        } else {
+          float_scale_elements<AnyRounding>(p, call, c64, c32, sink, xb, lens[i], start, s);
+        }
+      }
+    }
+  }
+  if (call.out == BlockOut::Packed) sink.finish();
+  if (call.stream) hwy::FlushStream();
+}
+
+}  // namespace mxlab::kernel_detail::HWY_NAMESPACE::block
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

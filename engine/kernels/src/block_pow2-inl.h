@@ -1,0 +1,303 @@
+// Block kernels, power-of-two block scales under the exact rules: the nearest-even fast path (one float32 add
+// per element), the general vector cast, and the tight loop of the common MX case.
+// Included once per Highway target by the block kernels' translation units (docs/kernels.md has the map).
+
+// Per-target include guard: toggled by foreach_target.h for every target.
+#if defined(MXLAB_KERNELS_BLOCK_POW2_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MXLAB_KERNELS_BLOCK_POW2_INL_H_
+#undef MXLAB_KERNELS_BLOCK_POW2_INL_H_
+#else
+#define MXLAB_KERNELS_BLOCK_POW2_INL_H_
+#endif
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include "block_codebook-inl.h"
+#include "block_io-inl.h"
+#include "block_lanes-inl.h"
+#include "block_metrics-inl.h"
+#include "block_scale-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mxlab::kernel_detail::HWY_NAMESPACE::block {
+
+/// FastRne (block_params.hpp) as vectors.
+struct FastVectors {
+  explicit FastVectors(const BlockParams::FastRne& f)
+      : biased_clamp(hn::Set(DI(), f.biased_clamp)),
+        magic_min(hn::Set(DI(), f.biased_qmin + 23)),
+        limit(hn::Set(DU(), f.limit)),
+        overflow_code(hn::Set(DU(), f.overflow_code)),
+        sign_bit(hn::Set(DU(), f.sign_bit)),
+        magic_drop(23 - f.mantissa_bits),
+        mantissa_bits(f.mantissa_bits),
+        sign_shift(f.sign_shift) {}
+  VI biased_clamp, magic_min;
+  VU limit, overflow_code, sign_bit;
+  int magic_drop, mantissa_bits, sign_shift;
+};
+
+/// Nearest-even codes of the finite float32 bit patterns u divided by 2^X (inverse = 2^-X); *r_out gets the
+/// rounded magnitude |x| / 2^X on the element grid, *over the lanes that overflowed (BlockParams::FastRne).
+///
+/// With the grid quantum 2^qe of a = |x| / 2^X (qe = max(min(e, emax + 1) - m, qmin)), the float32 sum
+/// a + 2^(qe + 23) rounds a to a multiple k * 2^qe, ties to even k, and its bits minus those of 2^(qe + 23)
+/// are k. The code magnitude is k + ((qe - qmin) << m): subnormals have qe = qmin and code k; a normal
+/// binade e starts at code (e - emin + 1) << m = ((qe - qmin) << m) + 2^m with k in [2^m, 2^(m+1)].
+template <bool kValue>
+HWY_INLINE VU fast_rne_lanes(const FastVectors& f, VU u, VF inverse, VF* r_out, MU* over) {
+  const DU du;
+  const DI di;
+  const DF df;
+  // a = |x| * 2^-X: exact, or below 2^-126 where the nearest grid point is zero.
+  const VF a = hn::Mul(hn::BitCast(df, hn::And(u, hn::Set(du, 0x7FFFFFFFU))), inverse);
+  const VI biased = hn::BitCast(di, hn::ShiftRight<23>(hn::BitCast(du, a)));
+  const VI magic_biased = hn::Max(hn::Add(hn::Min(biased, f.biased_clamp), hn::Set(di, f.magic_drop)), f.magic_min);
+  const VU magic = hn::BitCast(du, hn::ShiftLeft<23>(magic_biased));
+  const VF sum = hn::Add(a, hn::BitCast(df, magic));
+  if constexpr (kValue) *r_out = hn::Sub(sum, hn::BitCast(df, magic));
+  const VU k = hn::Sub(hn::BitCast(du, sum), magic);
+  const VU field = hn::ShiftLeftSame(hn::BitCast(du, hn::Sub(magic_biased, f.magic_min)), f.mantissa_bits);
+  VU code = hn::Add(k, field);
+  *over = hn::Gt(code, f.limit);
+  code = hn::IfThenElse(*over, f.overflow_code, code);
+  return hn::Or(code, hn::And(hn::ShiftRightSame(u, f.sign_shift), f.sign_bit));
+}
+
+/// The smallest scale exponent X of the nearest-even fast path, whose multiplier 2^-X is a float32 (scale
+/// formats with smaller powers of two, as float32 ones, take the general element pass there).
+constexpr int kFastMinExponent = -127;
+
+/// Per-block constants of the element pass.
+struct BlockScale {
+  int xe;                 ///< the block's scale 2^xe
+  std::uint32_t scode;    ///< its code
+  double scale_d;         ///< its value
+};
+
+/// The element pass over one block of len elements at xb (rest > 0: the last partial vector is in in_buf).
+template <class Round, BlockOut kOut, bool kFast>
+HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, const CastVectors& c,
+                               const FastVectors& fv, CodeSink& sink, const std::uint8_t* xb,
+                               const std::uint8_t* in_buf, std::size_t len, std::size_t full, std::size_t start,
+                               const BlockScale& bs) {
+  const DU du;
+  const DF df;
+  const DI di;
+  const std::size_t lanes = hn::Lanes(du);
+  const InputKind in_kind = call.input;
+  const bool want_metrics = call.metrics != nullptr;
+  const VI minus_x = hn::Set(di, -bs.xe);
+  const VF scale_v = hn::Set(df, p.pow2_value[static_cast<std::size_t>(bs.xe - p.x_min)]);
+  const VF inverse = hn::Set(df, p.scale_inverse[static_cast<std::size_t>(bs.xe - p.x_min)]);
+  HWY_ALIGN float out_buf[kMaxLanes];
+  for (std::size_t k = 0; k < len; k += lanes) {
+    const bool tail = k == full;  // only when len is not a multiple of lanes
+    const std::size_t count = tail ? len - full : lanes;
+    const VU u = tail ? load_any(in_kind, in_buf, 0) : load_any(in_kind, xb, k);
+    MU over = hn::FirstN(du, 0);
+    VU code;
+    VF value;
+    if constexpr (kFast) {
+      VF r;
+      code = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
+      if constexpr (kOut == BlockOut::Fake) {
+        // The rounded magnitude with the input's sign, times the scale (rounded once to float32, as the
+        // reference's value); overflowed lanes take the decoded overflow code.
+        value = hn::Mul(hn::BitCast(df, hn::Or(hn::BitCast(du, r), hn::And(u, hn::Set(du, 0x80000000U)))), scale_v);
+        if (!hn::AllFalse(du, over)) {
+          const VF special = hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(di, code)), scale_v);
+          value = hn::IfThenElse(hn::RebindMask(df, over), special, value);
+        }
+      }
+    } else {
+      VU random = hn::Zero(du);
+      if (p.stochastic) random = stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start) + k);
+      code = cast_lanes<Round>(c, u, random, minus_x, want_metrics ? &over : nullptr);
+      if constexpr (kOut == BlockOut::Fake) {
+        value = hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(di, code)), scale_v);
+      }
+    }
+    if constexpr (kOut == BlockOut::Packed) sink.put(du, code, start + k, count);
+    if constexpr (kOut == BlockOut::Fake) {
+      float* dst = call.fake + start + k;
+      if (!tail) {
+        if (call.stream && reinterpret_cast<std::uintptr_t>(dst) % (hn::Lanes(df) * sizeof(float)) == 0) {
+          hn::Stream(value, df, dst);
+        } else {
+          hn::StoreU(value, df, dst);
+        }
+      } else {
+        hn::Store(value, df, out_buf);
+        std::memcpy(dst, out_buf, count * sizeof(float));
+      }
+    }
+    if (want_metrics) add_lane_metrics(p, call, start + k, count, du, u, code, hn::VecFromMask(du, over), bs.scale_d);
+  }
+}
+
+/// One block of the power-of-two scale path: statistics, scale, element codes, and the requested outputs.
+template <class Round, BlockOut kOut>
+HWY_INLINE void one_block(const BlockParams& p, const BlockCall& call, const CastVectors& c, const FastVectors& fv,
+                          bool fast_ok, CodeSink& sink, std::uint8_t* in_buf, std::int64_t b, std::int64_t start,
+                          std::size_t len) {
+  const DU du;
+  const std::size_t lanes = hn::Lanes(du);
+  const InputKind in_kind = call.input;
+  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
+  const auto* xb = static_cast<const std::uint8_t*>(call.x) + static_cast<std::size_t>(start) * in_bytes;
+  const std::size_t full = len - len % lanes;
+  const std::size_t rest = len - full;
+  if (rest != 0) {
+    // The last partial vector through a zero-padded buffer: zeros change neither amax nor the flags.
+    std::memset(in_buf, 0, kMaxLanes * 4);
+    std::memcpy(in_buf, xb + full * in_bytes, rest * in_bytes);
+  }
+  // Every 64-byte line of the input, a little ahead: the hardware prefetcher alone leaves the loop waiting
+  // on memory for tensors beyond the caches.
+  if constexpr (HWY_TARGET != HWY_SCALAR) {
+    for (std::size_t k = 0; k < len * in_bytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+  }
+  const BlockStats st = block_stats(in_kind, xb, in_buf, len, full);
+  if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(st.amax_bits);
+  if (call.tensor_amax != nullptr) *call.tensor_amax = std::max(*call.tensor_amax, std::bit_cast<float>(st.amax_bits));
+  if (kOut == BlockOut::None && call.metrics == nullptr) return;
+
+  const auto out_index = static_cast<std::size_t>(start);
+  if (nan_block(p, st) && p.scale_has_nan) {
+    if constexpr (kOut == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), p.scale_nan_code);
+    nan_elements(p, call, sink, out_index, len);
+    return;
+  }
+  BlockScale bs;
+  bs.xe = block_exponent(p, st.amax_bits);
+  bs.scode = p.scale_code[static_cast<std::size_t>(bs.xe - p.x_min)];
+  bs.scale_d = p.pow2_value_d[static_cast<std::size_t>(bs.xe - p.x_min)];
+  if constexpr (kOut == BlockOut::Packed) write_scale(p, call.scales, b, bs.scode);
+  if (p.codebook) {
+    codebook_elements(p, call, sink, xb, len, out_index, bs.scale_d, 1.0);
+  } else if (fast_ok && st.finite && bs.xe >= kFastMinExponent) {
+    if constexpr (std::is_same_v<Round, RoundingTag<Rounding::NearestEven>>) {
+      block_elements<Round, kOut, true>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
+    }
+  } else {
+    block_elements<Round, kOut, false>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
+  }
+}
+
+/// The common MX case in a tight loop: nearest-even fast path, rule floor, no metrics, rows of whole blocks
+/// of whole vectors (blocks are contiguous). A block holding NaN or Inf goes through one_block.
+template <InputKind kIn, BlockOut kOut>
+HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, const CastVectors& c,
+                                  const FastVectors& fv, CodeSink& sink) {
+  using Rne = RoundingTag<Rounding::NearestEven>;
+  const DU du;
+  const DF df;
+  const std::size_t lanes = hn::Lanes(du);
+  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
+  const auto block = static_cast<std::size_t>(call.block);
+  const auto* in = static_cast<const std::uint8_t*>(call.x);
+  const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  for (std::int64_t b = call.b0; b < call.b1; ++b) {
+    const std::size_t start = static_cast<std::size_t>(b) * block;
+    const std::uint8_t* xb = in + start * kInBytes;
+    if constexpr (HWY_TARGET != HWY_SCALAR) {
+      for (std::size_t k = 0; k < block * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+    }
+    VU vmax = hn::Zero(du);
+    for (std::size_t k = 0; k < block; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
+    const std::uint32_t amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
+    const int xe = amax_bits >= 0x7F800000U ? 0 : block_exponent(p, amax_bits);
+    if (amax_bits >= 0x7F800000U || xe < kFastMinExponent) {
+      one_block<Rne, kOut>(p, call, c, fv, true, sink, in_buf, b, static_cast<std::int64_t>(start), block);
+      continue;
+    }
+    if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(amax_bits);
+    const auto xi = static_cast<std::size_t>(xe - p.x_min);
+    const std::uint32_t scode = p.scale_code[xi];
+    const VF inverse = hn::Set(df, p.scale_inverse[xi]);
+    const VF scale_v = hn::Set(df, p.pow2_value[xi]);
+    if constexpr (kOut == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), scode);
+    for (std::size_t k = 0; k < block; k += lanes) {
+      const VU u = load_input<kIn>(xb, k);
+      MU over;
+      VF r;
+      const VU code = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
+      if constexpr (kOut == BlockOut::Packed) sink.put(du, code, start + k, lanes);
+      if constexpr (kOut == BlockOut::Fake) {
+        VF value = hn::Mul(hn::BitCast(df, hn::Or(hn::BitCast(du, r), hn::And(u, hn::Set(du, 0x80000000U)))), scale_v);
+        if (!hn::AllFalse(du, over)) {
+          const VF special =
+              hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(DI(), code)), scale_v);
+          value = hn::IfThenElse(hn::RebindMask(df, over), special, value);
+        }
+        float* dst = call.fake + start + k;
+        if (call.stream && reinterpret_cast<std::uintptr_t>(dst) % (lanes * sizeof(float)) == 0) {
+          hn::Stream(value, df, dst);
+        } else {
+          hn::StoreU(value, df, dst);
+        }
+      }
+    }
+  }
+}
+
+/// One pass over blocks [b0, b1) of a power-of-two format under the exact rules (neither float scales nor
+/// BlockParams::planned): block statistics, scale, element codes, and the requested outputs.
+template <class Round, BlockOut kOut>
+HWY_NOINLINE void pow2_loop(const BlockParams& p, const BlockCall& call) {
+  const DU du;
+  const std::size_t lanes = hn::Lanes(du);
+  const CastVectors c(p.cast);
+  constexpr bool kRne = std::is_same_v<Round, RoundingTag<Rounding::NearestEven>>;
+  const FastVectors fv(p.fast);
+  const bool fast_ok = kRne && p.fast.on && default_fp_environment();
+  CodeSink sink(p, call);
+  const bool uniform = call.metrics == nullptr && p.rule == ScaleRule::Floor &&
+                       static_cast<std::size_t>(call.block) % lanes == 0 && call.row % call.block == 0;
+  if (kOut != BlockOut::None && fast_ok && uniform) {
+    // Whole blocks of whole vectors from an even element: 4-bit codes go straight to the output.
+    sink.direct4 = HWY_TARGET != HWY_SCALAR && p.bits == 4 && !p.remap && lanes % 2 == 0 && call.block % 2 == 0;
+    if constexpr (kRne && kOut != BlockOut::None) {
+      switch (call.input) {
+        case InputKind::F32: fast_floor_loop<InputKind::F32, kOut>(p, call, c, fv, sink); break;
+        case InputKind::BF16: fast_floor_loop<InputKind::BF16, kOut>(p, call, c, fv, sink); break;
+        case InputKind::F16: fast_floor_loop<InputKind::F16, kOut>(p, call, c, fv, sink); break;
+      }
+    }
+  } else {
+    HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+    BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
+    for (std::int64_t b = call.b0; b < call.b1; ++b) {
+      std::size_t start = 0;
+      std::size_t len = 0;
+      cursor.next(&start, &len);
+      one_block<Round, kOut>(p, call, c, fv, fast_ok, sink, in_buf, b, static_cast<std::int64_t>(start), len);
+    }
+  }
+  if constexpr (kOut == BlockOut::Packed) sink.finish();
+  if (call.stream) hwy::FlushStream();
+}
+
+template <class Round>
+HWY_INLINE void block_for_output(const BlockParams& p, const BlockCall& call) {
+  switch (call.out) {
+    case BlockOut::None: return pow2_loop<Round, BlockOut::None>(p, call);
+    case BlockOut::Fake: return pow2_loop<Round, BlockOut::Fake>(p, call);
+    case BlockOut::Packed: return pow2_loop<Round, BlockOut::Packed>(p, call);
+  }
+}
+
+}  // namespace mxlab::kernel_detail::HWY_NAMESPACE::block
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

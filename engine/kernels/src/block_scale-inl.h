@@ -1,0 +1,110 @@
+// Block kernels, block statistics and power-of-two scale selection: amax and specials of a block, its clamped
+// scale exponent, and the all-NaN blocks of the specials policies.
+// Included once per Highway target by the block kernels' translation units (docs/kernels.md has the map).
+
+// Per-target include guard: toggled by foreach_target.h for every target.
+#if defined(MXLAB_KERNELS_BLOCK_SCALE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MXLAB_KERNELS_BLOCK_SCALE_INL_H_
+#undef MXLAB_KERNELS_BLOCK_SCALE_INL_H_
+#else
+#define MXLAB_KERNELS_BLOCK_SCALE_INL_H_
+#endif
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include <hwy/highway.h>
+
+#include "block_io-inl.h"
+#include "block_params.hpp"
+#include "mxlab/quantize/quantize.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace mxlab::kernel_detail::HWY_NAMESPACE::block {
+
+/// floor(log2 a) of a positive float32 given by its bits, subnormals included.
+HWY_INLINE int floor_log2_bits(std::uint32_t a) {
+  const auto biased = static_cast<int>(a >> 23);
+  if (biased != 0) return biased - 127;
+  return (31 - std::countl_zero(a)) - 149;
+}
+
+/// The clamped scale exponent of a block with finite amax bits a (docs/quantization.md, scale selection).
+HWY_INLINE int block_exponent(const BlockParams& p, std::uint32_t a) {
+  if (a == 0) return p.zero_block_exponent;
+  int x = 0;
+  if (p.rule == ScaleRule::Floor) {
+    int e = floor_log2_bits(a);
+    if (p.clamp == ClampSite::Amax) e = std::clamp(e, -126, 127);
+    x = e - p.emax;
+  } else {
+    // One call per block: the reference's own rule (ceil, rceil, even, midmax) on the exact amax.
+    x = scale_exponent(*p.element, static_cast<double>(std::bit_cast<float>(a)), *p.options);
+  }
+  return std::clamp(x, p.x_min, p.x_max);
+}
+
+/// Statistics of one block: the largest finite magnitude (float32 bits order like the magnitudes), NaN, Inf.
+struct BlockStats {
+  std::uint32_t amax_bits = 0;
+  bool finite = true;  ///< neither NaN nor Inf in the block
+  bool has_nan = false;
+  bool has_inf = false;
+};
+
+/// One reduction in the common case: the largest magnitude bits, specials included; only a block whose
+/// largest bits are Inf or NaN needs the finite amax and the two flags separately. The block's last partial
+/// vector (rest > 0 elements from full on) is read from in_buf, zero-padded: zeros change nothing here.
+HWY_INLINE BlockStats block_stats(InputKind in_kind, const std::uint8_t* xb, const std::uint8_t* in_buf, std::size_t len,
+                                  std::size_t full) {
+  const DU du;
+  const std::size_t lanes = hn::Lanes(du);
+  const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
+  const VU inf_bits = hn::Set(du, 0x7F800000U);
+  BlockStats st;
+  VU vmax = hn::Zero(du);
+  for (std::size_t k = 0; k < full; k += lanes) vmax = hn::Max(vmax, hn::And(load_any(in_kind, xb, k), abs_mask));
+  if (full != len) vmax = hn::Max(vmax, hn::And(load_any(in_kind, in_buf, 0), abs_mask));
+  st.amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
+  st.finite = st.amax_bits < 0x7F800000U;
+  if (!st.finite) {
+    VU vfin = hn::Zero(du);
+    VU vinf = hn::Zero(du);
+    for (std::size_t k = 0; k < len; k += lanes) {
+      const VU a = hn::And(k == full ? load_any(in_kind, in_buf, 0) : load_any(in_kind, xb, k), abs_mask);
+      vfin = hn::Max(vfin, hn::IfThenElseZero(hn::Lt(a, inf_bits), a));
+      vinf = hn::Or(vinf, hn::VecFromMask(du, hn::Eq(a, inf_bits)));
+    }
+    st.has_nan = st.amax_bits > 0x7F800000U;
+    st.has_inf = hn::GetLane(hn::MaxOfLanes(du, vinf)) != 0;
+    st.amax_bits = hn::GetLane(hn::MaxOfLanes(du, vfin));
+  }
+  return st;
+}
+
+/// Whether a block with these statistics is all NaN under the policy (when the scale format has NaN).
+HWY_INLINE bool nan_block(const BlockParams& p, const BlockStats& st) {
+  switch (p.specials) {
+    case SpecialsPolicy::BlockNan: return st.has_nan || (st.has_inf && !p.element_has_inf);
+    case SpecialsPolicy::BlockNanAny: return st.has_nan || st.has_inf;
+    default: return false;
+  }
+}
+
+/// A block of NaN elements (NaN scale code, NaN outputs).
+HWY_INLINE void nan_elements(const BlockParams& p, const BlockCall& call, CodeSink& sink, std::size_t start,
+                             std::size_t len) {
+  if (call.out == BlockOut::Packed) sink.put_repeated(p.nan_block_code, start, len);
+  if (call.out == BlockOut::Fake) {
+    std::fill(call.fake + start, call.fake + start + len, std::numeric_limits<float>::quiet_NaN());
+  }
+  if (call.metrics != nullptr) call.metrics->nan_outputs += static_cast<std::int64_t>(len);
+}
+
+}  // namespace mxlab::kernel_detail::HWY_NAMESPACE::block
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
