@@ -223,196 +223,98 @@ HWY_NOINLINE inline void zero_scale_elements(const BlockParams& p, const BlockCa
   }
 }
 
-/// Float block scales (rule amax), in groups of blocks: statistics of each block, then the scale codes of
-/// the group in one vector cast of the double quotients amax / (target * g) (correctly rounded, as
-/// float_scale_elements explains for the elements; the scale cast takes no random bits), then the element
-/// passes, each block still in the caches.
-HWY_NOINLINE inline void float_scale_loop(const BlockParams& p, const BlockCall& call) {
-  const DU du;
+/// The cast vectors of the float-scale path.
+struct FloatScaleVectors {
+  explicit FloatScaleVectors(const BlockParams& p) : c64(p.cast), s64(p.scale_cast), c32(p.cast), f32v(p.f32_cast) {}
+  CastVectors64 c64;  ///< elements, double lanes
+  CastVectors64 s64;  ///< scales, double lanes
+  CastVectors c32;    ///< elements, float32 lanes (fast32, the peers' float32 arithmetic)
+  CastVectors64 f32v;  ///< float32 as a grid (the float32 input rounding of float scales)
+};
+
+/// The scale quotients amax / (target * g) of a group's blocks in one vector cast to the scale format
+/// (correctly rounded, as float_scale_elements explains for the elements; the scale cast takes no random
+/// bits). Quotients near a boundary of the scale grid are cast as the reference casts them
+/// (quotient_codes64 explains why only those).
+HWY_INLINE void group_scale_codes(const BlockParams& p, const BlockCall& call, const CastVectors64& s64,
+                                  BlockGroup& g) {
   const DF64 df;
   const D64 d64;
-  const std::size_t lanes = hn::Lanes(du);
-  const InputKind in_kind = call.input;
-  const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
-  constexpr std::size_t kGroup = 64;
-  const CastVectors64 c64(p.cast);
-  const CastVectors64 s64(p.scale_cast);
+  const std::size_t l64 = hn::Lanes(df);
   const VF64 target_g = hn::Set(df, p.scale_target * call.g);
-  const bool elements = call.out != BlockOut::None || call.metrics != nullptr;
-  const auto* in = static_cast<const std::uint8_t*>(call.x);
-  CodeSink sink(p, call);
-  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
-  HWY_ALIGN double amax[kGroup + kMaxLanes];
-  HWY_ALIGN std::uint64_t codes[kGroup + kMaxLanes];
-  BlockStats stats[kGroup];
-  std::size_t starts[kGroup];
-  std::size_t lens[kGroup];
-  FastExactSum sse_diff;  // rule 4over6
-  constexpr std::uint32_t kNoCode = ~0U;
-  std::optional<DefaultFpEnvironment> fp_env;
-  fp_env.emplace();  // the float32 steps (peers' arithmetic, fast32 values) assume it
-  const CastVectors c32(p.cast);  // the peers' float32 arithmetic: float32 lanes
-  const CastVectors64 f32v(p.f32_cast);  // float32 as a grid (the float32 input rounding of float scales)
-  std::vector<double> block_x;    // Transformer Engine's 4over6: one block's values and random words
-  std::vector<std::uint32_t> block_random;
-  // The NVFP4 peers' scale codes of a group in vector lanes (rules other than 4over6, no minimum scale).
-  const bool vector_peer_scales =
-      p.nvfp4_peer && !p.four_over_six && !(p.min_block_scale > 0) && p.scale_bytes <= 2;
-  const DF dfl;
-  const CastVectors cs32(p.scale_cast);
-  const bool te_scales = p.options->nvfp4_arith == Nvfp4Arith::Te;
-  const auto emax_f = static_cast<float>(p.scale_target);
-  const float te_scale_factor = call.nvfp4 != nullptr ? call.nvfp4->s_enc * (1.0F / emax_f) : 0.0F;
-  const float mo_scale_divisor = call.nvfp4 != nullptr ? emax_f * call.nvfp4->s_dec : 1.0F;
-  HWY_ALIGN float pre[kGroup + kMaxLanes];
-  HWY_ALIGN std::uint32_t pre_codes[kGroup + kMaxLanes];
+  for (std::size_t i = g.count; i % l64 != 0; ++i) g.amax[i] = 0;
+  for (std::size_t i = 0; i < g.count; i += l64) {
+    const VF64 q = hn::Div(hn::Load(df, g.amax + i), target_g);
+    hn::Store(cast_lanes64<AnyRounding>(s64, q, hn::Zero(d64), nullptr), d64, g.codes + i);
+    if (!p.check_scale_quotients) continue;
+    HWY_ALIGN std::uint64_t fix[kMaxLanes];
+    hn::Store(hn::VecFromMask(d64, near_boundary64(s64, q)), d64, fix);
+    for (std::size_t l = 0; l < l64 && i + l < g.count; ++l)
+      if (fix[l] != 0)
+        g.codes[i + l] = cast_quotient(*p.scale_format, g.amax[i + l], p.scale_target * call.g, p.scale_opts).code;
+  }
+}
 
+/// Block i of a group: the scale rules of float_block_scale_code past the vector cast (NaN blocks, zero
+/// blocks, the minimum scale, 4over6), the scale code, and the element pass for the scale's value.
+HWY_INLINE void float_block(const BlockParams& p, const BlockCall& call, const FloatScaleVectors& v, CodeSink& sink,
+                            const BlockGroup& g, std::size_t i, FastExactSum& sse_diff) {
+  const auto b = static_cast<std::int64_t>(g.first) + static_cast<std::int64_t>(i);
+  const std::size_t start = g.starts[i];
+  const std::size_t len = g.lens[i];
+  const std::uint8_t* xb = g.xb(call, i);
+  const bool tensor_nan = p.specials == SpecialsPolicy::TensorNan && call.any_nan;
+  if ((nan_block(p, g.stats[i]) || tensor_nan) && p.scale_has_nan) {
+    if (call.out == BlockOut::Packed) write_scale(p, call.scales, b, p.scale_nan_code);
+    nan_elements(p, call, sink, start, len);
+    return;
+  }
+  auto code = static_cast<std::uint32_t>(g.codes[i]);
+  if (g.amax[i] == 0 && p.options->zero_block == ZeroBlock::One) code = p.scale_one_code;
+  if (p.min_block_scale > 0 && p.scale_of(code) < p.min_block_scale) code = p.min_block_scale_code;
+  if (p.four_over_six && g.amax[i] > 0) {
+    // The candidate that maps amax to 2/3 of the element's largest value (4 for E2M1), kept when its
+    // squared error is lower.
+    const auto alt = float_block_scale_code(*p.owner, p.scale_opts, g.amax[i], p.scale_target_alt, call.g);
+    if (alt != code && lower_sse(p, call, v.c64, xb, len, start, p.scale_of(alt), p.scale_of(code), sse_diff)) code = alt;
+  }
+  if (call.out == BlockOut::Packed) write_scale(p, call.scales, b, code);
+  const double s = p.scale_of(code);
+  if (std::isnan(s)) {  // a scale that overflowed to NaN: the block's elements are NaN codes
+    nan_elements(p, call, sink, start, len);
+  } else if (s == 0) {
+    zero_scale_elements(p, call, sink, xb, len, start);
+  } else if (p.float_peer) {
+    peer_float_elements(p, call, v.c32, v.f32v, sink, xb, len, start, static_cast<float>(s), s);
+  } else if (p.codebook) {
+    codebook_elements(p, call, sink, xb, len, start, s, call.g);
+  } else {
+    float_scale_elements<AnyRounding>(p, call, v.c64, v.c32, sink, xb, len, start, s);
+  }
+}
+
+/// Float block scales (rule amax), in groups of blocks: statistics of each block (read_group), then the
+/// scale codes of the group in one vector cast of the double quotients amax / (target * g) (group_scale_codes),
+/// then the element passes (float_block), each block still in the caches. The NVFP4 peers' scale rules take
+/// their own group step (peer_group, block_peer-inl.h).
+HWY_NOINLINE inline void float_scale_loop(const BlockParams& p, const BlockCall& call) {
+  const bool elements = call.out != BlockOut::None || call.metrics != nullptr;
+  const FloatScaleVectors v(p);
+  CodeSink sink(p, call);
+  BlockGroup group;
+  PeerGroupScratch peer_scratch;
+  FastExactSum sse_diff;  // rule 4over6
+  const DefaultFpEnvironment fp_env;  // the float32 steps (peers' arithmetic, fast32 values) assume it
   BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
-  for (std::int64_t g0 = call.b0; g0 < call.b1; g0 += static_cast<std::int64_t>(kGroup)) {
-    const auto count = static_cast<std::size_t>(std::min<std::int64_t>(kGroup, call.b1 - g0));
-    for (std::size_t i = 0; i < count; ++i) {
-      cursor.next(&starts[i], &lens[i]);
-      const std::uint8_t* xb = in + static_cast<std::size_t>(starts[i]) * in_bytes;
-      const std::size_t full = lens[i] - lens[i] % lanes;
-      if (full != lens[i]) {
-        std::memset(in_buf, 0, sizeof(in_buf));
-        std::memcpy(in_buf, xb + full * in_bytes, (lens[i] - full) * in_bytes);
-      }
-      if constexpr (HWY_TARGET != HWY_SCALAR) {
-        for (std::size_t k = 0; k < lens[i] * in_bytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
-      }
-      stats[i] = block_stats(in_kind, xb, in_buf, lens[i], full);
-      const float a = std::bit_cast<float>(stats[i].amax_bits);
-      amax[i] = a;
-      const auto b = static_cast<std::size_t>(g0) + i;
-      if (call.amax != nullptr) call.amax[b] = a;
-      if (call.tensor_amax != nullptr) *call.tensor_amax = std::max(*call.tensor_amax, a);
-      if (call.tensor_nan != nullptr && stats[i].has_nan) *call.tensor_nan = true;
-      if (call.tensor_inf != nullptr && stats[i].has_inf) *call.tensor_inf = true;
-    }
+  for (std::int64_t g0 = call.b0; g0 < call.b1; g0 += static_cast<std::int64_t>(BlockGroup::kSize)) {
+    read_group(call, cursor, g0, group);
     if (!elements) continue;
     if (p.nvfp4_peer) {
-      if (vector_peer_scales) {
-        // The float32 quotients of mxlab::nvfp4_peer_block_code (Transformer Engine: amax * (S_enc * (1 / 6)),
-        // ModelOpt: amax / (6 * S_dec)) in float32 lanes, cast to the scale format in one vector cast; blocks
-        // with NaN or Inf and the zero-block rule one at a zero quotient call that function instead.
-        for (std::size_t i = 0; i < count; ++i) pre[i] = static_cast<float>(amax[i]);
-        for (std::size_t i = count; i % lanes != 0; ++i) pre[i] = 0.0F;
-        for (std::size_t i = 0; i < count; i += lanes) {
-          const VF a = hn::Load(dfl, pre + i);
-          const VF q =
-              te_scales ? hn::Mul(a, hn::Set(dfl, te_scale_factor)) : hn::Div(a, hn::Set(dfl, mo_scale_divisor));
-          hn::Store(q, dfl, pre + i);
-          hn::Store(cast_lanes<AnyRounding>(cs32, hn::BitCast(du, q), hn::Zero(du), hn::Zero(DI()), nullptr), du,
-                    pre_codes + i);
-        }
-      }
-      for (std::size_t i = 0; i < count; ++i) {
-        const auto b = static_cast<std::size_t>(g0) + i;
-        const std::uint8_t* xb = in + starts[i] * in_bytes;
-        if (nan_block(p, stats[i]) && p.scale_has_nan) {
-          if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), p.scale_nan_code);
-          nan_elements(p, call, sink, starts[i], lens[i]);
-          continue;
-        }
-        std::uint32_t code = kNoCode;
-        if (vector_peer_scales && !stats[i].has_nan && !stats[i].has_inf &&
-            !(pre[i] == 0.0F && p.options->zero_block == ZeroBlock::One)) {
-          code = pre_codes[i];
-        }
-        const bool te_metric = p.four_over_six && p.options->four_over_six != FourOverSixMetric::ExactSse;
-        if (te_metric) {
-          const auto [map6, map4] = nvfp4_peer_4over6_candidates(*p.owner, p.scale_opts, *call.nvfp4, amax[i],
-                                                                 stats[i].has_nan, stats[i].has_inf);
-          float e4 = 0;
-          float e6 = 0;
-          if (map4 == map6) {
-            code = map6;
-          } else if (te_4over6_error(p, call, c32, xb, lens[i], starts[i], map4, &e4) &&
-                     te_4over6_error(p, call, c32, xb, lens[i], starts[i], map6, &e6)) {
-            code = e4 < e6 ? map4 : map6;  // ties (and NaN) keep map-to-6
-          } else {
-            code = kNoCode;
-          }
-        }
-        if (p.four_over_six && (!te_metric || code == kNoCode)) {
-          // The candidates' errors from the reference, which takes the block's values and random words.
-          block_x.resize(lens[i]);
-          block_random.assign(lens[i], 0U);
-          for (std::size_t k = 0; k < lens[i]; ++k) {
-            HWY_ALIGN std::uint32_t one[kMaxLanes];
-            std::memset(in_buf, 0, sizeof(in_buf));
-            std::memcpy(in_buf, xb + k * in_bytes, in_bytes);
-            hn::Store(load_any(in_kind, in_buf, 0), du, one);
-            block_x[k] = static_cast<double>(std::bit_cast<float>(one[0]));
-            if (p.stochastic) block_random[k] = stochastic_bits(p.options->seed, starts[i] + k);
-          }
-        }
-        if (code == kNoCode) {
-          code = nvfp4_peer_block_code(*p.owner, p.element_opts, p.scale_opts, *call.nvfp4, amax[i], stats[i].has_nan,
-                                       stats[i].has_inf, block_x, block_random);
-        }
-        if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), code);
-        const double sd = p.scale_of(code);
-        const float s = std::isnan(sd) ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sd);
-        peer_float_elements(p, call, c32, f32v, sink, xb, lens[i], starts[i], s, sd);
-      }
+      peer_group(p, call, v.c32, v.f32v, sink, group, peer_scratch);
       continue;
     }
-    const std::size_t l64 = hn::Lanes(df);
-    for (std::size_t i = count; i % l64 != 0; ++i) amax[i] = 0;
-    for (std::size_t i = 0; i < count; i += l64) {
-      const VF64 q = hn::Div(hn::Load(df, amax + i), target_g);
-      hn::Store(cast_lanes64<AnyRounding>(s64, q, hn::Zero(d64), nullptr), d64, codes + i);
-      if (p.check_scale_quotients) {
-        // Quotients near a boundary of the scale grid are cast as the reference casts them (quotient_codes64
-        // explains why only those).
-        HWY_ALIGN std::uint64_t fix[kMaxLanes];
-        hn::Store(hn::VecFromMask(d64, near_boundary64(s64, q)), d64, fix);
-        for (std::size_t l = 0; l < l64 && i + l < count; ++l)
-          if (fix[l] != 0)
-            codes[i + l] = cast_quotient(*p.scale_format, amax[i + l], p.scale_target * call.g, p.scale_opts).code;
-      }
-    }
-    for (std::size_t i = 0; i < count; ++i) {
-      const auto b = static_cast<std::size_t>(g0) + i;
-      const std::size_t start = starts[i];
-      const bool tensor_nan = p.specials == SpecialsPolicy::TensorNan && call.any_nan;
-      if ((nan_block(p, stats[i]) || tensor_nan) && p.scale_has_nan) {
-        if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), p.scale_nan_code);
-        nan_elements(p, call, sink, start, lens[i]);
-        continue;
-      }
-      std::uint32_t code = static_cast<std::uint32_t>(codes[i]);
-      // The zero-block and minimum-scale rules of float_block_scale_code.
-      if (amax[i] == 0 && p.options->zero_block == ZeroBlock::One) code = p.scale_one_code;
-      if (p.min_block_scale > 0 && p.scale_of(code) < p.min_block_scale) code = p.min_block_scale_code;
-      if (p.four_over_six && amax[i] > 0) {
-        // The candidate that maps amax to 2/3 of the element's largest value (4 for E2M1), kept when its
-        // squared error is lower.
-        const auto alt = float_block_scale_code(*p.owner, p.scale_opts, amax[i], p.scale_target_alt, call.g);
-        if (alt != code && lower_sse(p, call, c64, in + starts[i] * in_bytes, lens[i], starts[i], p.scale_of(alt),
-                                     p.scale_of(code), sse_diff)) {
-          code = alt;
-        }
-      }
-      if (call.out == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), code);
-      const double s = p.scale_of(code);
-      const std::uint8_t* xb = in + start * in_bytes;
-      if (std::isnan(s)) {  // a scale that overflowed to NaN: the block's elements are NaN codes
-        nan_elements(p, call, sink, start, lens[i]);
-      } else if (s == 0) {
-        zero_scale_elements(p, call, sink, xb, lens[i], start);
-      } else {
-        if (p.float_peer) {
-          peer_float_elements(p, call, c32, f32v, sink, xb, lens[i], start, static_cast<float>(s), s);
-        } else if (p.codebook) {
-          codebook_elements(p, call, sink, xb, lens[i], start, s, call.g);
-        } else {
-          float_scale_elements<AnyRounding>(p, call, c64, c32, sink, xb, lens[i], start, s);
-        }
-      }
-    }
+    group_scale_codes(p, call, v.s64, group);
+    for (std::size_t i = 0; i < group.count; ++i) float_block(p, call, v, sink, group, i, sse_diff);
   }
   if (call.out == BlockOut::Packed) sink.finish();
   if (call.stream) hwy::FlushStream();

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include <hwy/highway.h>
 
@@ -24,6 +25,8 @@
 #include "block_lanes-inl.h"
 #include "block_metrics-inl.h"
 #include "block_quotient-inl.h"
+#include "block_scale-inl.h"
+#include "mxlab/core/random.hpp"
 #include "mxlab/quantize/quantize.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -235,6 +238,106 @@ HWY_INLINE bool te_4over6_error(const BlockParams& p, const BlockCall& call, con
   }
   *err = sum;
   return true;
+}
+
+/// Buffers of the NVFP4 peers' group step.
+struct PeerGroupScratch {
+  HWY_ALIGN float pre[BlockGroup::kSize + kMaxLanes];                ///< the peers' float32 scale quotients
+  HWY_ALIGN std::uint32_t pre_codes[BlockGroup::kSize + kMaxLanes];  ///< their scale codes
+  std::vector<double> block_x;             ///< Transformer Engine's 4over6 (reference): one block's values
+  std::vector<std::uint32_t> block_random;  ///< and random words
+};
+
+/// The float32 quotients of mxlab::nvfp4_peer_block_code for a group's blocks (Transformer Engine:
+/// amax * (S_enc * (1 / 6)), ModelOpt: amax / (6 * S_dec)) in float32 lanes, cast to the scale format in one
+/// vector cast.
+HWY_INLINE void peer_group_scale_codes(const BlockParams& p, const BlockCall& call, const BlockGroup& g,
+                                       PeerGroupScratch& s) {
+  const DU du;
+  const DF df;
+  const std::size_t lanes = hn::Lanes(du);
+  const CastVectors cs32(p.scale_cast);
+  const auto emax_f = static_cast<float>(p.scale_target);
+  const bool te = p.options->nvfp4_arith == Nvfp4Arith::Te;
+  const float te_factor = call.nvfp4->s_enc * (1.0F / emax_f);
+  const float mo_divisor = emax_f * call.nvfp4->s_dec;
+  for (std::size_t i = 0; i < g.count; ++i) s.pre[i] = static_cast<float>(g.amax[i]);
+  for (std::size_t i = g.count; i % lanes != 0; ++i) s.pre[i] = 0.0F;
+  for (std::size_t i = 0; i < g.count; i += lanes) {
+    const VF a = hn::Load(df, s.pre + i);
+    const VF q = te ? hn::Mul(a, hn::Set(df, te_factor)) : hn::Div(a, hn::Set(df, mo_divisor));
+    hn::Store(q, df, s.pre + i);
+    hn::Store(cast_lanes<AnyRounding>(cs32, hn::BitCast(du, q), hn::Zero(du), hn::Zero(DI()), nullptr), du,
+              s.pre_codes + i);
+  }
+}
+
+/// The NVFP4 peers' scale code of block i of a group (mxlab::nvfp4_peer_block_code): the group's vector code
+/// where it applies, Transformer Engine's 4over6 choice in float32 lanes (te_4over6_error), and otherwise the
+/// reference's function, given the block's values and random words for 4over6.
+HWY_INLINE std::uint32_t peer_block_code(const BlockParams& p, const BlockCall& call, const CastVectors& c32,
+                                         const BlockGroup& g, std::size_t i, bool vector_codes, PeerGroupScratch& s) {
+  const DU du;
+  constexpr std::uint32_t kNoCode = ~0U;
+  const BlockStats& st = g.stats[i];
+  const std::uint8_t* xb = g.xb(call, i);
+  std::uint32_t code = kNoCode;
+  if (vector_codes && !st.has_nan && !st.has_inf && !(s.pre[i] == 0.0F && p.options->zero_block == ZeroBlock::One))
+    code = s.pre_codes[i];
+  const bool te_metric = p.four_over_six && p.options->four_over_six != FourOverSixMetric::ExactSse;
+  if (te_metric) {
+    const auto [map6, map4] =
+        nvfp4_peer_4over6_candidates(*p.owner, p.scale_opts, *call.nvfp4, g.amax[i], st.has_nan, st.has_inf);
+    float e4 = 0;
+    float e6 = 0;
+    if (map4 == map6) {
+      code = map6;
+    } else if (te_4over6_error(p, call, c32, xb, g.lens[i], g.starts[i], map4, &e4) &&
+               te_4over6_error(p, call, c32, xb, g.lens[i], g.starts[i], map6, &e6)) {
+      code = e4 < e6 ? map4 : map6;  // ties (and NaN) keep map-to-6
+    } else {
+      code = kNoCode;
+    }
+  }
+  if (code != kNoCode) return code;
+  if (p.four_over_six) {
+    // The candidates' errors from the reference, which takes the block's values and random words.
+    const std::size_t in_bytes = call.input == InputKind::F32 ? 4 : 2;
+    s.block_x.resize(g.lens[i]);
+    s.block_random.assign(g.lens[i], 0U);
+    for (std::size_t k = 0; k < g.lens[i]; ++k) {
+      HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4] = {};
+      HWY_ALIGN std::uint32_t one[kMaxLanes];
+      std::memcpy(in_buf, xb + k * in_bytes, in_bytes);
+      hn::Store(load_any(call.input, in_buf, 0), du, one);
+      s.block_x[k] = static_cast<double>(std::bit_cast<float>(one[0]));
+      if (p.stochastic) s.block_random[k] = stochastic_bits(p.options->seed, g.starts[i] + k);
+    }
+  }
+  return nvfp4_peer_block_code(*p.owner, p.element_opts, p.scale_opts, *call.nvfp4, g.amax[i], st.has_nan, st.has_inf,
+                               s.block_x, s.block_random);
+}
+
+/// A group of blocks under the NVFP4 peers' scale rules: each block's scale code (peer_block_code) and element
+/// pass (peer_float_elements). Blocks with NaN or Inf and the zero-block rule one at a zero quotient take the
+/// reference's function instead of the vector codes, as do rules with a minimum scale.
+HWY_INLINE void peer_group(const BlockParams& p, const BlockCall& call, const CastVectors& c32,
+                           const CastVectors64& f32v, CodeSink& sink, const BlockGroup& g, PeerGroupScratch& s) {
+  const bool vector_codes = !p.four_over_six && !(p.min_block_scale > 0) && p.scale_bytes <= 2;
+  if (vector_codes) peer_group_scale_codes(p, call, g, s);
+  for (std::size_t i = 0; i < g.count; ++i) {
+    const auto b = g.first + static_cast<std::int64_t>(i);
+    if (nan_block(p, g.stats[i]) && p.scale_has_nan) {
+      if (call.out == BlockOut::Packed) write_scale(p, call.scales, b, p.scale_nan_code);
+      nan_elements(p, call, sink, g.starts[i], g.lens[i]);
+      continue;
+    }
+    const std::uint32_t code = peer_block_code(p, call, c32, g, i, vector_codes, s);
+    if (call.out == BlockOut::Packed) write_scale(p, call.scales, b, code);
+    const double sd = p.scale_of(code);
+    const float sf = std::isnan(sd) ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sd);
+    peer_float_elements(p, call, c32, f32v, sink, g.xb(call, i), g.lens[i], g.starts[i], sf, sd);
+  }
 }
 
 }  // namespace mxlab::kernel_detail::HWY_NAMESPACE::block

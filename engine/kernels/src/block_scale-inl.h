@@ -14,8 +14,10 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "block_io-inl.h"
@@ -102,6 +104,55 @@ HWY_INLINE void nan_elements(const BlockParams& p, const BlockCall& call, CodeSi
     std::fill(call.fake + start, call.fake + start + len, std::numeric_limits<float>::quiet_NaN());
   }
   if (call.metrics != nullptr) call.metrics->nan_outputs += static_cast<std::int64_t>(len);
+}
+
+/// Statistics of a group of consecutive blocks (the float-scale path reads a group, then casts its scales
+/// in one vector operation, then runs its element passes).
+struct BlockGroup {
+  static constexpr std::size_t kSize = 64;
+  std::int64_t first = 0;  ///< the group's first block
+  std::size_t count = 0;   ///< blocks in the group
+  BlockStats stats[kSize];
+  std::size_t starts[kSize];
+  std::size_t lens[kSize];
+  HWY_ALIGN double amax[kSize + kMaxLanes];            ///< finite amax (padded with zeros for vector casts)
+  HWY_ALIGN std::uint64_t codes[kSize + kMaxLanes];    ///< scale codes of the group's vector cast
+
+  /// Block i's first input byte.
+  const std::uint8_t* xb(const BlockCall& call, std::size_t i) const {
+    return static_cast<const std::uint8_t*>(call.x) + starts[i] * (call.input == InputKind::F32 ? 4 : 2);
+  }
+};
+
+/// Blocks [g0, min(g0 + kSize, b1)): their extents, statistics and amax, with the call's amax outputs and
+/// tensor-wide flags.
+HWY_INLINE void read_group(const BlockCall& call, BlockCursor& cursor, std::int64_t g0, BlockGroup& g) {
+  const DU du;
+  const std::size_t lanes = hn::Lanes(du);
+  const std::size_t in_bytes = call.input == InputKind::F32 ? 4 : 2;
+  HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  g.first = g0;
+  g.count = static_cast<std::size_t>(std::min<std::int64_t>(BlockGroup::kSize, call.b1 - g0));
+  for (std::size_t i = 0; i < g.count; ++i) {
+    cursor.next(&g.starts[i], &g.lens[i]);
+    const std::uint8_t* xb = g.xb(call, i);
+    const std::size_t full = g.lens[i] - g.lens[i] % lanes;
+    if (full != g.lens[i]) {
+      std::memset(in_buf, 0, sizeof(in_buf));
+      std::memcpy(in_buf, xb + full * in_bytes, (g.lens[i] - full) * in_bytes);
+    }
+    if constexpr (HWY_TARGET != HWY_SCALAR) {
+      for (std::size_t k = 0; k < g.lens[i] * in_bytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+    }
+    g.stats[i] = block_stats(call.input, xb, in_buf, g.lens[i], full);
+    const float a = std::bit_cast<float>(g.stats[i].amax_bits);
+    g.amax[i] = a;
+    const auto b = static_cast<std::size_t>(g0) + i;
+    if (call.amax != nullptr) call.amax[b] = a;
+    if (call.tensor_amax != nullptr) *call.tensor_amax = std::max(*call.tensor_amax, a);
+    if (call.tensor_nan != nullptr && g.stats[i].has_nan) *call.tensor_nan = true;
+    if (call.tensor_inf != nullptr && g.stats[i].has_inf) *call.tensor_inf = true;
+  }
 }
 
 }  // namespace mxlab::kernel_detail::HWY_NAMESPACE::block
