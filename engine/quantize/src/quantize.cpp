@@ -898,8 +898,16 @@ std::vector<double> dequantize(const BlockFormat& f, const QuantizedTensor& q) {
 }
 
 namespace {
-Result<QuantizedTensor> quantize_codes(const BlockFormat& f, std::span<const double> input,
-                                       const std::vector<std::int64_t>& shape) {
+
+// The reference, step by step (docs/quantization.md, "The reference, step by step"): prepare_input, then
+// either cast_elementwise (no scale) or block_statistics, choose_block_scales, choose_subtile_offsets and
+// cast_block_elements, each recording the elements' flags as it casts them.
+
+/// Step 1: the input as the quantizer sees it: the shape checked against the values, every value rounded to
+/// float32 first under the peers' input precision (RNE; overflow gives +-inf), then N:M sparsity along the
+/// last axis.
+Result<std::vector<double>> prepare_input(const BlockFormat& f, std::span<const double> input,
+                                          const std::vector<std::int64_t>& shape) {
   std::int64_t total = 1;
   for (auto d : shape) {
     if (d < 0) return make_error("negative dimension in the tensor shape");
@@ -908,242 +916,287 @@ Result<QuantizedTensor> quantize_codes(const BlockFormat& f, std::span<const dou
   if (static_cast<std::size_t>(total) != input.size())
     return make_error("tensor shape holds " + std::to_string(total) + " elements but " + std::to_string(input.size()) +
                       " values were given");
-  const QuantOptions& o = f.options;
-  auto eo = resolve_options(f.element, o.element);
-  if (!eo) return make_error("element format: " + eo.error().message);
-  const CastOptions elem_opts = *eo;
   std::vector<double> x(input.begin(), input.end());
-  // The peers see FP32 tensors: every input is rounded to float32 first (RNE; overflow gives +-inf).
-  const bool peer = o.input == InputPrecision::Float32;
-  if (peer)
+  if (f.options.input == InputPrecision::Float32)
     for (double& v : x) v = static_cast<double>(static_cast<float>(v));
   if (f.layout.sparse_m > 0 && !shape.empty()) apply_nm_sparsity(x, shape.back(), f.layout.sparse_n, f.layout.sparse_m);
+  return x;
+}
 
-  QuantizedTensor q;
-  q.shape = shape;
-  q.codes.resize(x.size());
-  q.values.resize(x.size());
-  q.flags.assign(x.size(), 0);
-  const bool stochastic = elem_opts.rounding == Rounding::Stochastic;
-  auto random_of = [&](std::size_t i) { return stochastic ? stochastic_bits(o.seed, i) : 0U; };
+/// What the steps of one quantization share.
+struct Run {
+  Run(const BlockFormat& format, const std::vector<double>& input, const CastOptions& element_options)
+      : f(format), x(input), elem_opts(element_options) {}
+  const BlockFormat& f;
+  const std::vector<double>& x;
+  CastOptions elem_opts;
+  CastOptions scale_opts;
+  bool stochastic = false;
+  bool pow2_rule = false;  ///< power-of-two block scales (every rule but amax and 4over6)
+  std::vector<std::int64_t> block_of;  ///< the block of each element
+  std::vector<BlockStats> stats;       ///< per block
+  bool tensor_nan = false;
+  double tensor_amax = 0;              ///< largest finite magnitude of the tensor
+  double g = 1.0;                      ///< the tensor scale (1 without one)
+  std::vector<Pow2BlockPlan> plans;    ///< per block (float rules use Divide and NanCodes)
+  std::vector<std::int64_t> sub_of;    ///< the subtile of each element (subtile layouts)
+  std::uint32_t random(std::size_t i) const { return stochastic ? stochastic_bits(f.options.seed, i) : 0U; }
+};
 
-  if (!f.layout.scale) {  // plain elementwise cast
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      const CastResult r = cast(f.element, x[i], elem_opts, random_of(i));
-      q.codes[i] = r.code;
-      q.flags[i] = flags_of(r);
-      q.values[i] = f.element.decode(q.codes[i]);
-    }
-    return q;
+/// Step 2 (no scale): every element cast on its own.
+void cast_elementwise(const Run& r, QuantizedTensor& q) {
+  for (std::size_t i = 0; i < r.x.size(); ++i) {
+    const CastResult c = cast(r.f.element, r.x[i], r.elem_opts, r.random(i));
+    q.codes[i] = c.code;
+    q.flags[i] = flags_of(c);
+    q.values[i] = r.f.element.decode(c.code);
   }
-  const Format& sf = *f.layout.scale;
-  auto so = resolve_options(sf, o.scale);
-  if (!so) return make_error("scale format: " + so.error().message);
-  const CastOptions scale_opts = *so;
-  const bool pow2_rule = o.rule != ScaleRule::Amax && o.rule != ScaleRule::FourOverSix;
-  if (pow2_rule && f.layout.tensor_scale)
-    return make_error("scale rule '" + std::string(to_string(o.rule)) +
-                      "' gives power-of-two block scales and cannot sit under a tensor scale; use 'amax'");
-  if (auto err = check_options(f, pow2_rule)) return *err;
+}
 
-  const BlockIndexer ix(shape, f.layout);
-  const auto block_of = ix.block_of_all();
+/// Step 2: each block's largest finite magnitude and whether it holds NaN or Inf; the tensor's amax and NaN.
+void block_statistics(Run& r, const BlockIndexer& ix, QuantizedTensor& q) {
+  r.block_of = ix.block_of_all();
   const auto nblocks = static_cast<std::size_t>(ix.block_count());
   q.block_grid = ix.grid();
-  std::vector<BlockStats> stats(nblocks);
-  q.block_amax.assign(nblocks, 0.0);
-  double tensor_amax = 0;
-  bool tensor_nan = false;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    BlockStats& b = stats[static_cast<std::size_t>(block_of[i])];
-    const double v = x[i];
+  r.stats.assign(nblocks, BlockStats{});
+  for (std::size_t i = 0; i < r.x.size(); ++i) {
+    BlockStats& b = r.stats[static_cast<std::size_t>(r.block_of[i])];
+    const double v = r.x[i];
     if (std::isnan(v)) {
       b.nan = true;
-      tensor_nan = true;
+      r.tensor_nan = true;
     } else if (std::isinf(v)) {
       b.inf = true;
     } else {
       b.amax = std::max(b.amax, std::fabs(v));
-      tensor_amax = std::max(tensor_amax, std::fabs(v));
+      r.tensor_amax = std::max(r.tensor_amax, std::fabs(v));
     }
   }
-  for (std::size_t b = 0; b < nblocks; ++b) q.block_amax[b] = stats[b].amax;
+  q.block_amax.resize(nblocks);
+  for (std::size_t b = 0; b < nblocks; ++b) q.block_amax[b] = r.stats[b].amax;
   q.scale_codes.resize(nblocks);
   q.scale_values.resize(nblocks);
   q.shared_exponents.assign(nblocks, QuantizedTensor::kNoExponent);
+}
 
-  if (o.nvfp4_arith != Nvfp4Arith::Exact) {
-    const ElementContext c{f, x, block_of, stats, elem_opts, scale_opts, stochastic};
-    return quantize_nvfp4_peer(c, std::move(q));
+/// The exact sum of squared errors of block b's finite inputs under block scale s (rule 4over6); none (an
+/// infinite error) when the scale is NaN or one of them dequantizes to Inf or NaN (an infinite scale, or an
+/// element overflow to a special value).
+std::optional<ExactSum> block_sse(const Run& r, const std::vector<std::size_t>& members, double s) {
+  ExactSum sse;
+  if (std::isnan(s)) return std::nullopt;
+  for (std::size_t i : members) {
+    const double v = r.x[i];
+    if (!std::isfinite(v)) continue;
+    double deq = 0;
+    if (s > 0) deq = r.f.element.decode(cast_quotient(r.f.element, v, s * r.g, r.elem_opts, r.random(i)).code) * s * r.g;
+    if (!std::isfinite(deq)) return std::nullopt;
+    sse.add_square(deq - v);  // exact: deq and v are within a factor of two or deq is 0 (docs)
   }
+  return sse;
+}
 
-  // Second level: the tensor scale g = amax / (max_scale * max_elem), rounded in its format.
-  double g = 1.0;
+/// Step 3 for a float scale (rules amax and 4over6): NaN blocks, then amax / (max * g) rounded in the scale
+/// format; under 4over6 also the mapping to 2/3 max, kept when its squared error is lower (ties, and two
+/// infinite errors, keep the mapping to max).
+std::uint32_t float_block_scale(const Run& r, std::size_t b, const std::vector<std::size_t>& members) {
+  const Format& e = r.f.element;
+  const Format& sf = *r.f.layout.scale;
+  const BlockStats& st = r.stats[b];
+  auto scale_for = [&](double target) { return float_block_scale_code(r.f, r.scale_opts, st.amax, target, r.g); };
+  const std::uint32_t code = scale_for(e.max_finite());
+  if (r.f.options.rule != ScaleRule::FourOverSix || !(st.amax > 0)) return code;
+  const std::uint32_t alt = scale_for(e.max_finite() * 2.0 / 3.0);
+  if (alt == code) return code;
+  const std::optional<ExactSum> sse_alt = block_sse(r, members, sf.decode(alt));
+  const std::optional<ExactSum> sse_max = block_sse(r, members, sf.decode(code));
+  bool lower = sse_alt.has_value() && !sse_max.has_value();
+  if (sse_alt && sse_max) {
+    ExactSum diff = *sse_alt;
+    diff.subtract(*sse_max);
+    lower = diff.sign() < 0;
+  }
+  return lower ? alt : code;
+}
+
+/// Step 3: every block's scale: the tensor scale first (two-level formats), then per block the power-of-two
+/// plan (pow2_block_plan) or the float scale (float_block_scale), NaN scales for NaN blocks.
+std::optional<Error> choose_block_scales(Run& r, QuantizedTensor& q) {
+  const BlockFormat& f = r.f;
+  const QuantOptions& o = f.options;
+  const Format& sf = *f.layout.scale;
   if (f.layout.tensor_scale) {
-    auto ts = choose_tensor_scale(f, tensor_amax);
+    auto ts = choose_tensor_scale(f, r.tensor_amax);
     if (!ts) return ts.error();
     q.has_tensor_scale = true;
     q.tensor_scale_code = ts->code;
-    q.tensor_scale = g = ts->value;
+    q.tensor_scale = r.g = ts->value;
   }
-
   const int x_min = floor_log2(sf.min_positive());
   const int x_max = floor_log2(sf.max_finite());
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<Pow2BlockPlan> plans(nblocks);  // float rules use Divide (by s * g) and NanCodes
-
+  const std::size_t nblocks = r.stats.size();
+  r.plans.assign(nblocks, Pow2BlockPlan{});
   // Members of each block, for the rules that quantize a block several ways (4over6).
-  std::vector<std::vector<std::size_t>> members;
-  if (o.rule == ScaleRule::FourOverSix) {
-    members.resize(nblocks);
-    for (std::size_t i = 0; i < x.size(); ++i) members[static_cast<std::size_t>(block_of[i])].push_back(i);
-  }
-  // The block's exact sum of squared errors under block scale s, over its finite inputs; none (an infinite
-  // error) when the scale is NaN or one of them dequantizes to Inf or NaN (an infinite scale, or an element
-  // overflow to a special value).
-  auto block_sse = [&](std::size_t b, double s) -> std::optional<ExactSum> {
-    ExactSum sse;
-    if (std::isnan(s)) return std::nullopt;
-    for (std::size_t i : members[b]) {
-      const double v = x[i];
-      if (!std::isfinite(v)) continue;
-      double deq = 0;
-      if (s > 0) deq = f.element.decode(cast_quotient(f.element, v, s * g, elem_opts, random_of(i)).code) * s * g;
-      if (!std::isfinite(deq)) return std::nullopt;
-      const double e = deq - v;  // exact: deq and v are within a factor of two or deq is 0 (docs)
-      sse.add_square(e);
-    }
-    return sse;
-  };
-
+  std::vector<std::vector<std::size_t>> members(o.rule == ScaleRule::FourOverSix ? nblocks : 0);
+  if (o.rule == ScaleRule::FourOverSix)
+    for (std::size_t i = 0; i < r.x.size(); ++i) members[static_cast<std::size_t>(r.block_of[i])].push_back(i);
+  static const std::vector<std::size_t> kNone;
   for (std::size_t b = 0; b < nblocks; ++b) {
-    const BlockStats& st = stats[b];
-    Pow2BlockPlan& plan = plans[b];
-    bool block_nan = false;
-    switch (o.specials) {
-      case SpecialsPolicy::BlockNan: block_nan = st.nan || (st.inf && !f.element.has_inf()); break;
-      case SpecialsPolicy::BlockNanAny: block_nan = st.nan || st.inf; break;
-      case SpecialsPolicy::TensorNan: block_nan = tensor_nan; break;
-      default: break;
-    }
-    if (pow2_rule) {
-      const Pow2BlockPlan pp = pow2_block_plan(f, st.amax, st.nan, st.inf, tensor_nan, x_min, x_max);
-      plan = pp;
-      if (pp.nan_scale) {
+    const BlockStats& st = r.stats[b];
+    Pow2BlockPlan& plan = r.plans[b];
+    if (r.pow2_rule) {
+      plan = pow2_block_plan(f, st.amax, st.nan, st.inf, r.tensor_nan, x_min, x_max);
+      if (plan.nan_scale) {
         q.scale_codes[b] = sf.nan_code(false);
         q.scale_values[b] = nan;
       } else {
-        q.shared_exponents[b] = pp.exponent;
-        q.scale_codes[b] = cast(sf, std::ldexp(1.0, pp.exponent), scale_opts).code;
+        q.shared_exponents[b] = plan.exponent;
+        q.scale_codes[b] = cast(sf, std::ldexp(1.0, plan.exponent), r.scale_opts).code;
         q.scale_values[b] = sf.decode(q.scale_codes[b]);
       }
       continue;
     }
+    const bool block_nan = o.specials == SpecialsPolicy::TensorNan ? r.tensor_nan : block_is_nan(f, st.nan, st.inf);
     if (block_nan && sf.has_nan()) {
       q.scale_codes[b] = sf.nan_code(false);
       q.scale_values[b] = nan;
       plan.kind = Pow2BlockPlan::Kind::NanCodes;
       continue;
     }
-    auto scale_for = [&](double target) { return float_block_scale_code(f, scale_opts, st.amax, target, g); };
-    std::uint32_t code = scale_for(f.element.max_finite());
-    if (o.rule == ScaleRule::FourOverSix && st.amax > 0) {
-      // Seed of "Four Over Six": also try mapping amax to 2/3 of max (4 for E2M1); keep the lower SSE.
-      const std::uint32_t alt = scale_for(f.element.max_finite() * 2.0 / 3.0);
-      if (alt != code) {
-        // The lower error wins; ties, and two infinite errors, keep the mapping to max.
-        const std::optional<ExactSum> sse_alt = block_sse(b, sf.decode(alt));
-        const std::optional<ExactSum> sse_max = block_sse(b, sf.decode(code));
-        bool lower = sse_alt.has_value() && !sse_max.has_value();
-        if (sse_alt && sse_max) {
-          ExactSum diff = *sse_alt;
-          diff.subtract(*sse_max);
-          lower = diff.sign() < 0;
-        }
-        if (lower) code = alt;
-      }
-    }
-    q.scale_codes[b] = code;
-    q.scale_values[b] = sf.decode(code);
+    q.scale_codes[b] = float_block_scale(r, b, members.empty() ? kNone : members[b]);
+    q.scale_values[b] = sf.decode(q.scale_codes[b]);
   }
+  return std::nullopt;
+}
 
-  // Shared microexponents: each subtile of a block with scale 2^X takes 2^(X - d), d in
-  // 0..2^bits-1 as large as its own amax allows (the subtile's exponent under the same rule).
-  std::vector<std::int64_t> sub_of;
-  if (has_subtiles(f.layout)) {
-    if (!pow2_rule) return make_error("subtiles need a power-of-two scale rule");
-    const BlockIndexer sx = BlockIndexer::subtiles(shape, f.layout);
-    sub_of = sx.block_of_all();
-    q.subtile_grid = sx.grid();
-    const auto nsub = static_cast<std::size_t>(sx.block_count());
-    std::vector<double> sub_amax(nsub, 0.0);
-    std::vector<std::int64_t> sub_block(nsub, 0);
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      const auto k = static_cast<std::size_t>(sub_of[i]);
-      sub_block[k] = block_of[i];
-      if (std::isfinite(x[i])) sub_amax[k] = std::max(sub_amax[k], std::fabs(x[i]));
-    }
-    const int dmax = (1 << f.layout.subtile_bits) - 1;
-    q.subtile_offsets.assign(nsub, 0);
-    for (std::size_t k = 0; k < nsub; ++k) {
-      const auto b = static_cast<std::size_t>(sub_block[k]);
-      if (q.shared_exponents[b] == QuantizedTensor::kNoExponent || sub_amax[k] == 0) continue;
-      const int xb = q.shared_exponents[b];
-      const int xs = std::clamp(scale_exponent(f.element, sub_amax[k], o), std::max(xb - dmax, x_min), xb);
-      q.subtile_offsets[k] = static_cast<std::uint32_t>(xb - xs);
-    }
+/// Step 4 (subtile layouts): shared microexponents. Each subtile of a block with scale 2^X takes 2^(X - d), d in
+/// 0..2^bits-1 as large as its own amax allows (the subtile's exponent under the same rule).
+std::optional<Error> choose_subtile_offsets(Run& r, const std::vector<std::int64_t>& shape, QuantizedTensor& q) {
+  const BlockFormat& f = r.f;
+  if (!has_subtiles(f.layout)) return std::nullopt;
+  if (!r.pow2_rule) return make_error("subtiles need a power-of-two scale rule");
+  const BlockIndexer sx = BlockIndexer::subtiles(shape, f.layout);
+  r.sub_of = sx.block_of_all();
+  q.subtile_grid = sx.grid();
+  const auto nsub = static_cast<std::size_t>(sx.block_count());
+  std::vector<double> sub_amax(nsub, 0.0);
+  std::vector<std::int64_t> sub_block(nsub, 0);
+  for (std::size_t i = 0; i < r.x.size(); ++i) {
+    const auto k = static_cast<std::size_t>(r.sub_of[i]);
+    sub_block[k] = r.block_of[i];
+    if (std::isfinite(r.x[i])) sub_amax[k] = std::max(sub_amax[k], std::fabs(r.x[i]));
   }
+  const int x_min = floor_log2(f.layout.scale->min_positive());
+  const int dmax = (1 << f.layout.subtile_bits) - 1;
+  q.subtile_offsets.assign(nsub, 0);
+  for (std::size_t k = 0; k < nsub; ++k) {
+    const auto b = static_cast<std::size_t>(sub_block[k]);
+    if (q.shared_exponents[b] == QuantizedTensor::kNoExponent || sub_amax[k] == 0) continue;
+    const int xb = q.shared_exponents[b];
+    const int xs = std::clamp(scale_exponent(f.element, sub_amax[k], f.options), std::max(xb - dmax, x_min), xb);
+    q.subtile_offsets[k] = static_cast<std::uint32_t>(xb - xs);
+  }
+  return std::nullopt;
+}
 
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const auto b = static_cast<std::size_t>(block_of[i]);
-    const Pow2BlockPlan& plan = plans[b];
-    double s = q.scale_values[b];
-    if (pow2_rule) {
-      const int off = sub_of.empty() ? 0 : static_cast<int>(q.subtile_offsets[static_cast<std::size_t>(sub_of[i])]);
-      const CastResult r = pow2_element_cast(f, elem_opts, plan, off, x[i], random_of(i));
-      q.codes[i] = r.code;
-      q.flags[i] = flags_of(r);
-      q.values[i] = f.element.decode(r.code) * std::ldexp(s, -off);
-      continue;
-    }
-    if (std::isnan(s)) {
-      q.codes[i] = f.element.has_nan() ? f.element.nan_code(false) : f.element.zero_code(false);
-      q.values[i] = nan;
-      continue;
-    }
-    if (std::isinf(x[i]) && o.specials == SpecialsPolicy::BlockNan && f.element.has_inf()) {
-      q.codes[i] = f.element.inf_code(x[i] < 0);  // kept as Inf (docs/quantization.md)
-      q.values[i] = x[i];
-      continue;
-    }
-    if (s == 0) {  // a zero float scale: every element of the block is zero
-      const double v = x[i];
-      if (std::isfinite(v)) {
-        q.codes[i] = f.element.zero_code(std::signbit(v));
-        q.values[i] = std::signbit(v) ? -0.0 : 0.0;
-        if (v != 0) q.flags[i] = QuantizedTensor::kInexact | QuantizedTensor::kUnderflow;
-        continue;
-      }
-    }
-    CastResult r;
-    if (peer) {
-      // The peer's float32 divide: the exact quotient rounded once to float32.
-      static const Format* f32 = find_catalogue_format("float32");
-      CastOptions rne;
-      rne.overflow = Overflow::Inf;
-      const float v = std::isfinite(x[i]) ? static_cast<float>(f32->decode(cast_quotient(*f32, x[i], s * g, rne).code))
-                                          : static_cast<float>(x[i] / (s * g));
-      r = peer_cast(f.element, v, x[i], elem_opts, random_of(i), o);
+/// Step 5 for a float scale s (s * g the divisor): NaN scales give NaN codes, an infinity under block-nan is
+/// kept, a zero scale zeros the block's finite elements, and the rest is the correctly rounded x / (s * g)
+/// (or the peers' float32 quotient and element cast).
+CastResult float_scale_element(const Run& r, std::size_t i, double s, double* value) {
+  const Format& e = r.f.element;
+  const QuantOptions& o = r.f.options;
+  const double v = r.x[i];
+  if (std::isnan(s)) {
+    *value = std::numeric_limits<double>::quiet_NaN();
+    CastResult c;
+    c.code = e.has_nan() ? e.nan_code(false) : e.zero_code(false);
+    return c;
+  }
+  if (std::isinf(v) && o.specials == SpecialsPolicy::BlockNan && e.has_inf()) {
+    *value = v;  // kept as Inf (docs/quantization.md)
+    CastResult c;
+    c.code = e.inf_code(v < 0);
+    return c;
+  }
+  if (s == 0 && std::isfinite(v)) {  // a zero float scale: every element of the block is zero
+    *value = std::signbit(v) ? -0.0 : 0.0;
+    CastResult c;
+    c.code = e.zero_code(std::signbit(v));
+    c.inexact = c.underflow = v != 0;
+    return c;
+  }
+  CastResult c;
+  if (o.input == InputPrecision::Float32) {
+    // The peer's float32 divide: the exact quotient rounded once to float32.
+    static const Format* f32 = find_catalogue_format("float32");
+    CastOptions rne;
+    rne.overflow = Overflow::Inf;
+    const float vq = std::isfinite(v) ? static_cast<float>(f32->decode(cast_quotient(*f32, v, s * r.g, rne).code))
+                                      : static_cast<float>(v / (s * r.g));
+    c = peer_cast(e, vq, v, r.elem_opts, r.random(i), o);
+  } else {
+    c = s == 0 ? cast(e, v, r.elem_opts, r.random(i)) : cast_quotient(e, v, s * r.g, r.elem_opts, r.random(i));
+    exact_zero_sign(e, v, c, o);
+  }
+  const double d = e.decode(c.code);
+  *value = s == 0 ? d : d * s * r.g;
+  return c;
+}
+
+/// Step 5: every element cast under its block's scale (and subtile offset), with its flags: power-of-two
+/// plans through pow2_element_cast, float scales through float_scale_element.
+void cast_block_elements(const Run& r, QuantizedTensor& q) {
+  for (std::size_t i = 0; i < r.x.size(); ++i) {
+    const auto b = static_cast<std::size_t>(r.block_of[i]);
+    const double s = q.scale_values[b];
+    CastResult c;
+    if (r.pow2_rule) {
+      const int off = r.sub_of.empty() ? 0 : static_cast<int>(q.subtile_offsets[static_cast<std::size_t>(r.sub_of[i])]);
+      c = pow2_element_cast(r.f, r.elem_opts, r.plans[b], off, r.x[i], r.random(i));
+      q.values[i] = r.f.element.decode(c.code) * std::ldexp(s, -off);
     } else {
-      r = s == 0 ? cast(f.element, x[i], elem_opts, random_of(i))
-                 : cast_quotient(f.element, x[i], s * g, elem_opts, random_of(i));
-      exact_zero_sign(f.element, x[i], r, o);
+      c = float_scale_element(r, i, s, &q.values[i]);
     }
-    q.codes[i] = r.code;
-    q.flags[i] = flags_of(r);
-    const double e = f.element.decode(r.code);
-    q.values[i] = (s == 0) ? e : e * s * g;
+    q.codes[i] = c.code;
+    q.flags[i] = flags_of(c);
   }
+}
+
+Result<QuantizedTensor> quantize_codes(const BlockFormat& f, std::span<const double> input,
+                                       const std::vector<std::int64_t>& shape) {
+  const QuantOptions& o = f.options;
+  auto eo = resolve_options(f.element, o.element);
+  if (!eo) return make_error("element format: " + eo.error().message);
+  auto x = prepare_input(f, input, shape);
+  if (!x) return x.error();
+  Run r(f, *x, *eo);
+  r.stochastic = r.elem_opts.rounding == Rounding::Stochastic;
+  QuantizedTensor q;
+  q.shape = shape;
+  q.codes.resize(r.x.size());
+  q.values.resize(r.x.size());
+  q.flags.assign(r.x.size(), 0);
+  if (!f.layout.scale) {
+    cast_elementwise(r, q);
+    return q;
+  }
+  auto so = resolve_options(*f.layout.scale, o.scale);
+  if (!so) return make_error("scale format: " + so.error().message);
+  r.scale_opts = *so;
+  r.pow2_rule = o.rule != ScaleRule::Amax && o.rule != ScaleRule::FourOverSix;
+  if (r.pow2_rule && f.layout.tensor_scale)
+    return make_error("scale rule '" + std::string(to_string(o.rule)) +
+                      "' gives power-of-two block scales and cannot sit under a tensor scale; use 'amax'");
+  if (auto err = check_options(f, r.pow2_rule)) return *err;
+  block_statistics(r, BlockIndexer(shape, f.layout), q);
+  if (o.nvfp4_arith != Nvfp4Arith::Exact) {
+    const ElementContext c{f, r.x, r.block_of, r.stats, r.elem_opts, r.scale_opts, r.stochastic};
+    return quantize_nvfp4_peer(c, std::move(q));
+  }
+  if (auto err = choose_block_scales(r, q)) return *err;
+  if (auto err = choose_subtile_offsets(r, shape, q)) return *err;
+  cast_block_elements(r, q);
   return q;
 }
 
