@@ -98,255 +98,233 @@ std::string bench_dir() {
   return templ;
 }
 
-}  // namespace
+/// The buffers every row reads and writes, sized for the largest input.
+struct Bench {
+  explicit Bench(std::size_t n_max);
+  std::vector<float> x;             ///< normal values (Box-Muller) in a 1 Mi-element pattern, scaled per repetition
+  std::vector<std::uint16_t> xb16;  ///< the same values as bfloat16 (the top half of each float32)
+  std::vector<float> fout;
+  std::vector<std::uint8_t> out8;
+  std::vector<std::uint16_t> out16;
+  std::vector<std::uint8_t> scales;
+  std::vector<float> amax_out;
+  std::vector<std::uint8_t> subtile_out;
+  TensorScale tensor_scale;  ///< of the last packed quantization, for the dequantization that follows it
+};
 
-int cmd_bench(const std::vector<std::string>& argv, Io io) {
-  auto specs = table_output_options();
-  specs.push_back({"quick", false, "", "two sizes (256 KiB and 256 MiB of float32 input) and short timings"});
-  specs.push_back({"threads", true, "N", "worker threads of the SIMD kernels (default: all hardware threads)"});
-  specs.push_back({"max-mib", true, "MIB", "largest input size in MiB of float32 (default 256)"});
-  auto args = parse_args(argv, 1, specs);
-  if (!args) return bad_input(io, "bench", args.error().message);
-  if (args->help) {
-    io.out << "usage: mxlab bench [--quick] [--threads N] [--max-mib MIB] [--csv|--json|--md] [--out FILE]\n\n"
-              "Throughput of the SIMD kernels on float32 inputs (bfloat16 in the 'bf16-in' rows) from L2-resident\n"
-              "sizes (256 KiB of float32) to main memory:\n"
-              "elements/s, GB/s (bytes read + written), the ratio to a memory copy measured in the same run, and\n"
-              "the speed-up over the scalar reference on one thread (at the smallest size). --out FILE.json\n"
-              "writes JSON. The benchmark reports only; correctness is the tests' job.\n\n"
-           << options_help(specs);
-    return kExitOk;
+Bench::Bench(std::size_t n_max)
+    : x(n_max), xb16(n_max), fout(n_max, 0.0F), out8(n_max, 0), out16(n_max, 0), scales(n_max / 16 + 1, 0),
+      amax_out(n_max / 16 + 1, 0.0F), subtile_out(n_max / 2 + 1, 0) {
+  Rng rng(20240601);
+  const std::size_t pattern = std::min<std::size_t>(n_max, std::size_t{1} << 20);
+  for (std::size_t i = 0; i < pattern; ++i) {
+    const double u1 = 1.0 - rng.uniform();
+    const double u2 = rng.uniform();
+    x[i] = static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
   }
-  if (!args->positional.empty()) return bad_input(io, "bench", "unexpected argument '" + args->positional[0] + "'");
-  const bool quick = args->flag("quick");
-  unsigned threads = std::max(1U, std::thread::hardware_concurrency());
-  if (auto t = args->value("threads")) {
-    try {
-      std::size_t used = 0;
-      const long v = std::stol(*t, &used);
-      if (used != t->size() || v < 1 || v > 1024) throw std::invalid_argument("range");
-      threads = static_cast<unsigned>(v);
-    } catch (const std::exception&) {
-      return bad_input(io, "bench", "option '--threads' needs a whole number 1..1024, got '" + *t + "'");
-    }
-  }
-  std::size_t max_mib = 256;
-  if (auto m = args->value("max-mib")) {
-    try {
-      std::size_t used = 0;
-      const long v = std::stol(*m, &used);
-      if (used != m->size() || v < 1 || v > 65536) throw std::invalid_argument("range");
-      max_mib = static_cast<std::size_t>(v);
-    } catch (const std::exception&) {
-      return bad_input(io, "bench", "option '--max-mib' needs a whole number 1..65536, got '" + *m + "'");
-    }
-  }
-  Args out_args = *args;
-  if (auto o = args->value("out"); o && o->size() > 5 && o->substr(o->size() - 5) == ".json" && !args->flag("csv") &&
-                                   !args->flag("md"))
-    out_args.flags["json"] = true;
-
-  // Sizes in bytes of float32 input: L2-resident, L3-ish, and main memory.
-  std::vector<std::size_t> sizes = {std::size_t{256} << 10};
-  if (!quick) {
-    for (std::size_t s : {std::size_t{4} << 20, std::size_t{64} << 20})
-      if (s < (max_mib << 20)) sizes.push_back(s);
-  }
-  sizes.push_back(max_mib << 20);
-  const std::size_t n_max = sizes.back() / 4;
-
-  // Input: normal values (Box-Muller) in a 1 Mi-element pattern, scaled by a power of two per repetition.
-  std::vector<float> x(n_max);
-  {
-    Rng rng(20240601);
-    const std::size_t pattern = std::min<std::size_t>(n_max, std::size_t{1} << 20);
-    for (std::size_t i = 0; i < pattern; ++i) {
-      const double u1 = 1.0 - rng.uniform();
-      const double u2 = rng.uniform();
-      x[i] = static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
-    }
-    for (std::size_t i = pattern; i < n_max; ++i) x[i] = std::ldexp(x[i % pattern], static_cast<int>((i / pattern) % 7) - 3);
-  }
-  // The same values as bfloat16 (the top half of each float32: a bfloat16 near it).
-  std::vector<std::uint16_t> xb16(n_max);
+  for (std::size_t i = pattern; i < n_max; ++i) x[i] = std::ldexp(x[i % pattern], static_cast<int>((i / pattern) % 7) - 3);
   for (std::size_t i = 0; i < n_max; ++i) xb16[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(x[i]) >> 16);
-  std::vector<float> fout(n_max, 0.0F);
-  std::vector<std::uint8_t> out8(n_max, 0);
-  std::vector<std::uint16_t> out16(n_max, 0);
+}
 
+/// Memory copy: the bandwidth every kernel row is compared with, split over the same threads.
+std::vector<Case> copy_rows(Bench& b) {
+  return {{"copy", "float32", 8.0,
+           [&b](std::size_t n, unsigned t) {
+             std::vector<std::thread> w;
+             auto part = [&](unsigned k) {
+               const std::size_t first = n * k / t, end = n * (k + 1) / t;
+               std::memcpy(b.fout.data() + first, b.x.data() + first, (end - first) * sizeof(float));
+             };
+             for (unsigned k = 1; k < t; ++k) w.emplace_back(part, k);
+             part(0);
+             for (auto& th : w) th.join();
+           },
+           {}, ""}};
+}
+
+/// Elementwise casts of float32 to common element formats, against the scalar reference.
+std::vector<Case> cast_rows(Bench& b) {
   std::vector<Case> cases;
-  // Memory copy: the bandwidth every other kernel is compared with, split over the same threads.
-  cases.push_back({"copy", "float32", 8.0,
-                   [&](std::size_t n, unsigned t) {
-                     std::vector<std::thread> w;
-                     auto part = [&](unsigned k) {
-                       const std::size_t b = n * k / t, e = n * (k + 1) / t;
-                       std::memcpy(fout.data() + b, x.data() + b, (e - b) * sizeof(float));
-                     };
-                     for (unsigned k = 1; k < t; ++k) w.emplace_back(part, k);
-                     part(0);
-                     for (auto& th : w) th.join();
-                   },
-                   {}, ""});
-
   for (const char* name : {"float8_e4m3fn", "float8_e5m2", "float16", "bfloat16", "float4_e2m1fn"}) {
-    auto f = parse_format(name);
-    if (!f) return bad_input(io, "bench", f.error().message);
     CastOptions co;
     co.overflow = Overflow::Saturate;
-    auto k = CastKernel::make(*f, co);
+    auto k = CastKernel::make(*parse_format(name), co);
     if (!k) {
       cases.push_back({"cast", name, 0, {}, {}, k.error().message});
       continue;
     }
-    const bool wide = f->bits() > 8;
+    const bool wide = parse_format(name)->bits() > 8;
     auto kernel = std::make_shared<CastKernel>(*k);
-    cases.push_back({"cast", name, wide ? 6.0 : 5.0,
-                     [&, kernel, wide](std::size_t n, unsigned t) {
-                       const std::span<const float> in(x.data(), n);
-                       if (wide) {
-                         (void)kernel->cast_f32(in, std::span<std::uint16_t>(out16.data(), n), KernelRun{t});
-                       } else {
-                         (void)kernel->cast_f32(in, std::span<std::uint8_t>(out8.data(), n), KernelRun{t});
-                       }
-                     },
-                     [&, kernel, wide](std::size_t n) {
-                       const std::span<const float> in(x.data(), n);
-                       if (wide) {
-                         (void)kernel->reference_f32(in, std::span<std::uint16_t>(out16.data(), n), KernelRun{1});
-                       } else {
-                         (void)kernel->reference_f32(in, std::span<std::uint8_t>(out8.data(), n), KernelRun{1});
-                       }
-                     },
-                     ""});
-  }
-
-  std::vector<std::uint8_t> scales(n_max / 16 + 1, 0);
-  std::vector<float> amax_out(n_max / 16 + 1, 0.0F);
-  TensorScale tensor_scale;  // of the last packed quantization, for the dequantization that follows it
-  std::vector<std::uint8_t> subtile_out(n_max / 2 + 1, 0);
-  // The standard formats get every kernel; peer profiles (the general power-of-two path, the NVFP4 float32
-  // arithmetic), a subtile format (MX9-like), a codebook (NF4) and float32 block scales get the quantize
-  // kernels.
-  struct BlockCase {
-    const char* spec;
-    const char* profile;
-  };
-  for (const BlockCase bc : {BlockCase{"mxfp8_e4m3", ""}, BlockCase{"mxfp4", ""}, BlockCase{"nvfp4", ""},
-                             BlockCase{"mxfp8_e4m3", "microxcaling"}, BlockCase{"mxfp4", "torchao-floor"},
-                             BlockCase{"mxint8:e8m0_t16s2", ""}, BlockCase{"nvfp4", "modelopt"},
-                             BlockCase{"nvfp4", "transformer-engine-nvfp4-4over6-mse"},
-                             BlockCase{"nf4:e4m3_t64", ""}, BlockCase{"e4m3:float32_t128", ""}}) {
-    auto bf = parse_block_format(bc.spec);
-    if (!bf) return bad_input(io, "bench", bf.error().message);
-    if (*bc.profile != 0) bf = apply_profile(*bf, bc.profile);
-    if (!bf) return bad_input(io, "bench", bf.error().message);
-    const BlockFormat f = *bf;
-    const bool extra = *bc.profile != 0 || f.layout.tiles[0].subtile > 0 ||
-                       f.element.kind() == FormatKind::Codebook || f.layout.scale->bits() > 8;
-    const std::string name = *bc.profile != 0 ? std::string(bc.spec) + "/" + bc.profile : std::string(bc.spec);
-    auto k = BlockKernel::make(f);
-    const std::string why = k ? "" : k.error().message;
-    std::shared_ptr<BlockKernel> kernel = k ? std::make_shared<BlockKernel>(*k) : nullptr;
-    const double block = static_cast<double>(f.block_elements());
-    const std::int64_t subtile = f.layout.tiles[0].subtile;
-    const double packed_bytes =
-        f.element.bits() / 8.0 + 1.0 / block + (subtile > 0 ? 1.0 / static_cast<double>(subtile) : 0.0);
-    auto shape = [](std::size_t n) { return std::vector<std::int64_t>{static_cast<std::int64_t>(n)}; };
-    auto reference = [f, shape, &x](std::size_t n) {
-      const std::vector<double> xd(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
-      return quantize(f, xd, shape(n));
+    auto run_cast = [&b, kernel, wide](std::size_t n, unsigned t, bool reference) {
+      const std::span<const float> in(b.x.data(), n);
+      const KernelRun run{t};
+      if (wide) {
+        const std::span<std::uint16_t> out(b.out16.data(), n);
+        (void)(reference ? kernel->reference_f32(in, out, run) : kernel->cast_f32(in, out, run));
+      } else {
+        const std::span<std::uint8_t> out(b.out8.data(), n);
+        (void)(reference ? kernel->reference_f32(in, out, run) : kernel->cast_f32(in, out, run));
+      }
     };
-    cases.push_back({"block fake-quant", name, 8.0,
-                     [&, kernel, shape](std::size_t n, unsigned t) {
-                       (void)kernel->fake_quantize(std::span<const float>(x.data(), n), shape(n),
-                                                   std::span<float>(fout.data(), n), BlockRun{t});
-                     },
-                     [reference](std::size_t n) { (void)reference(n); }, why});
-    cases.push_back({"block packed", name, 4.0 + packed_bytes,
-                     [&, kernel, shape](std::size_t n, unsigned t) {
-                       (void)kernel->quantize_packed(std::span<const float>(x.data(), n), shape(n), out8, scales,
-                                                     BlockRun{t}, nullptr, &tensor_scale, subtile_out);
-                     },
-                     [reference, f](std::size_t n) {
-                       auto q = reference(n);
-                       if (q) (void)pack(f, *q);
-                     },
-                     why});
-    if (!kernel || extra) continue;  // the other kernels of an unsupported format add no rows of use
-    // Reads the codes the packed case just wrote (cases run in order at each size).
-    cases.push_back({"dequantize", name, 4.0 + packed_bytes,
-                     [&, kernel, shape](std::size_t n, unsigned t) {
-                       (void)kernel->dequantize(out8, scales, shape(n), std::span<float>(fout.data(), n), BlockRun{t},
-                                                tensor_scale.value);
-                     },
-                     {}, why});
-    cases.push_back({"block packed bf16-in", name, 2.0 + packed_bytes,
-                     [&, kernel, shape](std::size_t n, unsigned t) {
-                       (void)kernel->quantize_packed(BlockInput::bf16(std::span<const std::uint16_t>(xb16.data(), n)),
-                                                     shape(n), out8, scales, BlockRun{t});
-                     },
-                     {}, why});
-    cases.push_back({"block amax", name, 4.0 + 4.0 / block,
-                     [&, kernel, shape](std::size_t n, unsigned t) {
-                       (void)kernel->block_amax(std::span<const float>(x.data(), n), shape(n), amax_out, BlockRun{t});
-                     },
-                     {}, why});
-    cases.push_back({"packed + fused metrics", name, 4.0 + packed_bytes,
-                     [&, kernel, shape](std::size_t n, unsigned t) {
-                       BlockMetrics m;
-                       (void)kernel->quantize_packed(std::span<const float>(x.data(), n), shape(n), out8, scales,
-                                                     BlockRun{t}, &m);
-                     },
-                     [reference, f, &x](std::size_t n) {
-                       auto q = reference(n);
-                       if (q) {
-                         const std::vector<double> xd(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
-                         (void)pack(f, *q);
-                         (void)analyze(f, xd, *q);
-                       }
-                     },
-                     why});
-    cases.push_back({"exact mse", name, 4.0,
-                     [&, kernel, shape](std::size_t n, unsigned t) {
-                       (void)kernel->metrics(std::span<const float>(x.data(), n), shape(n), BlockRun{t});
-                     },
-                     [reference, f, &x](std::size_t n) {
-                       auto q = reference(n);
-                       if (q) {
-                         const std::vector<double> xd(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
-                         (void)analyze(f, xd, *q);
-                       }
-                     },
-                     why});
+    cases.push_back({"cast", name, wide ? 6.0 : 5.0, [run_cast](std::size_t n, unsigned t) { run_cast(n, t, false); },
+                     [run_cast](std::size_t n) { run_cast(n, 1, true); }, ""});
   }
+  return cases;
+}
 
-  // End to end: what a user runs, from a .npy file to a file (quantize) or to a table (analyze), compared with
-  // reading the same file and writing its bytes to another.
-  const std::string dir = bench_dir();
-  const std::string in_path = dir + "/bench-input.npy", out_path = dir + "/bench-output.npy";
-  std::size_t written = 0;
-  auto write_input = [&](std::size_t n) {
-    if (written == n) return;
-    std::string bytes = npy_header("<f4", std::vector<std::int64_t>{static_cast<std::int64_t>(n)});
-    bytes.append(reinterpret_cast<const char*>(x.data()), n * sizeof(float));
-    if (!write_file_atomic(in_path, bytes, "npy")) return;
-    written = n;
+/// What the rows of one block format share: the format, its kernel, sizes and its scalar reference.
+struct BlockRowContext {
+  Bench& b;
+  BlockFormat f;
+  std::string name;
+  std::shared_ptr<BlockKernel> kernel;  ///< null: unsupported
+  std::string why;                      ///< why the kernel refuses the format
+  double packed_bytes = 0;              ///< bytes per element of codes, scales and subtile offsets
+  static std::vector<std::int64_t> shape(std::size_t n) { return {static_cast<std::int64_t>(n)}; }
+  std::span<const float> in(std::size_t n) const { return {b.x.data(), n}; }
+  Result<QuantizedTensor> reference(std::size_t n) const {
+    const std::vector<double> xd(b.x.begin(), b.x.begin() + static_cast<std::ptrdiff_t>(n));
+    return quantize(f, xd, shape(n));
+  }
+  void reference_analyze(std::size_t n, bool packed) const {
+    auto q = reference(n);
+    if (!q) return;
+    if (packed) (void)pack(f, *q);
+    const std::vector<double> xd(b.x.begin(), b.x.begin() + static_cast<std::ptrdiff_t>(n));
+    (void)analyze(f, xd, *q);
+  }
+};
+
+/// A kind of block-kernel row: its name, bytes moved per element, the timed body and the scalar reference of
+/// the same work (none: no speed-up column). `all_formats`: run for every block format; otherwise only for
+/// the standard ones (peer profiles, subtiles, codebooks and float32 scales get the quantize rows).
+struct BlockRowKind {
+  const char* kernel;
+  bool all_formats;
+  double (*bytes)(const BlockRowContext&);
+  std::function<void(const BlockRowContext&, std::size_t n, unsigned t)> body;
+  std::function<void(const BlockRowContext&, std::size_t n)> scalar;
+};
+
+const std::vector<BlockRowKind>& block_row_kinds() {
+  static const std::vector<BlockRowKind> kinds = {
+      {"block fake-quant", true, [](const BlockRowContext&) { return 8.0; },
+       [](const BlockRowContext& c, std::size_t n, unsigned t) {
+         (void)c.kernel->fake_quantize(c.in(n), c.shape(n), std::span<float>(c.b.fout.data(), n), BlockRun{t});
+       },
+       [](const BlockRowContext& c, std::size_t n) { (void)c.reference(n); }},
+      {"block packed", true, [](const BlockRowContext& c) { return 4.0 + c.packed_bytes; },
+       [](const BlockRowContext& c, std::size_t n, unsigned t) {
+         (void)c.kernel->quantize_packed(c.in(n), c.shape(n), c.b.out8, c.b.scales, BlockRun{t}, nullptr,
+                                         &c.b.tensor_scale, c.b.subtile_out);
+       },
+       [](const BlockRowContext& c, std::size_t n) {
+         auto q = c.reference(n);
+         if (q) (void)pack(c.f, *q);
+       }},
+      // Reads the codes the packed row just wrote (rows run in order at each size).
+      {"dequantize", false, [](const BlockRowContext& c) { return 4.0 + c.packed_bytes; },
+       [](const BlockRowContext& c, std::size_t n, unsigned t) {
+         (void)c.kernel->dequantize(c.b.out8, c.b.scales, c.shape(n), std::span<float>(c.b.fout.data(), n),
+                                    BlockRun{t}, c.b.tensor_scale.value);
+       },
+       {}},
+      {"block packed bf16-in", false, [](const BlockRowContext& c) { return 2.0 + c.packed_bytes; },
+       [](const BlockRowContext& c, std::size_t n, unsigned t) {
+         (void)c.kernel->quantize_packed(BlockInput::bf16(std::span<const std::uint16_t>(c.b.xb16.data(), n)),
+                                         c.shape(n), c.b.out8, c.b.scales, BlockRun{t});
+       },
+       {}},
+      {"block amax", false,
+       [](const BlockRowContext& c) { return 4.0 + 4.0 / static_cast<double>(c.f.block_elements()); },
+       [](const BlockRowContext& c, std::size_t n, unsigned t) {
+         (void)c.kernel->block_amax(c.in(n), c.shape(n), c.b.amax_out, BlockRun{t});
+       },
+       {}},
+      {"packed + fused metrics", false, [](const BlockRowContext& c) { return 4.0 + c.packed_bytes; },
+       [](const BlockRowContext& c, std::size_t n, unsigned t) {
+         BlockMetrics m;
+         (void)c.kernel->quantize_packed(c.in(n), c.shape(n), c.b.out8, c.b.scales, BlockRun{t}, &m);
+       },
+       [](const BlockRowContext& c, std::size_t n) { c.reference_analyze(n, true); }},
+      {"exact mse", false, [](const BlockRowContext&) { return 4.0; },
+       [](const BlockRowContext& c, std::size_t n, unsigned t) {
+         (void)c.kernel->metrics(c.in(n), c.shape(n), BlockRun{t});
+       },
+       [](const BlockRowContext& c, std::size_t n) { c.reference_analyze(n, false); }},
   };
-  std::ostringstream sink_out, sink_err;
-  std::istringstream no_in;
-  auto run_cli = [&](std::vector<std::string> words, unsigned t) {
+  return kinds;
+}
+
+/// The block formats benchmarked: the standard ones get every row kind; peer profiles (the general
+/// power-of-two path, the NVFP4 float32 arithmetic), a subtile format (MX9-like), a codebook (NF4) and float32
+/// block scales get the quantize rows.
+constexpr std::pair<const char*, const char*> kBlockFormats[] = {
+    {"mxfp8_e4m3", ""},        {"mxfp4", ""},          {"nvfp4", ""},
+    {"mxfp8_e4m3", "microxcaling"}, {"mxfp4", "torchao-floor"}, {"mxint8:e8m0_t16s2", ""},
+    {"nvfp4", "modelopt"},     {"nvfp4", "transformer-engine-nvfp4-4over6-mse"},
+    {"nf4:e4m3_t64", ""},      {"e4m3:float32_t128", ""}};
+
+/// Every row kind for every block format of kBlockFormats.
+Result<std::vector<Case>> block_rows(Bench& b) {
+  std::vector<Case> cases;
+  for (const auto& [spec, profile] : kBlockFormats) {
+    auto bf = parse_block_format(spec);
+    if (bf && *profile != 0) bf = apply_profile(*bf, profile);
+    if (!bf) return bf.error();
+    auto c = std::make_shared<BlockRowContext>(BlockRowContext{b, *bf, *profile != 0 ? std::string(spec) + "/" + profile : spec, nullptr, "", 0});
+    const BlockFormat& f = c->f;
+    auto k = BlockKernel::make(f);
+    if (k) c->kernel = std::make_shared<BlockKernel>(*k);
+    if (!k) c->why = k.error().message;
+    const std::int64_t subtile = f.layout.tiles[0].subtile;
+    c->packed_bytes = f.element.bits() / 8.0 + 1.0 / static_cast<double>(f.block_elements()) +
+                      (subtile > 0 ? 1.0 / static_cast<double>(subtile) : 0.0);
+    const bool standard = *profile == 0 && subtile == 0 && f.element.kind() != FormatKind::Codebook &&
+                          f.layout.scale->bits() <= 8;
+    for (const BlockRowKind& kind : block_row_kinds()) {
+      if (!kind.all_formats && (!standard || !c->kernel)) continue;
+      Case row{kind.kernel, c->name, kind.bytes(*c),
+               [c, body = kind.body](std::size_t n, unsigned t) { body(*c, n, t); }, {}, c->why};
+      if (kind.scalar) row.scalar = [c, scalar = kind.scalar](std::size_t n) { scalar(*c, n); };
+      cases.push_back(std::move(row));
+    }
+  }
+  return cases;
+}
+
+/// End to end: what a user runs, from a .npy file to a file (quantize) or to a table (analyze), compared with
+/// reading the same file and writing its bytes to another (in dir, removed by the caller).
+std::vector<Case> end_to_end_rows(Bench& b, const std::string& dir) {
+  struct Files {
+    std::string in, out;
+    std::size_t written = 0;
+    std::ostringstream sink_out, sink_err;
+    std::istringstream no_in;
+  };
+  auto files = std::make_shared<Files>();
+  files->in = dir + "/bench-input.npy";
+  files->out = dir + "/bench-output.npy";
+  auto write_input = [files, &b](std::size_t n) {
+    if (files->written == n) return;
+    std::string bytes = npy_header("<f4", std::vector<std::int64_t>{static_cast<std::int64_t>(n)});
+    bytes.append(reinterpret_cast<const char*>(b.x.data()), n * sizeof(float));
+    if (!write_file_atomic(files->in, bytes, "npy")) return;
+    files->written = n;
+  };
+  auto run_cli = [files](std::vector<std::string> words, unsigned t) {
     words.insert(words.begin(), "mxlab");
     words.push_back("--threads");
     words.push_back(std::to_string(t));
-    sink_out.str("");
-    (void)run(words, Io{no_in, sink_out, sink_err});
+    files->sink_out.str("");
+    (void)run(words, Io{files->no_in, files->sink_out, files->sink_err});
   };
+  std::vector<Case> cases;
   cases.push_back({"e2e file copy", "float32 npy", 8.0,
-                   [&](std::size_t, unsigned) {
+                   [files](std::size_t, unsigned) {
                      // Read in 1 MiB pieces and write them to a new file, as quantize reads and writes.
-                     std::FILE* in = std::fopen(in_path.c_str(), "rb");
-                     auto out = AtomicFile::create(out_path, "npy");
+                     std::FILE* in = std::fopen(files->in.c_str(), "rb");
+                     auto out = AtomicFile::create(files->out, "npy");
                      if (in == nullptr || !out) {
                        if (in != nullptr) std::fclose(in);
                        return;
@@ -360,14 +338,19 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
                    {}, "", write_input, "e2e file copy"});
   for (const char* spec : {"mxfp8_e4m3", "mxfp4", "nvfp4", "mxint8", "mxsf"}) {
     cases.push_back({"e2e analyze", spec, 8.0,
-                     [&, spec](std::size_t, unsigned t) { run_cli({"analyze", spec, in_path, "--csv"}, t); }, {}, "",
-                     write_input, "e2e file copy"});
+                     [run_cli, files, spec](std::size_t, unsigned t) { run_cli({"analyze", spec, files->in, "--csv"}, t); },
+                     {}, "", write_input, "e2e file copy"});
     cases.push_back({"e2e quantize", spec, 8.0,
-                     [&, spec](std::size_t, unsigned t) { run_cli({"quantize", spec, in_path, "--out", out_path}, t); },
+                     [run_cli, files, spec](std::size_t, unsigned t) {
+                       run_cli({"quantize", spec, files->in, "--out", files->out}, t);
+                     },
                      {}, "", write_input, "e2e file copy"});
   }
+  return cases;
+}
 
-  const double budget = quick ? 0.05 : 0.3;
+/// The table's columns.
+Table bench_table() {
   Table t;
   for (const char* c : {"name", "kernel", "format", "input_bytes", "elements", "threads", "seconds", "elements_per_s",
                         "melem_per_s", "gb_per_s", "ratio_to_copy", "simd_1t_melem_per_s", "scalar_1t_melem_per_s",
@@ -375,6 +358,14 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
     const std::string col = c;
     t.add_column(col, col != "name" && col != "kernel" && col != "format" && col != "note");
   }
+  return t;
+}
+
+/// Every row at every size: the best time over a budget of repetitions, its ratio to the row's baseline
+/// measured at the same size, and at the smallest size the one-thread SIMD and scalar-reference rates.
+void measure(const std::vector<Case>& cases, const std::vector<std::size_t>& sizes, unsigned threads, bool quick,
+             Table& t) {
+  const double budget = quick ? 0.05 : 0.3;
   for (std::size_t size : sizes) {
     const std::size_t n = size / 4;
     const int min_reps = size >= (std::size_t{64} << 20) ? 4 : 3;
@@ -406,46 +397,117 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
                         copy_gbs > 0 ? fixed(gbs / copy_gbs, 3) : "", simd1, scalar1, speedup, ""});
     }
   }
+}
 
-  // Training steps (mxlab train): the MXFP8 step time over the FP32 step time, and the FP32 GEMM throughput. One
-  // quantization thread, mxlab train's default: a training step's operands are small, and threads cost more
-  // than they save there.
-  {
-    const std::int64_t steps = quick ? 10 : 30;
-    for (const char* model : {"mlp", "cnn"}) {
-      train::ModelConfig mc;
-      mc.kind = model;
-      const std::int64_t batch = mc.kind == "mlp" ? 128 : 64;
-      // FP32 and MXFP8 alternate, best of each, so a change of machine load hits both alike.
-      double best_fp32 = 1e300, best_mx = 1e300;
-      for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
-        auto fp32 = train::step_seconds(mc, *train::recipe_preset("fp32"), batch, steps, 1, 1);
-        auto mx = train::step_seconds(mc, *train::recipe_preset("mxfp8"), batch, steps, 1, 1);
-        if (!fp32 || !mx) return bad_input(io, "bench", (!fp32 ? fp32 : mx).error().message);
-        best_fp32 = std::min(best_fp32, *fp32);
-        best_mx = std::min(best_mx, *mx);
-      }
-      const std::string name = std::string("train step ") + model + " batch " + std::to_string(batch);
-      t.rows.push_back({name, "train step", "fp32", "", std::to_string(batch), "1", fixed(best_fp32, 6),
-                        "", "", "", "", "", "", "", ""});
-      t.rows.push_back({name, "train step", "mxfp8", "", std::to_string(batch), "1", fixed(best_mx, 6), "",
-                        "", "", "", "", "", "", "ratio_to_fp32_step=" + fixed(best_mx / best_fp32, 3)});
+/// Training steps (mxlab train): the MXFP8 step time over the FP32 step time, and the FP32 GEMM throughput beside
+/// one core's nominal peak. One quantization thread, mxlab train's default: a training step's operands are
+/// small, and threads cost more than they save there.
+std::optional<Error> training_rows(bool quick, Table& t) {
+  const std::int64_t steps = quick ? 10 : 30;
+  for (const char* model : {"mlp", "cnn"}) {
+    train::ModelConfig mc;
+    mc.kind = model;
+    const std::int64_t batch = mc.kind == "mlp" ? 128 : 64;
+    // FP32 and MXFP8 alternate, best of each, so a change of machine load hits both alike.
+    double best_fp32 = 1e300, best_mx = 1e300;
+    for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
+      auto fp32 = train::step_seconds(mc, *train::recipe_preset("fp32"), batch, steps, 1, 1);
+      auto mx = train::step_seconds(mc, *train::recipe_preset("mxfp8"), batch, steps, 1, 1);
+      if (!fp32 || !mx) return (!fp32 ? fp32 : mx).error();
+      best_fp32 = std::min(best_fp32, *fp32);
+      best_mx = std::min(best_mx, *mx);
     }
-    for (std::int64_t n : {128, 512}) {
-      const double gflops = train::fp32_gemm_gflops(n, n, n, quick ? 3 : 10);
-      // Beside one core's nominal peak: clock x SIMD lanes x 2 FMA units x 2 FLOPs.
-      const std::string target = active_simd_target();
-      const double lanes = target.rfind("AVX3", 0) == 0 ? 16 : target == "AVX2" ? 8 : 4;
-      const double peak = cpu_mhz() * 1e6 * lanes * 4 / 1e9;
-      t.rows.push_back({"fp32 gemm " + std::to_string(n) + "^3", "gemm", "float32", "", std::to_string(n * n * n), "1", "",
-                        "", "", "", "", "", "", "",
-                        "gflops=" + fixed(gflops, 2) + (peak > 0 ? "; nominal peak of one core " + fixed(peak, 0) : "")});
-    }
+    const std::string name = std::string("train step ") + model + " batch " + std::to_string(batch);
+    t.rows.push_back({name, "train step", "fp32", "", std::to_string(batch), "1", fixed(best_fp32, 6),
+                      "", "", "", "", "", "", "", ""});
+    t.rows.push_back({name, "train step", "mxfp8", "", std::to_string(batch), "1", fixed(best_mx, 6), "",
+                      "", "", "", "", "", "", "ratio_to_fp32_step=" + fixed(best_mx / best_fp32, 3)});
   }
+  for (std::int64_t n : {128, 512}) {
+    const double gflops = train::fp32_gemm_gflops(n, n, n, quick ? 3 : 10);
+    // Clock x SIMD lanes x 2 FMA units x 2 FLOPs.
+    const std::string target = active_simd_target();
+    const double lanes = target.rfind("AVX3", 0) == 0 ? 16 : target == "AVX2" ? 8 : 4;
+    const double peak = cpu_mhz() * 1e6 * lanes * 4 / 1e9;
+    t.rows.push_back({"fp32 gemm " + std::to_string(n) + "^3", "gemm", "float32", "", std::to_string(n * n * n), "1", "",
+                      "", "", "", "", "", "", "",
+                      "gflops=" + fixed(gflops, 2) + (peak > 0 ? "; nominal peak of one core " + fixed(peak, 0) : "")});
+  }
+  return std::nullopt;
+}
 
-  std::remove(in_path.c_str());
-  std::remove(out_path.c_str());
+/// A whole number option in [lo, hi], or an error naming it.
+Result<long> whole_option(const Args& args, const std::string& name, long fallback, long lo, long hi) {
+  const auto v = args.value(name);
+  if (!v) return fallback;
+  try {
+    std::size_t used = 0;
+    const long n = std::stol(*v, &used);
+    if (used == v->size() && n >= lo && n <= hi) return n;
+  } catch (const std::exception&) {
+  }
+  return make_error("option '--" + name + "' needs a whole number " + std::to_string(lo) + ".." + std::to_string(hi) +
+                    ", got '" + *v + "'");
+}
+
+}  // namespace
+
+int cmd_bench(const std::vector<std::string>& argv, Io io) {
+  auto specs = table_output_options();
+  specs.push_back({"quick", false, "", "two sizes (256 KiB and 256 MiB of float32 input) and short timings"});
+  specs.push_back({"threads", true, "N", "worker threads of the SIMD kernels (default: all hardware threads)"});
+  specs.push_back({"max-mib", true, "MIB", "largest input size in MiB of float32 (default 256)"});
+  auto args = parse_args(argv, 1, specs);
+  if (!args) return bad_input(io, "bench", args.error().message);
+  if (args->help) {
+    io.out << "usage: mxlab bench [--quick] [--threads N] [--max-mib MIB] [--csv|--json|--md] [--out FILE]\n\n"
+              "Throughput of the SIMD kernels on float32 inputs (bfloat16 in the 'bf16-in' rows) from L2-resident\n"
+              "sizes (256 KiB of float32) to main memory:\n"
+              "elements/s, GB/s (bytes read + written), the ratio to a memory copy measured in the same run, and\n"
+              "the speed-up over the scalar reference on one thread (at the smallest size). --out FILE.json\n"
+              "writes JSON. The benchmark reports only; correctness is the tests' job.\n\n"
+           << options_help(specs);
+    return kExitOk;
+  }
+  if (!args->positional.empty()) return bad_input(io, "bench", "unexpected argument '" + args->positional[0] + "'");
+  const bool quick = args->flag("quick");
+  const auto threads_opt = whole_option(*args, "threads", std::max(1U, std::thread::hardware_concurrency()), 1, 1024);
+  if (!threads_opt) return bad_input(io, "bench", threads_opt.error().message);
+  const auto max_mib_opt = whole_option(*args, "max-mib", 256, 1, 65536);
+  if (!max_mib_opt) return bad_input(io, "bench", max_mib_opt.error().message);
+  const auto threads = static_cast<unsigned>(*threads_opt);
+  const auto max_mib = static_cast<std::size_t>(*max_mib_opt);
+  Args out_args = *args;
+  if (auto o = args->value("out"); o && o->size() > 5 && o->substr(o->size() - 5) == ".json" && !args->flag("csv") &&
+                                   !args->flag("md"))
+    out_args.flags["json"] = true;
+
+  // Sizes in bytes of float32 input: L2-resident, L3-ish, and main memory.
+  std::vector<std::size_t> sizes = {std::size_t{256} << 10};
+  if (!quick) {
+    for (std::size_t s : {std::size_t{4} << 20, std::size_t{64} << 20})
+      if (s < (max_mib << 20)) sizes.push_back(s);
+  }
+  sizes.push_back(max_mib << 20);
+  Bench bench(sizes.back() / 4);
+  const std::string dir = bench_dir();
+
+  // The rows, in the order they run at each size (a row's baseline runs before it).
+  std::vector<Case> cases = copy_rows(bench);
+  for (Case& c : cast_rows(bench)) cases.push_back(std::move(c));
+  auto blocks = block_rows(bench);
+  if (!blocks) return bad_input(io, "bench", blocks.error().message);
+  for (Case& c : *blocks) cases.push_back(std::move(c));
+  for (Case& c : end_to_end_rows(bench, dir)) cases.push_back(std::move(c));
+
+  Table t = bench_table();
+  measure(cases, sizes, threads, quick, t);
+  const auto trained = training_rows(quick, t);
+  std::remove((dir + "/bench-input.npy").c_str());
+  std::remove((dir + "/bench-output.npy").c_str());
   ::rmdir(dir.c_str());
+  if (trained) return bad_input(io, "bench", trained->message);
+
   Provenance prov = build_provenance();
   prov.simd_target = active_simd_target();
   prov.inputs.push_back({"cpu", cpu_model()});

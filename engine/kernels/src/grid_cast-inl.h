@@ -32,6 +32,16 @@ using VU = hn::Vec<DU>;
 using VI = hn::Vec<DI>;
 using VF = hn::Vec<DF>;
 using MU = hn::Mask<DU>;
+// 64-bit lanes, as many as DU has 32-bit ones / 2: the quotients x / d of float block scales in doubles.
+using D64 = hn::Repartition<std::uint64_t, DU>;
+using DI64 = hn::RebindToSigned<D64>;
+using DF64 = hn::RebindToFloat<D64>;
+using DUh = hn::Rebind<std::uint32_t, D64>;  ///< uint32_t lanes, as many as D64 has
+using DFh = hn::Rebind<float, D64>;
+using V64 = hn::Vec<D64>;
+using VI64 = hn::Vec<DI64>;
+using VF64 = hn::Vec<DF64>;
+using M64 = hn::Mask<D64>;
 
 /// Largest number of 32-bit lanes of any target, for the buffers of the last partial vector.
 constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(std::uint32_t);
@@ -107,39 +117,44 @@ HWY_INLINE hn::Vec<D> stochastic_bits_lanes(std::uint64_t key, std::uint64_t ind
 // ---------------------------------------------------------------------------------------------------
 // The cast of one vector of float32 bit patterns to codes.
 
-/// CastParams as vectors, broadcast once per call (the loop's stores may alias the parameters).
-struct CastVectors {
-  explicit CastVectors(const CastParams& p)
-      : exponent_clamp(hn::Set(DI(), p.exponent_clamp)),
-        quantum_drop(hn::Set(DI(), p.quantum_drop)),
-        quantum_min(hn::Set(DI(), p.quantum_min)),
-        field_base(hn::Set(DI(), p.field_offset - p.quantum_min)),
-        tiny_below(hn::Set(DI(), p.tiny_below_exponent)),
-        tiny_code(hn::Set(DU(), p.tiny_code)),
-        limit_pos(hn::Set(DU(), p.limit[0])),
-        limit_neg(hn::Set(DU(), p.limit[1])),
-        flush_below(hn::Set(DU(), p.flush_below)),
-        neg_xor(hn::Set(DU(), p.neg_xor)),
-        neg_add(hn::Set(DU(), p.neg_add)),
-        neg_mask(hn::Set(DU(), p.neg_mask)),
-        neg_or(hn::Set(DU(), p.neg_or)),
-        zero_pos(hn::Set(DU(), p.zero_code[0])),
-        zero_neg(hn::Set(DU(), p.zero_code[1])),
-        overflow_pos(hn::Set(DU(), p.overflow_code[0])),
-        overflow_neg(hn::Set(DU(), p.overflow_code[1])),
-        zero_input_pos(hn::Set(DU(), p.zero_input_code[0])),
-        zero_input_neg(hn::Set(DU(), p.zero_input_code[1])),
-        inf_pos(hn::Set(DU(), p.inf_code[0])),
-        inf_neg(hn::Set(DU(), p.inf_code[1])),
-        nan_pos(hn::Set(DU(), p.nan_code[0])),
-        nan_neg(hn::Set(DU(), p.nan_code[1])),
-        negative_unsigned(hn::Set(DU(), p.negative_unsigned_code)),
-        zero_input_below(hn::Set(DU(), p.flush_input_below_bits > 0 ? p.flush_input_below_bits : 1U)),
-        split_exponent(hn::Set(DI(), p.split_exponent)),
-        low_quantum_drop(hn::Set(DI(), p.low_quantum_drop)),
-        low_field_base(hn::Set(DI(), p.low_field_base)),
-        low_mantissa_shift(hn::Set(DI(), p.low_mantissa_shift)),
-        high_mantissa_shift(hn::Set(DI(), p.mantissa_shift)),
+/// CastParams as vectors of 32-bit lanes (float32 sources, D = DU) or 64-bit lanes (doubles, D = D64),
+/// broadcast once per call (the loop's stores may alias the parameters).
+template <class D>
+struct GridVectors {
+  using DIx = hn::RebindToSigned<D>;
+  using VUx = hn::Vec<D>;
+  using VIx = hn::Vec<DIx>;
+  explicit GridVectors(const CastParams& p)
+      : exponent_clamp(hn::Set(DIx(), p.exponent_clamp)),
+        quantum_drop(hn::Set(DIx(), p.quantum_drop)),
+        quantum_min(hn::Set(DIx(), p.quantum_min)),
+        field_base(hn::Set(DIx(), p.field_offset - p.quantum_min)),
+        tiny_below(hn::Set(DIx(), p.tiny_below_exponent)),
+        split_exponent(hn::Set(DIx(), p.split_exponent)),
+        low_quantum_drop(hn::Set(DIx(), p.low_quantum_drop)),
+        low_field_base(hn::Set(DIx(), p.low_field_base)),
+        low_mantissa_shift(hn::Set(DIx(), p.low_mantissa_shift)),
+        high_mantissa_shift(hn::Set(DIx(), p.mantissa_shift)),
+        tiny_code(hn::Set(D(), p.tiny_code)),
+        limit_pos(hn::Set(D(), p.limit[0])),
+        limit_neg(hn::Set(D(), p.limit[1])),
+        flush_below(hn::Set(D(), p.flush_below)),
+        neg_xor(hn::Set(D(), p.neg_xor)),
+        neg_add(hn::Set(D(), p.neg_add)),
+        neg_mask(hn::Set(D(), p.neg_mask)),
+        neg_or(hn::Set(D(), p.neg_or)),
+        zero_pos(hn::Set(D(), p.zero_code[0])),
+        zero_neg(hn::Set(D(), p.zero_code[1])),
+        overflow_pos(hn::Set(D(), p.overflow_code[0])),
+        overflow_neg(hn::Set(D(), p.overflow_code[1])),
+        zero_input_pos(hn::Set(D(), p.zero_input_code[0])),
+        zero_input_neg(hn::Set(D(), p.zero_input_code[1])),
+        inf_pos(hn::Set(D(), p.inf_code[0])),
+        inf_neg(hn::Set(D(), p.inf_code[1])),
+        nan_pos(hn::Set(D(), p.nan_code[0])),
+        nan_neg(hn::Set(D(), p.nan_code[1])),
+        negative_unsigned(hn::Set(D(), p.negative_unsigned_code)),
+        zero_input_below(hn::Set(D(), p.flush_input_below_bits > 0 ? p.flush_input_below_bits : 1U)),
         mantissa_shift(p.mantissa_shift),
         random_bits(p.random_bits),
         rounding(p.rounding),
@@ -148,11 +163,12 @@ struct CastVectors {
         is_unsigned(p.is_unsigned),
         inf_overflows(p.inf_overflows) {}
 
-  VI exponent_clamp, quantum_drop, quantum_min, field_base, tiny_below;
-  VI split_exponent, low_quantum_drop, low_field_base, low_mantissa_shift, high_mantissa_shift;
-  VU tiny_code, limit_pos, limit_neg, flush_below, neg_xor, neg_add, neg_mask, neg_or;
-  VU zero_pos, zero_neg, overflow_pos, overflow_neg, zero_input_pos, zero_input_neg;
-  VU inf_pos, inf_neg, nan_pos, nan_neg, negative_unsigned, zero_input_below;
+  VIx exponent_clamp, quantum_drop, quantum_min, field_base, tiny_below;
+  VIx split_exponent, low_quantum_drop, low_field_base, low_mantissa_shift, high_mantissa_shift;
+  VUx tiny_code, limit_pos, limit_neg, flush_below, neg_xor, neg_add, neg_mask, neg_or;
+  VUx zero_pos, zero_neg, overflow_pos, overflow_neg, zero_input_pos, zero_input_neg;
+  VUx inf_pos, inf_neg, nan_pos, nan_neg, negative_unsigned;
+  VUx zero_input_below;  ///< float32 sources: flush-input (doubles: zero only)
   int mantissa_shift;
   int random_bits;
   Rounding rounding;
@@ -161,6 +177,9 @@ struct CastVectors {
   bool is_unsigned;
   bool inf_overflows;
 };
+
+using CastVectors = GridVectors<DU>;
+using CastVectors64 = GridVectors<D64>;
 
 /// The rounding decision on magnitudes (reference choose_away): whether to take the neighbour away from
 /// zero of the truncated code tz, given the discarded bits rem, half a quantum, k discarded bits, and for
@@ -220,6 +239,70 @@ HWY_INLINE M choose_away(Rounding rounding, M neg, V tz, V rem, V half, VK k, V 
   }
 }
 
+/// The grid cast of magnitudes on 32-bit lanes (float32 sources) or 64-bit lanes (doubles), shared by cast_lanes
+/// and cast_lanes64: |x| = sig * 2^(e - m) with sig in [2^m, 2^(m+1)) (m = 23 or 52); abs and neg the input's
+/// magnitude bits and sign; zero_input the lanes the reference sends to the zero-input code before rounding.
+/// Rounding, overflow, zero and flush-output results, the sign, then the inputs the reference decides before
+/// rounding (tiny, zero, Inf, negatives of unsigned formats, NaN), lowest priority first.
+template <class Round, class D>
+HWY_INLINE hn::Vec<D> grid_code(const GridVectors<D>& c, hn::Vec<D> abs, hn::Mask<D> neg, hn::Vec<D> sig,
+                                hn::Vec<hn::RebindToSigned<D>> e, hn::Vec<D> random, hn::Mask<D> zero_input,
+                                hn::Mask<D>* over_out) {
+  using V = hn::Vec<D>;
+  using M = hn::Mask<D>;
+  const D du;
+  const hn::RebindToSigned<D> di;
+  constexpr bool kWide = sizeof(hn::TFromD<D>) == 8;
+  constexpr int kSigBits = kWide ? 52 : 23;
+  const V one = hn::Set(du, 1U);
+  // Grid position: quantum 2^qe, k = number of significand bits below the quantum.
+  const auto ec = hn::Min(e, c.exponent_clamp);
+  // A format with a re-read field 0 takes the second reading's grid below split_exponent.
+  const auto high = hn::Not(hn::Lt(ec, c.split_exponent));
+  const auto qe = hn::Max(hn::Sub(ec, c.split ? hn::IfThenElse(high, c.quantum_drop, c.low_quantum_drop) : c.quantum_drop),
+                          c.quantum_min);
+  const auto k = hn::Add(hn::Sub(qe, ec), hn::Set(di, kSigBits));
+  // Past m + 1 discarded bits nothing is kept; m + 2 keeps the half-quantum test (sig < 2^(m+1) = half) exact.
+  const V ks = hn::BitCast(du, hn::Min(k, hn::Set(di, kSigBits + 2)));
+  const V kept = sig >> ks;
+  const V rem = hn::And(sig, hn::Sub(one << ks, one));
+  const V half = one << hn::Sub(ks, one);
+  V tz;
+  if (c.split) {
+    const V field = hn::BitCast(du, hn::Add(qe, hn::IfThenElse(high, c.field_base, c.low_field_base)));
+    tz = hn::Add(field << hn::BitCast(du, hn::IfThenElse(high, c.high_mantissa_shift, c.low_mantissa_shift)), kept);
+  } else {
+    tz = hn::Add(hn::ShiftLeftSame(hn::BitCast(du, hn::Add(qe, c.field_base)), c.mantissa_shift), kept);
+  }
+  const M away = choose_away<Round>(c.rounding, neg, tz, rem, half, k, random, c.random_bits);
+  const V chosen = hn::Sub(tz, hn::VecFromMask(du, away));  // mask lanes are -1
+
+  // Past the clamp every magnitude overflows, also one whose clamped code lands on a two's complement
+  // integer's most negative value.
+  M over = hn::Or(hn::Gt(chosen, hn::IfThenElse(neg, c.limit_neg, c.limit_pos)),
+                  hn::RebindMask(du, hn::Gt(e, c.exponent_clamp)));
+  const V negative = hn::Or(hn::And(hn::Add(hn::Xor(chosen, c.neg_xor), c.neg_add), c.neg_mask), c.neg_or);
+  V code = hn::IfThenElse(neg, negative, chosen);
+  code = hn::IfThenElse(hn::Lt(chosen, c.flush_below), hn::IfThenElse(neg, c.zero_neg, c.zero_pos), code);
+  code = hn::IfThenElse(over, hn::IfThenElse(neg, c.overflow_neg, c.overflow_pos), code);
+
+  if (c.has_tiny) code = hn::IfThenElse(hn::RebindMask(du, hn::Lt(e, c.tiny_below)), c.tiny_code, code);
+  code = hn::IfThenElse(zero_input, hn::IfThenElse(neg, c.zero_input_neg, c.zero_input_pos), code);
+  const V inf_bits = hn::Set(du, static_cast<hn::TFromD<D>>(kWide ? 0x7FF0000000000000ULL : 0x7F800000ULL));
+  const M is_inf = hn::Eq(abs, inf_bits);
+  code = hn::IfThenElse(is_inf, hn::IfThenElse(neg, c.inf_neg, c.inf_pos), code);
+  const M negative_nonzero = hn::AndNot(hn::Eq(abs, hn::Zero(du)), neg);
+  if (c.is_unsigned) code = hn::IfThenElse(negative_nonzero, c.negative_unsigned, code);
+  code = hn::IfThenElse(hn::Gt(abs, inf_bits), hn::IfThenElse(neg, c.nan_neg, c.nan_pos), code);
+  if (over_out != nullptr) {
+    over = hn::AndNot(zero_input, hn::And(over, hn::Lt(abs, inf_bits)));
+    if (c.inf_overflows) over = hn::Or(over, is_inf);
+    if (c.is_unsigned) over = hn::AndNot(negative_nonzero, over);  // invalid, not an overflow
+    *over_out = over;
+  }
+  return code;
+}
+
 /// Codes of the float32 bit patterns u divided by 2^X, with minus_x = -X added to their exponents (zero for
 /// a plain cast; exact for every quotient, float32-subnormal ones included). *over receives the lanes whose
 /// cast overflowed (the reference's overflow flag: finite nonzero inputs rounding past the largest value,
@@ -229,7 +312,6 @@ HWY_INLINE VU cast_lanes(const CastVectors& c, VU u, VU random, VI minus_x, MU* 
   const DU du;
   const DI di;
   const DF df;
-  const VU one = hn::Set(du, 1U);
   const VU abs = hn::And(u, hn::Set(du, 0x7FFFFFFFU));
   const MU neg = hn::RebindMask(du, hn::Lt(hn::BitCast(di, u), hn::Zero(di)));
 
@@ -245,56 +327,8 @@ HWY_INLINE VU cast_lanes(const CastVectors& c, VU u, VU random, VI minus_x, MU* 
       hn::IfThenElse(input_subnormal, hn::Sub(hn::ShiftRight<23>(fraction_f), hn::Set(du, 149U)), biased);
   const VI e = hn::Add(hn::Sub(hn::BitCast(di, biased_e), hn::Set(di, 127)), minus_x);
 
-  // Grid position: quantum 2^qe, k = number of significand bits below the quantum.
-  const VI ec = hn::Min(e, c.exponent_clamp);
-  // A format with a re-read field 0 takes the second reading's grid below split_exponent.
-  const auto high = hn::Not(hn::Lt(ec, c.split_exponent));
-  const VI qe = hn::Max(hn::Sub(ec, c.split ? hn::IfThenElse(high, c.quantum_drop, c.low_quantum_drop) : c.quantum_drop),
-                        c.quantum_min);
-  const VI k = hn::Add(hn::Sub(qe, ec), hn::Set(di, 23));
-  // Past 24 discarded bits nothing is kept; 25 keeps the half-quantum test (sig < 2^24 = half) exact.
-  const VU ks = hn::BitCast(du, hn::Min(k, hn::Set(di, 25)));
-  const VU kept = sig >> ks;
-  const VU rem = hn::And(sig, hn::Sub(one << ks, one));
-  const VU half = one << hn::Sub(ks, one);
-  VU tz;
-  if (c.split) {
-    const VU field = hn::BitCast(du, hn::Add(qe, hn::IfThenElse(high, c.field_base, c.low_field_base)));
-    tz = hn::Add(field << hn::BitCast(du, hn::IfThenElse(high, c.high_mantissa_shift, c.low_mantissa_shift)), kept);
-  } else {
-    tz = hn::Add(hn::ShiftLeftSame(hn::BitCast(du, hn::Add(qe, c.field_base)), c.mantissa_shift), kept);
-  }
-
-  const MU away = choose_away<Round>(c.rounding, neg, tz, rem, half, k, random, c.random_bits);
-  const VU chosen = hn::Sub(tz, hn::VecFromMask(du, away));  // mask lanes are -1
-
-  // Overflow, zero and flush-output results, then the sign.
-  // Past the clamp every magnitude overflows, also one whose clamped code lands on a two's complement
-  // integer's most negative value.
-  MU over = hn::Or(hn::Gt(chosen, hn::IfThenElse(neg, c.limit_neg, c.limit_pos)),
-                   hn::RebindMask(du, hn::Gt(e, c.exponent_clamp)));
-  const VU negative = hn::Or(hn::And(hn::Add(hn::Xor(chosen, c.neg_xor), c.neg_add), c.neg_mask), c.neg_or);
-  VU code = hn::IfThenElse(neg, negative, chosen);
-  code = hn::IfThenElse(hn::Lt(chosen, c.flush_below), hn::IfThenElse(neg, c.zero_neg, c.zero_pos), code);
-  code = hn::IfThenElse(over, hn::IfThenElse(neg, c.overflow_neg, c.overflow_pos), code);
-
-  // Inputs the reference decides before rounding, lowest priority first.
-  if (c.has_tiny) code = hn::IfThenElse(hn::RebindMask(du, hn::Lt(e, c.tiny_below)), c.tiny_code, code);
   const MU zero_input = hn::Lt(abs, c.zero_input_below);
-  code = hn::IfThenElse(zero_input, hn::IfThenElse(neg, c.zero_input_neg, c.zero_input_pos), code);
-  const VU inf_bits = hn::Set(du, 0x7F800000U);
-  const MU is_inf = hn::Eq(abs, inf_bits);
-  code = hn::IfThenElse(is_inf, hn::IfThenElse(neg, c.inf_neg, c.inf_pos), code);
-  const MU negative_nonzero = hn::AndNot(hn::Eq(abs, hn::Zero(du)), neg);
-  if (c.is_unsigned) code = hn::IfThenElse(negative_nonzero, c.negative_unsigned, code);
-  code = hn::IfThenElse(hn::Gt(abs, inf_bits), hn::IfThenElse(neg, c.nan_neg, c.nan_pos), code);
-  if (over_out != nullptr) {
-    over = hn::AndNot(zero_input, hn::And(over, hn::Lt(abs, inf_bits)));
-    if (c.inf_overflows) over = hn::Or(over, is_inf);
-    if (c.is_unsigned) over = hn::AndNot(negative_nonzero, over);  // invalid, not an overflow
-    *over_out = over;
-  }
-  return code;
+  return grid_code<Round>(c, abs, neg, sig, e, random, zero_input, over_out);
 }
 
 /// A Rounding as a type for cast_lanes.
@@ -304,69 +338,6 @@ using RoundingTag = std::integral_constant<Rounding, kRound>;
 // ---------------------------------------------------------------------------------------------------
 // Casts of doubles in 64-bit lanes, for the quotients x / d of float block scales (block_quotient-inl.h).
 
-using D64 = hn::Repartition<std::uint64_t, DU>;
-using DI64 = hn::RebindToSigned<D64>;
-using DF64 = hn::RebindToFloat<D64>;
-using DUh = hn::Rebind<std::uint32_t, D64>;  ///< uint32_t lanes, as many as D64 has
-using DFh = hn::Rebind<float, D64>;
-using V64 = hn::Vec<D64>;
-using VI64 = hn::Vec<DI64>;
-using VF64 = hn::Vec<DF64>;
-using M64 = hn::Mask<D64>;
-
-/// CastParams as 64-bit vectors: the same grid, read on the 53-bit significand of a double.
-struct CastVectors64 {
-  explicit CastVectors64(const CastParams& p)
-      : exponent_clamp(hn::Set(DI64(), p.exponent_clamp)),
-        quantum_drop(hn::Set(DI64(), p.quantum_drop)),
-        quantum_min(hn::Set(DI64(), p.quantum_min)),
-        field_base(hn::Set(DI64(), p.field_offset - p.quantum_min)),
-        tiny_below(hn::Set(DI64(), p.tiny_below_exponent)),
-        tiny_code(hn::Set(D64(), p.tiny_code)),
-        limit_pos(hn::Set(D64(), p.limit[0])),
-        limit_neg(hn::Set(D64(), p.limit[1])),
-        flush_below(hn::Set(D64(), p.flush_below)),
-        neg_xor(hn::Set(D64(), p.neg_xor)),
-        neg_add(hn::Set(D64(), p.neg_add)),
-        neg_mask(hn::Set(D64(), p.neg_mask)),
-        neg_or(hn::Set(D64(), p.neg_or)),
-        zero_pos(hn::Set(D64(), p.zero_code[0])),
-        zero_neg(hn::Set(D64(), p.zero_code[1])),
-        overflow_pos(hn::Set(D64(), p.overflow_code[0])),
-        overflow_neg(hn::Set(D64(), p.overflow_code[1])),
-        zero_input_pos(hn::Set(D64(), p.zero_input_code[0])),
-        zero_input_neg(hn::Set(D64(), p.zero_input_code[1])),
-        inf_pos(hn::Set(D64(), p.inf_code[0])),
-        inf_neg(hn::Set(D64(), p.inf_code[1])),
-        nan_pos(hn::Set(D64(), p.nan_code[0])),
-        nan_neg(hn::Set(D64(), p.nan_code[1])),
-        negative_unsigned(hn::Set(D64(), p.negative_unsigned_code)),
-        split_exponent(hn::Set(DI64(), p.split_exponent)),
-        low_quantum_drop(hn::Set(DI64(), p.low_quantum_drop)),
-        low_field_base(hn::Set(DI64(), p.low_field_base)),
-        low_mantissa_shift(hn::Set(DI64(), p.low_mantissa_shift)),
-        high_mantissa_shift(hn::Set(DI64(), p.mantissa_shift)),
-        mantissa_shift(p.mantissa_shift),
-        random_bits(p.random_bits),
-        rounding(p.rounding),
-        split(p.split),
-        has_tiny(p.has_tiny),
-        inf_overflows(p.inf_overflows),
-        is_unsigned(p.is_unsigned) {}
-
-  VI64 exponent_clamp, quantum_drop, quantum_min, field_base, tiny_below;
-  VI64 split_exponent, low_quantum_drop, low_field_base, low_mantissa_shift, high_mantissa_shift;
-  V64 tiny_code, limit_pos, limit_neg, flush_below, neg_xor, neg_add, neg_mask, neg_or;
-  V64 zero_pos, zero_neg, overflow_pos, overflow_neg, zero_input_pos, zero_input_neg;
-  V64 inf_pos, inf_neg, nan_pos, nan_neg, negative_unsigned;
-  int mantissa_shift;
-  int random_bits;
-  Rounding rounding;
-  bool split;
-  bool has_tiny;
-  bool inf_overflows;
-  bool is_unsigned;
-};
 
 /// Codes of the doubles q (never subnormal: quotients of float32 values by moderate divisors), with the
 /// same rules as cast_lanes (flush-input does not apply to f64 sources). *over as there.
@@ -374,55 +345,12 @@ template <class Round>
 HWY_INLINE V64 cast_lanes64(const CastVectors64& c, VF64 q, V64 random, M64* over_out) {
   const D64 du;
   const DI64 di;
-  const V64 one = hn::Set(du, 1U);
   const V64 u = hn::BitCast(du, q);
   const V64 abs = hn::And(u, hn::Set(du, 0x7FFFFFFFFFFFFFFFULL));
   const M64 neg = hn::RebindMask(du, hn::Lt(hn::BitCast(di, u), hn::Zero(di)));
   const V64 sig = hn::Or(hn::And(abs, hn::Set(du, 0x000FFFFFFFFFFFFFULL)), hn::Set(du, 0x0010000000000000ULL));
   const VI64 e = hn::Sub(hn::BitCast(di, hn::ShiftRight<52>(abs)), hn::Set(di, 1023));
-
-  const VI64 ec = hn::Min(e, c.exponent_clamp);
-  const auto high = hn::Not(hn::Lt(ec, c.split_exponent));
-  const VI64 qe = hn::Max(
-      hn::Sub(ec, c.split ? hn::IfThenElse(high, c.quantum_drop, c.low_quantum_drop) : c.quantum_drop), c.quantum_min);
-  const VI64 k = hn::Add(hn::Sub(qe, ec), hn::Set(di, 52));
-  // Past 53 discarded bits nothing is kept; 54 keeps the half-quantum test (sig < 2^53 = half) exact.
-  const V64 ks = hn::BitCast(du, hn::Min(k, hn::Set(di, 54)));
-  const V64 kept = sig >> ks;
-  const V64 rem = hn::And(sig, hn::Sub(one << ks, one));
-  const V64 half = one << hn::Sub(ks, one);
-  V64 tz;
-  if (c.split) {
-    const V64 field = hn::BitCast(du, hn::Add(qe, hn::IfThenElse(high, c.field_base, c.low_field_base)));
-    tz = hn::Add(field << hn::BitCast(du, hn::IfThenElse(high, c.high_mantissa_shift, c.low_mantissa_shift)), kept);
-  } else {
-    tz = hn::Add(hn::ShiftLeftSame(hn::BitCast(du, hn::Add(qe, c.field_base)), c.mantissa_shift), kept);
-  }
-  const M64 away = choose_away<Round>(c.rounding, neg, tz, rem, half, k, random, c.random_bits);
-  const V64 chosen = hn::Sub(tz, hn::VecFromMask(du, away));
-
-  M64 over = hn::Or(hn::Gt(chosen, hn::IfThenElse(neg, c.limit_neg, c.limit_pos)),
-                   hn::RebindMask(du, hn::Gt(e, c.exponent_clamp)));  // as in cast_lanes
-  const V64 negative = hn::Or(hn::And(hn::Add(hn::Xor(chosen, c.neg_xor), c.neg_add), c.neg_mask), c.neg_or);
-  V64 code = hn::IfThenElse(neg, negative, chosen);
-  code = hn::IfThenElse(hn::Lt(chosen, c.flush_below), hn::IfThenElse(neg, c.zero_neg, c.zero_pos), code);
-  code = hn::IfThenElse(over, hn::IfThenElse(neg, c.overflow_neg, c.overflow_pos), code);
-  if (c.has_tiny) code = hn::IfThenElse(hn::RebindMask(du, hn::Lt(e, c.tiny_below)), c.tiny_code, code);
-  const M64 zero_input = hn::Eq(abs, hn::Zero(du));
-  code = hn::IfThenElse(zero_input, hn::IfThenElse(neg, c.zero_input_neg, c.zero_input_pos), code);
-  const V64 inf_bits = hn::Set(du, 0x7FF0000000000000ULL);
-  const M64 is_inf = hn::Eq(abs, inf_bits);
-  code = hn::IfThenElse(is_inf, hn::IfThenElse(neg, c.inf_neg, c.inf_pos), code);
-  const M64 negative_nonzero = hn::AndNot(zero_input, neg);
-  if (c.is_unsigned) code = hn::IfThenElse(negative_nonzero, c.negative_unsigned, code);
-  code = hn::IfThenElse(hn::Gt(abs, inf_bits), hn::IfThenElse(neg, c.nan_neg, c.nan_pos), code);
-  if (over_out != nullptr) {
-    over = hn::AndNot(zero_input, hn::And(over, hn::Lt(abs, inf_bits)));
-    if (c.inf_overflows) over = hn::Or(over, is_inf);
-    if (c.is_unsigned) over = hn::AndNot(negative_nonzero, over);  // invalid, not an overflow
-    *over_out = over;
-  }
-  return code;
+  return grid_code<Round>(c, abs, neg, sig, e, random, hn::Eq(abs, hn::Zero(du)), over_out);
 }
 
 // ---------------------------------------------------------------------------------------------------
