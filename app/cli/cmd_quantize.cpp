@@ -146,6 +146,16 @@ std::optional<Result<std::vector<int>>> reduction_axes(const Args& args, const s
       make_error("option '--layout " + *layout + "': expected hwio, hwio-depthwise, io, oi or oihw"));
 }
 
+/// The columns of analyze a terminal shows first (--columns chooses others; files have every column).
+const std::vector<std::string> kAnalyzeColumns = {"format", "mse", "sqnr_db", "max_abs_error", "underflow_ratio",
+                                                  "saturation_ratio", "bits_per_element", "engine"};
+/// Per block: which block, its amax and scale first.
+const std::vector<std::string> kAnalyzeBlockColumns = {"format", "block", "amax", "scale", "mse", "sqnr_db",
+                                                       "max_abs_error", "underflow_ratio", "saturation_ratio"};
+/// Per exponent gap: the gap and how many elements have it first.
+const std::vector<std::string> kAnalyzeGapColumns = {"format", "gap", "elements", "mse", "sqnr_db", "max_abs_error",
+                                                     "max_rel_error", "underflow_ratio", "engine"};
+
 }  // namespace
 
 int cmd_quantize(const std::vector<std::string>& argv, Io io) {
@@ -164,10 +174,12 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
     io.out << "usage: mxlab quantize SPEC INPUT --out FILE [--packed] [--profile P] [options]\n\n"
               "Quantizes INPUT with the block format SPEC (mxfp8_e4m3, mxfp4@16, nvfp4, mxsf@8x8,\n"
               "e2m1:e8m0_t32, ...; docs/quantization.md). INPUT is FILE.npy, FILE.csv, FILE.f32 or gen:DIST.\n"
-              "Without --packed, FILE receives the dequantized values with the input's shape and dtype.\n"
+              "Without --packed, FILE receives the dequantized values with the input's shape and dtype, and\n"
+              "FILE.provenance.json the provenance (version, commit, SIMD target used, options, input).\n"
               "With --packed, FILE.elements.npy holds the bit-packed element codes (uint8), FILE.scales.npy\n"
               "the scale codes (uint8, block grid order, or the cuBLAS layout), FILE.tensor_scale.npy the tensor\n"
-              "scale code bytes, and FILE.json the format, shape and options. All files appear together.\n\n"
+              "scale code bytes, and FILE.json the format, shape, options and provenance. All files appear\n"
+              "together.\n\n"
            << options_help(specs);
     return kExitOk;
   }
@@ -200,16 +212,25 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
     sink.fake = [&](std::size_t, std::span<const float> v) { return writer->write(v); };
     auto q = ops::quantize_fake(*f, *t, sink, run);
     if (!q) return bad_input(io, "quantize", q.error().message);
+    // The provenance beside the .npy (FILE.provenance.json), as beside every CSV; both appear or neither.
+    prov.simd_target = simd_target_of(q->engine);
+    const std::string side = *out + ".provenance.json";
+    if (auto e = write_file_atomic(side, provenance_json(prov) + "\n")) return bad_input(io, "quantize", e->message);
     auto written = writer->commit();
-    if (!written) return bad_input(io, "quantize", written.error().message);
+    if (!written) {
+      std::remove(side.c_str());
+      return bad_input(io, "quantize", written.error().message);
+    }
     if (writer->rounded())
       io.err << "mxlab quantize: note: " << writer->rounded() << " dequantized values are not representable in "
              << dtype_name(t->dtype()) << " and were rounded to nearest-even (use a float64 input to keep them exact)\n";
     return kExitOk;
   }
   const std::string base = strip_npy(*out);
-  auto packed = ops::quantize_packed(*f, *t, run);
+  ops::QuantizeResult engine;  // which engine ran, for the provenance
+  auto packed = ops::quantize_packed(*f, *t, run, &engine);
   if (!packed) return bad_input(io, "quantize", packed.error().message);
+  prov.simd_target = simd_target_of(engine.engine);
   const PackedTensor& p = *packed;
   outputs.add(base + ".elements.npy", npy_bytes("|u1", {static_cast<std::int64_t>(p.elements.size())}, p.elements));
   std::string scale_note = "block grid, row-major";
@@ -264,15 +285,18 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "analyze", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab analyze SPEC... --input INPUT [--per-block|--gaps] [--csv|--json|--md] [options]\n"
-              "       mxlab analyze SPEC INPUT [options]   (one SPEC: the input may be positional)\n\n"
+    io.out << "usage: mxlab analyze SPEC... --input INPUT [--per-block|--gaps] [--columns A,B,...]\n"
+              "                     [--csv|--json|--md] [options]\n"
+              "       mxlab analyze SPEC... INPUT [options]   (the input last, when it is not a block format)\n\n"
               "Quantizes INPUT with each block format SPEC and reports, per format (or per block / per gap):\n"
               "MSE, RMSE, SQNR (dB), bias (mean signed error), max absolute and relative error, underflow ratio\n"
               "(nonzero inputs that became zero), saturation ratio, NaN outputs, bits per element including\n"
               "scales, the exact sum of squared errors (sse_exact, exact decimal) and the engine that computed\n"
               "the row. Sums are exact. Per-gap rows leave saturation out (the kernels count saturations per\n"
-              "tensor and per block range, not per element).\n\n"
-           << options_help(specs);
+              "tensor and per block range, not per element).\n"
+           << terminal_columns_help(
+                  {{"", kAnalyzeColumns}, {"--per-block", kAnalyzeBlockColumns}, {"--gaps", kAnalyzeGapColumns}})
+           << "\n" << options_help(specs);
     return kExitOk;
   }
   if (args->positional.empty()) return bad_input(io, "analyze", "missing SPEC (e.g. mxlab analyze mxfp4 nvfp4 --input x.npy)");
@@ -280,11 +304,11 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
   std::string input;
   if (auto in = args->value("input")) {
     input = *in;
-  } else if (spec_args.size() == 2 && !block_format_from_args(spec_args[1], *args)) {
-    input = spec_args.back();  // mxlab analyze SPEC INPUT
+  } else if (spec_args.size() >= 2 && !block_format_from_args(spec_args.back(), *args)) {
+    input = spec_args.back();  // mxlab analyze SPEC... INPUT
     spec_args.pop_back();
   } else {
-    return bad_input(io, "analyze", "missing --input INPUT (or give one SPEC and the INPUT as positional arguments)");
+    return bad_input(io, "analyze", "missing --input INPUT (or give the INPUT after the SPECs)");
   }
   if (args->flag("per-block") && args->flag("gaps")) return bad_input(io, "analyze", "choose one of --per-block, --gaps");
   auto threads = threads_from_args(*args);
@@ -353,12 +377,13 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
   // The SIMD target the rows ran on ("reference" when no row ran on the kernels).
   prov.simd_target = "reference";
   for (const auto& a : *results)
-    if (a.engine.rfind("simd:", 0) == 0) prov.simd_target = a.engine.substr(5);
+    if (simd_target_of(a.engine) != "reference") prov.simd_target = simd_target_of(a.engine);
   prov.inputs = describe_options(formats.front());
   prov.inputs.front().second.clear();
   for (const auto& f : formats) prov.inputs.front().second += (prov.inputs.front().second.empty() ? "" : " ") + f.name;
   prov.inputs.emplace_back("input", describe_source(input, *args, *t));
-  return emit_table(io, "analyze", *args, table, prov);
+  return emit_table(io, "analyze", *args, table, prov,
+                    {gaps ? kAnalyzeGapColumns : per_block ? kAnalyzeBlockColumns : kAnalyzeColumns, ""});
 }
 
 }  // namespace mxlab::cli

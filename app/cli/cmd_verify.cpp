@@ -23,6 +23,9 @@ bool parse_u64(const std::string& s, std::uint64_t* out) {
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), *out, base);
   return !v.empty() && ec == std::errc() && p == v.data() + v.size();
 }
+/// The columns a terminal shows first (--columns chooses others; files have every column).
+const std::vector<std::string> kVerifyColumns = {"format", "round", "simd_target", "checked", "mismatches", "seconds"};
+
 }  // namespace
 
 int cmd_verify_cast(const std::vector<std::string>& argv, Io io) {
@@ -42,10 +45,11 @@ int cmd_verify_cast(const std::vector<std::string>& argv, Io io) {
   if (!args) return bad_input(io, "verify-cast", args.error().message);
   if (args->help) {
     io.out << "usage: mxlab verify-cast FORMAT [--round MODE] [--overflow P] [--subnormals M] [--threads N]\n"
-              "                         [--range FIRST:LAST] [--target NAME] [--csv|--json|--md]\n\n"
+              "                         [--range FIRST:LAST] [--target NAME] [--columns A,B,...]\n"
+              "                         [--csv|--json|--md]\n\n"
               "Casts every float32 bit pattern (or a range) with the SIMD kernel and with the scalar reference,\n"
-              "multithreaded, and reports the number of mismatches with examples. Exit code 1 when any differ.\n\n"
-           << options_help(specs);
+              "multithreaded, and reports the number of mismatches with examples. Exit code 1 when any differ.\n"
+           << terminal_columns_help({{"", kVerifyColumns}}) << "\n" << options_help(specs);
     return kExitOk;
   }
   if (args->positional.size() != 1) return bad_input(io, "verify-cast", "expected one FORMAT");
@@ -120,7 +124,7 @@ int cmd_verify_cast(const std::vector<std::string>& argv, Io io) {
   Provenance p = build_provenance();
   p.simd_target = report->simd_target;
   p.inputs = {{"format", f->name()}, {"seed", std::to_string(vo.seed)}};
-  const int code = emit_table(io, "verify-cast", *args, t, p);
+  const int code = emit_table(io, "verify-cast", *args, t, p, {kVerifyColumns, ""});
   for (const auto& m : report->examples)
     io.err << "mismatch: input " << hex_code(m.input_bits, 32) << " simd " << hex_code(m.simd_code, f->bits())
            << " reference " << hex_code(m.reference_code, f->bits()) << "\n";

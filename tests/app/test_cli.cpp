@@ -1,15 +1,20 @@
 // Checks the mxlab CLI's outputs, exit codes and messages against the issue's contract and the spec tables.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "cli/cli.hpp"
+#include "cli/terminal_table.hpp"
 #include "mxlab/formats/catalogue.hpp"
 #include "mxlab/io/distributions.hpp"
 #include "mxlab/io/npy.hpp"
+#include "mxlab/ops/ops.hpp"
 #include "mxlab/quantize/quantize.hpp"
 
 using namespace mxlab;
@@ -497,4 +502,286 @@ TEST_CASE("one vocabulary: block format names in cast and codepoints mean their 
   const Run cp_element = run({"codepoints", "float4_e2m1fn", "--csv"});
   CHECK(cp_block.out == cp_element.out);
   CHECK(cp_element.err.empty());
+}
+
+namespace {
+
+/// Runs with the environment variable COLUMNS set to `columns` (unset after).
+Run run_at_width(const std::string& columns, std::vector<std::string> args) {
+  ::setenv("COLUMNS", columns.c_str(), 1);
+  Run r = run(std::move(args));
+  ::unsetenv("COLUMNS");
+  return r;
+}
+
+std::vector<std::pair<std::size_t, std::string>> tokens(const std::string& line) {
+  std::vector<std::pair<std::size_t, std::string>> v;
+  for (std::size_t i = 0; i < line.size();) {
+    if (line[i] == ' ') {
+      ++i;
+      continue;
+    }
+    const std::size_t end = std::min(line.find(' ', i), line.size());
+    v.emplace_back(i, line.substr(i, end - i));
+    i = end;
+  }
+  return v;
+}
+
+/// The column names of a terminal table whose header starts at line `first`, with names broken after an
+/// underscore onto a second line joined again; *rows_at is the first line of the rows.
+std::vector<std::string> header_names(const std::vector<std::string>& ls, std::size_t first, std::size_t* rows_at) {
+  const auto top = tokens(ls.at(first));
+  const bool two = std::all_of(top.begin(), top.end(), [](const auto& t) { return t.second.back() == '_'; });
+  const auto bottom = two ? tokens(ls.at(first + 1)) : top;
+  std::vector<std::string> names;
+  for (const auto& [at, text] : bottom) {
+    std::string name = text;
+    if (two)
+      for (const auto& [t_at, t_text] : top)
+        if (t_at < at + text.size() && at < t_at + t_text.size()) name = t_text + text;
+    names.push_back(name);
+  }
+  *rows_at = first + (two ? 2 : 1);
+  return names;
+}
+
+/// The words of a line.
+std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> v;
+  for (const auto& t : tokens(line)) v.push_back(t.second);
+  return v;
+}
+
+std::size_t widest(const std::vector<std::string>& ls) {
+  std::size_t w = 0;
+  for (const auto& l : ls) w = std::max(w, l.size());
+  return w;
+}
+
+/// Significant digits of a number in engineering notation ("12.35e-6": 4).
+std::size_t significant_digits(const std::string& cell) {
+  std::string mantissa = cell.substr(0, cell.find('e'));
+  std::size_t digits = 0;
+  bool leading = true;
+  for (char c : mantissa) {
+    if (c < '0' || c > '9') continue;
+    if (leading && c == '0') continue;
+    leading = false;
+    ++digits;
+  }
+  return digits;
+}
+
+}  // namespace
+
+TEST_CASE("engineering notation: exponents a multiple of 3, a fixed number of significant digits", "[cli]") {
+  CHECK(cli::engineering(0.0001220703125, 4) == "122.1e-6");  // 2^-13
+  CHECK(cli::engineering(1.5, 4) == "1.500");
+  CHECK(cli::engineering(448, 4) == "448.0");
+  CHECK(cli::engineering(57344, 4) == "57.34e3");
+  CHECK(cli::engineering(-0.75, 4) == "-750.0e-3");
+  CHECK(cli::engineering(999.96, 4) == "1.000e3");  // rounding carries into the next power of 1000
+  CHECK(cli::engineering(3.4028234663852886e+38, 4) == "340.3e36");
+  CHECK(cli::engineering(1.4012984643248171e-45, 3) == "1.40e-45");
+  CHECK(cli::engineering(0.0, 4) == "0");
+  CHECK(cli::engineering(std::numeric_limits<double>::infinity(), 4) == "inf");
+  CHECK(cli::engineering(-std::numeric_limits<double>::infinity(), 4) == "-inf");
+  CHECK(cli::engineering(std::numeric_limits<double>::quiet_NaN(), 4) == "nan");
+}
+
+TEST_CASE("terminal tables fit the width: compact columns, header breaks, trailing columns left out", "[cli]") {
+  const std::vector<std::string> analyze = {"analyze", "mxfp4", "mxfp8_e4m3", "gen:normal:0,1", "--shape", "4096"};
+  const std::vector<std::string> compact = {"format", "mse", "sqnr_db", "max_abs_error", "underflow_ratio",
+                                            "saturation_ratio", "bits_per_element", "engine"};
+  const Run wide = run_at_width("200", analyze);
+  INFO(wide.out << wide.err);
+  REQUIRE(wide.code == 0);
+  CHECK(wide.err.empty());
+  std::size_t rows_at = 0;
+  auto ls = lines(wide.out);
+  CHECK(header_names(ls, 0, &rows_at) == compact);
+  CHECK(ls.size() == rows_at + 2);
+  CHECK(widest(ls) <= 200);
+  const Run narrow = run_at_width("80", analyze);
+  INFO(narrow.out << narrow.err);
+  REQUIRE(narrow.code == 0);
+  ls = lines(narrow.out);
+  CHECK(widest(ls) <= 80);
+  auto shown = header_names(ls, 0, &rows_at);
+  CHECK(ls.size() == rows_at + 2);
+  REQUIRE(shown.size() <= compact.size());
+  CHECK(std::equal(shown.begin(), shown.end(), compact.begin()));  // the leading columns, in order
+  if (shown.size() < compact.size()) {  // the rest is named on standard error, in one line
+    CHECK(lines(narrow.err).size() == 1);
+    for (std::size_t i = shown.size(); i < compact.size(); ++i) CHECK_THAT(narrow.err, Catch::Contains(compact[i]));
+    CHECK_THAT(narrow.err, Catch::Contains("--columns"));
+  } else {
+    CHECK(narrow.err.empty());
+  }
+  // Every table command fits 80 characters; a table too wide for 30 keeps its first column and says what it left out.
+  for (const std::vector<std::string>& c : std::vector<std::vector<std::string>>{
+           {"formats"}, {"formats", "--blocks"}, {"bounds", "mxint8", "mxfp8_e4m3"}, {"codepoints", "fp8_e4m3"},
+           {"cast", "e4m3", "460", "0.1", "-inf", "nan"},
+           {"analyze", "mxfp4", "gen:normal:0,1", "--shape", "256", "--per-block"},
+           {"analyze", "mxfp4", "gen:normal:0,1", "--shape", "4096", "--gaps"}}) {
+    INFO(c[0] << " " << c.back());
+    const Run r = run_at_width("80", c);
+    CHECK(r.code == 0);
+    CHECK(widest(lines(r.out)) <= 80);
+    const Run tiny = run_at_width("30", c);
+    CHECK(tiny.code == 0);
+    CHECK_THAT(tiny.err, Catch::Contains("left out"));
+  }
+  // Without COLUMNS and a terminal: 100 characters.
+  ::unsetenv("COLUMNS");
+  const Run formats = run({"formats"});
+  CHECK(widest(lines(formats.out)) <= cli::kDefaultTerminalWidth);
+}
+
+TEST_CASE("--columns chooses the columns of terminals and files; an unknown name is bad input", "[cli]") {
+  const std::vector<std::string> analyze = {"analyze", "mxfp4", "nvfp4", "gen:normal:0,1", "--shape", "4096"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = analyze;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_at_width("80", a);
+  };
+  std::size_t rows_at = 0;
+  const Run two = with({"--columns", "sqnr_db,format"});
+  REQUIRE(two.code == 0);
+  auto ls = lines(two.out);
+  CHECK(header_names(ls, 0, &rows_at) == std::vector<std::string>{"sqnr_db", "format"});
+  CHECK(tokens(ls.at(rows_at)).back().second == "mxfp4");
+  // Named columns are all shown, whatever the width.
+  const Run all = with({"--columns", "all"});
+  REQUIRE(all.code == 0);
+  CHECK(all.err.empty());
+  const Run csv = with({"--csv"});
+  REQUIRE(csv.code == 0);
+  const auto csv_lines = lines(csv.out);
+  CHECK(header_names(lines(all.out), 0, &rows_at) == split_csv(csv_lines[0]));
+  // Files honour --columns too, with every digit.
+  const Run some = with({"--csv", "--columns", "format,sqnr_db"});
+  REQUIRE(some.code == 0);
+  const auto some_lines = lines(some.out);
+  CHECK(some_lines[0] == "format,sqnr_db");
+  CHECK(split_csv(some_lines[1])[1] == split_csv(csv_lines[1])[column(csv_lines[0], "sqnr_db")]);
+  const Run json = with({"--json", "--columns", "mse"});
+  CHECK_THAT(json.out, Catch::Contains("\"columns\": [\"mse\"]"));
+  // One message naming the bad name and listing the valid ones, exit 2, nothing on standard output.
+  for (const std::vector<std::string>& extra : std::vector<std::vector<std::string>>{
+           {"--columns", "format,bogus"}, {"--columns", "format,,mse"}, {"--csv", "--columns", "bogus"}}) {
+    const Run bad = with(extra);
+    CHECK(bad.code == 2);
+    CHECK(bad.out.empty());
+    CHECK(lines(bad.err).size() == 1);
+    CHECK_THAT(bad.err, Catch::Contains("--columns") && Catch::Contains("sqnr_db") && Catch::Contains("engine"));
+  }
+  CHECK_THAT(with({"--columns", "format,bogus"}).err, Catch::Contains("'bogus'"));
+  const Run bounds_bad = run({"bounds", "mxint8", "mxfp8_e4m3", "--columns", "nope"});
+  CHECK(bounds_bad.code == 2);
+  CHECK(bounds_bad.out.empty());
+  // The streamed code point CSV honours --columns.
+  const Run big = run({"codepoints", "float32", "--range", "0x3f800000:0x3f81ffff", "--csv", "--columns", "hex,exact"});
+  REQUIRE(big.code == 0);
+  const auto big_lines = lines(big.out);
+  CHECK(big_lines.size() == 0x20001);
+  CHECK(big_lines[0] == "hex,exact");
+  CHECK(big_lines[2] == "0x3F800001,1.00000011920928955078125");
+  // Every table command documents --columns.
+  for (const char* cmd : {"formats", "codepoints", "cast", "analyze", "bounds", "verify-cast", "data"}) {
+    INFO(cmd);
+    CHECK_THAT(run({cmd, "--help"}).out, Catch::Contains("--columns"));
+  }
+}
+
+TEST_CASE("terminal numbers: engineering notation with the same significant digits per column", "[cli]") {
+  const Run r = run_at_width("200", {"analyze", "mxfp4", "mxint8", "mxfp8_e4m3", "gen:normal:0,1", "--shape", "4096"});
+  REQUIRE(r.code == 0);
+  std::size_t rows_at = 0;
+  const auto ls = lines(r.out);
+  const auto names = header_names(ls, 0, &rows_at);
+  for (const char* col : {"mse", "sqnr_db", "max_abs_error", "bits_per_element"}) {
+    INFO(col);
+    const auto at = static_cast<std::size_t>(std::find(names.begin(), names.end(), col) - names.begin());
+    REQUIRE(at < names.size());
+    for (std::size_t i = rows_at; i < ls.size(); ++i) {
+      const std::string cell = tokens(ls[i]).at(at).second;
+      INFO(cell);
+      CHECK(significant_digits(cell) == static_cast<std::size_t>(cli::kTerminalDigits));
+      const auto e = cell.find('e');
+      if (e != std::string::npos) CHECK(std::stoi(cell.substr(e + 1)) % 3 == 0);
+      const double mantissa = std::fabs(std::stod(cell.substr(0, e)));
+      CHECK((mantissa >= 1 && mantissa < 1000));
+    }
+  }
+  // Integers stay integers, inf and nan stay readable, empty cells stay empty.
+  const Run cp = run_at_width("200", {"codepoints", "fp8_e4m3", "--columns", "code,value,gap_up"});
+  REQUIRE(cp.code == 0);
+  const auto cl = lines(cp.out);
+  CHECK(words(cl.at(1 + 0x7E)) == words("126  448.0"));
+  CHECK(words(cl.at(1 + 0x7F)) == words("127  nan"));
+  CHECK(words(cl.at(1 + 0x01)) == words("1  1.953e-3  1.953e-3"));
+  const Run cast = run_at_width("200", {"cast", "e5m2", "1e9", "--columns", "input_text,value"});
+  CHECK(words(lines(cast.out).at(1)) == words("1e9  inf"));
+}
+
+TEST_CASE("CSV is the same at every terminal width, with every digit", "[cli]") {
+  const std::vector<std::string> args = {"analyze", "mxfp4", "nvfp4", "gen:normal:0,1", "--shape", "4096", "--csv"};
+  const Run a = run_at_width("80", args), b = run_at_width("200", args), c = run(args);
+  REQUIRE(a.code == 0);
+  CHECK(a.out == b.out);
+  CHECK(a.out == c.out);
+  CHECK(a.err.empty());
+  const auto ls = lines(a.out);
+  CHECK(split_csv(ls[0]).size() == 14);  // every column
+  const std::string mse = split_csv(ls[1])[column(ls[0], "mse")];
+  CHECK(mse.size() > 12);  // %.17g, not the terminal's 4 digits
+  // The terminal shows the same figure rounded to its digits.
+  const Run text =
+      run_at_width("200", {"analyze", "mxfp4", "nvfp4", "gen:normal:0,1", "--shape", "4096", "--columns", "mse"});
+  CHECK(lines(text.out).at(1) == cli::engineering(std::stod(mse), cli::kTerminalDigits));
+  const Run codepoints = run_at_width("40", {"codepoints", "e2m1", "--csv"});
+  CHECK(codepoints.out == run({"codepoints", "e2m1", "--csv"}).out);
+  CHECK_THAT(codepoints.out, Catch::StartsWith("code,hex,bits,sign,exponent,mantissa,class,value,exact,gap_up\n"));
+}
+
+TEST_CASE("provenance names the SIMD target that ran, or the reference", "[cli][quantize]") {
+  const auto dir = std::filesystem::temp_directory_path() / "mxlab_test_cli_provenance";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  const std::string target = ops::simd_target();
+  INFO("simd target " << target);
+  const std::string fake = (dir / "q.npy").string(), packed = (dir / "w").string();
+  REQUIRE(run({"quantize", "mxfp4", "gen:normal:0,1", "--shape", "8x64", "--out", fake}).code == 0);
+  const std::string fake_prov = slurp(fake + ".provenance.json");
+  CHECK_THAT(fake_prov, Catch::Contains("\"simd_target\": \"" + target + "\""));
+  CHECK_THAT(fake_prov, Catch::Contains("\"input\": ") && !Catch::Contains("scalar"));
+  REQUIRE(run({"quantize", "mxfp4", "gen:normal:0,1", "--shape", "8x64", "--out", packed, "--packed"}).code == 0);
+  CHECK_THAT(slurp(packed + ".json"), Catch::Contains("; simd " + target + ";"));
+  // float64 values that float32 cannot hold go to the reference, and the provenance says so.
+  const std::string f64 = (dir / "x64.npy").string();
+  {
+    const std::vector<double> v(64, 1.0 + 0x1p-40);
+    REQUIRE(write_npy(f64, std::span<const double>(v), std::vector<std::int64_t>{64}).ok());
+  }
+  REQUIRE(run({"quantize", "mxfp4", f64, "--out", (dir / "r.npy").string()}).code == 0);
+  CHECK_THAT(slurp((dir / "r.npy").string() + ".provenance.json"), Catch::Contains("\"simd_target\": \"reference\""));
+  const Run a = run({"analyze", "mxfp4", "gen:normal:0,1", "--shape", "64", "--json"});
+  CHECK_THAT(a.out, Catch::Contains("\"simd_target\": \"" + target + "\""));
+  for (const std::vector<std::string>& c : std::vector<std::vector<std::string>>{
+           {"cast", "e4m3", "1.1"}, {"codepoints", "e2m1"}, {"formats"}, {"bounds", "mxfp4", "mxint8"}}) {
+    INFO(c[0]);
+    std::vector<std::string> args = c;
+    const std::string out = (dir / (c[0] + ".csv")).string();
+    for (const char* extra : {"--csv", "--out"}) args.emplace_back(extra);
+    args.push_back(out);
+    REQUIRE(run(args).code == 0);
+    CHECK_THAT(slurp(out + ".provenance.json"), Catch::Contains("\"simd_target\": \"reference\""));
+  }
+  std::filesystem::remove_all(dir);
 }
