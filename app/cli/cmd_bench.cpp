@@ -436,6 +436,10 @@ std::optional<Error> training_rows(bool quick, Table& t) {
   return std::nullopt;
 }
 
+/// The columns a terminal shows first (--columns chooses others; files have every column).
+const std::vector<std::string> kBenchColumns = {"name", "input_bytes", "melem_per_s", "gb_per_s", "ratio_to_copy",
+                                                "speedup_vs_scalar", "note"};
+
 /// A whole number option in [lo, hi], or an error naming it.
 Result<long> whole_option(const Args& args, const std::string& name, long fallback, long lo, long hi) {
   const auto v = args.value(name);
@@ -460,12 +464,14 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "bench", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab bench [--quick] [--threads N] [--max-mib MIB] [--csv|--json|--md] [--out FILE]\n\n"
+    io.out << "usage: mxlab bench [--quick] [--threads N] [--max-mib MIB] [--columns A,B,...] [--csv|--json|--md]\n"
+              "                   [--out FILE]\n\n"
               "Throughput of the SIMD kernels on float32 inputs (bfloat16 in the 'bf16-in' rows) from L2-resident\n"
               "sizes (256 KiB of float32) to main memory:\n"
               "elements/s, GB/s (bytes read + written), the ratio to a memory copy measured in the same run, and\n"
               "the speed-up over the scalar reference on one thread (at the smallest size). --out FILE.json\n"
               "writes JSON. The benchmark reports only; correctness is the tests' job.\n\n"
+           << terminal_columns_help({{"", kBenchColumns}}) << "\n"
            << options_help(specs);
     return kExitOk;
   }
@@ -520,7 +526,7 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
     io.out << "cpu: " << cpu_model() << "\nsimd target: " << prov.simd_target << "\nthreads: " << threads
            << "\ncompiler: " << prov.compiler << " (" << prov.build_type << ")\nflags: " << prov.flags << "\n\n";
   }
-  return emit_table(io, "bench", out_args, t, prov);
+  return emit_table(io, "bench", out_args, t, prov, {kBenchColumns, ""});
 }
 
 }  // namespace mxlab::cli

@@ -75,6 +75,7 @@ void View::build(QWidget* form) {
 }
 
 void View::recompute() {
+  if (debounce_ != nullptr) debounce_->stop();
   if (!experimentText().isEmpty()) study_->run(experimentText(), sourceName());
 }
 

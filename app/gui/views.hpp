@@ -29,13 +29,14 @@ class View : public QWidget {
   virtual QString sourceName() const { return title().toLower().replace(' ', '_') + ".toml"; }
 
  public slots:
-  /// Recomputes from the form (off the GUI thread).
+  /// Recomputes from the form (off the GUI thread); a recompute still waiting for edits to settle is dropped.
   void recompute();
 
  protected:
   /// Lays out the form on the left and the results on the right.
   void build(QWidget* form);
   StudyView* study_ = nullptr;
+  QTimer* debounce_ = nullptr;  ///< views that recompute as the form changes: the pending recompute
 };
 
 /// Format Explorer: any format string; code points, number line, density per binade; an overlay format.
@@ -74,7 +75,6 @@ class QuantizationLab : public View {
   QSpinBox* seed_ = nullptr;
   QListWidget* formats_ = nullptr;
   QListWidget* profiles_ = nullptr;
-  QTimer* debounce_ = nullptr;
 };
 
 /// Bounds: two block formats; worst-case error per exponent gap, analytic = enumerated, crossovers marked.
