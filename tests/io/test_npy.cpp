@@ -9,6 +9,11 @@
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+
 #include "io_test_support.hpp"
 #include "mxlab/io/atomic_file.hpp"
 #include "mxlab/io/npy.hpp"
@@ -454,6 +459,30 @@ TEST_CASE("outputs replace only regular files: devices and symbolic links are re
   CHECK(std::filesystem::is_symlink(dir.file("link.npy")));
   CHECK(get_bytes(dir.file("target.npy")) == "old");
   CHECK(dir.entries() == std::vector<std::string>{"link.npy", "target.npy"});
+}
+
+TEST_CASE("SIGINT or SIGTERM during a write removes the temporary file", "[io][npy][errors]") {
+  for (int sig : {SIGINT, SIGTERM}) {
+    INFO("signal " << sig);
+    TempDir dir;
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      // The child holds a half-written output when the signal arrives, as an interrupted command would (the
+      // test runner's own handler is taken away first, as a command line program has none).
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      auto f = AtomicFile::create(dir.file("out.npy"), "npy");
+      if (!f || !f->write("half-written")) ::_exit(3);
+      ::raise(sig);
+      ::_exit(4);  // not reached: the signal ends the process
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == sig);
+    CHECK(dir.entries().empty());
+  }
 }
 
 TEST_CASE("npy writes are atomic and reject inconsistent input", "[io][npy][errors]") {

@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <mutex>
 #include <cstdio>
 #include <system_error>
 #include <utility>
@@ -40,20 +39,18 @@ extern "C" void remove_temps_on_signal(int sig) {
   ::raise(sig);
 }
 
+// Checked at every registration (a sigaction query is cheap): a program with its own handler (a runner that
+// stops cleanly) or one that ignores the signal keeps it; a default disposition gets the cleanup.
 void install_signal_cleanup() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (int sig : {SIGINT, SIGTERM}) {
-      struct sigaction old {};
-      // A program with its own handler (a runner that stops cleanly) keeps it.
-      if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
-        struct sigaction sa {};
-        sa.sa_handler = remove_temps_on_signal;
-        sigemptyset(&sa.sa_mask);
-        ::sigaction(sig, &sa, nullptr);
-      }
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
+      struct sigaction sa {};
+      sa.sa_handler = remove_temps_on_signal;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(sig, &sa, nullptr);
     }
-  });
+  }
 }
 
 /// Registers a temporary file for removal on SIGINT/SIGTERM; the slot index, or -1 if none is free.
