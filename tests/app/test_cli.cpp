@@ -490,6 +490,13 @@ TEST_CASE("bad input over every command: exit code 2, one message, no file left"
       {{"run", d + "/absent.toml", "--out", d + "/runs"}, "absent.toml"},
       {{"check", d + "/unknown.toml", "--out", d + "/runs"}, "bogus"},
       {{"run", d + "/unknown.toml", "--out", d + "/runs", "--jobs", "0"}, "--jobs"},
+      // the other commands
+      {{"train", "--model", "nope", "--data", "digits", "--recipe", "fp32", "--steps", "1", "--out", d + "/train"}, "'nope'"},
+      {{"data", "fetch", "no-such-set", "--dir", d + "/data"}, "unknown data set 'no-such-set'"},
+      {{"merge", d + "/runs"}, "missing --out DIR"},
+      {{"golden", "extra"}, "unexpected argument 'extra'"},
+      {{"bench", "--max-mib", "x"}, "--max-mib"},
+      {{"bounds", "mxint8", "boost_e2m5", "--max-gap", "-9"}, "--max-gap -9"},
   };
   for (const auto& c : cases) {
     std::string line;
