@@ -213,6 +213,13 @@ TEST_CASE("bad input: exit code 2 and one message naming the input", "[cli]") {
   CHECK_THAT(stdin_bad.err, Catch::Contains("line 3"));
 }
 
+TEST_CASE("--out - writes a table to standard output", "[cli]") {
+  const Run to_stdout = run({"codepoints", "e2m1", "--csv", "--out", "-"});
+  CHECK(to_stdout.code == 0);
+  CHECK(to_stdout.out == run({"codepoints", "e2m1", "--csv"}).out);
+  CHECK_FALSE(std::filesystem::exists("-"));
+}
+
 TEST_CASE("--out writes atomically and leaves nothing behind on failure", "[cli]") {
   const auto dir = std::filesystem::temp_directory_path() / "mxlab_test_cli_out";
   std::filesystem::remove_all(dir);
@@ -479,6 +486,7 @@ TEST_CASE("bad input over every command: exit code 2, one message, no file left"
       {{"cast", "e4m3", "1", "--out", "/dev/full"}, "'/dev/full': is a device"},
       {{"cast", "e4m3", "1", "--out", "/dev/stdout"}, "'/dev/stdout': is a symbolic link"},
       {{"codepoints", "e2m1", "--out", "/dev/full"}, "'/dev/full': is a device"},
+      {{"quantize", "mxfp4", gen, "--out", "-"}, "'-' (standard output) is not a file"},
       {{"codepoints", "e2m1", "--csv", "--out", d + "/outdir"}, "is a directory"},
       {{"codepoints", "float32", "--range", "5:3"}, "--range 5:3"},
       {{"formats", "--csv", "--json"}, "choose one"},
