@@ -113,7 +113,7 @@ std::vector<OptionSpec> table_output_options() {
   return {{"csv", false, "", "CSV with a header row"},
           {"json", false, "", "JSON (provenance, columns, rows)"},
           {"md", false, "", "Markdown table"},
-          {"out", true, "FILE", "write to FILE (atomically) instead of standard output"},
+          {"out", true, "FILE", "write to FILE (atomically) instead of standard output ('-': standard output)"},
           {"columns", true, "A,B,...", "only these columns, in this order, or all"}};
 }
 
@@ -162,7 +162,7 @@ int emit_table(Io io, const std::string& command, const Args& args, const Table&
     case TableFormat::Json: text = to_json(selected, &provenance); break;
     case TableFormat::Markdown: text = to_markdown(selected, comments); break;
   }
-  if (out_path) {
+  if (out_path && *out_path != "-") {  // "--out -" is standard output
     if (out_path->empty()) return bad_input(io, command, "option '--out' needs a file name");
     if (fmt == TableFormat::Csv) {
       const std::string side = *out_path + ".provenance.json";

@@ -20,25 +20,24 @@
 namespace mxlab::cli {
 namespace {
 
-/// Several output files that appear together or not at all: all are written to temporary names, then
-/// renamed; on any failure the temporaries are removed and no output exists.
+/// Several output files that appear together or not at all: every path is checked, all are written to
+/// temporary files, then renamed; on any failure the temporaries and the files already renamed are removed.
 class OutputSet {
  public:
   void add(std::string path, std::string bytes) { files_.push_back({std::move(path), std::move(bytes)}); }
   std::optional<Error> commit() {
-    std::vector<std::string> temps;
+    std::vector<AtomicFile> temps;
     for (const auto& [path, bytes] : files_) {
-      const std::string tmp = path + ".partial." + std::to_string(::getpid());
-      if (auto e = write_file_atomic(tmp, bytes)) {
-        for (const auto& t : temps) std::remove(t.c_str());
-        return make_error(e->message.replace(e->message.find(tmp), tmp.size(), path));
-      }
-      temps.push_back(tmp);
+      auto f = AtomicFile::create(path, "output");
+      if (!f) return f.error();
+      temps.push_back(std::move(*f));
     }
+    for (std::size_t i = 0; i < files_.size(); ++i) temps[i].write(files_[i].second);
     for (std::size_t i = 0; i < files_.size(); ++i) {
-      if (std::rename(temps[i].c_str(), files_[i].first.c_str()) != 0) {
-        for (std::size_t j = i; j < temps.size(); ++j) std::remove(temps[j].c_str());
-        return make_error("cannot write '" + files_[i].first + "'");
+      auto done = temps[i].commit();
+      if (!done) {
+        for (std::size_t j = 0; j < i; ++j) std::remove(files_[j].first.c_str());
+        return done.error();
       }
     }
     return std::nullopt;

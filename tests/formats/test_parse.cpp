@@ -62,6 +62,8 @@ TEST_CASE("bad format strings get one message naming the string and the problem"
       {"codebook:1,1", "appears twice"},
       {"e12m3", "double range"},
       {"e4m3fnn", "unknown suffix"},
+      {"e99m99", "more than 32 bits"},  // found by fuzzing: the default bias was shifted by 98 bits first
+      {"e31m1b3", "more than 32 bits"},
   };
   for (const auto& [text, needle] : cases) {
     INFO(text);
@@ -70,6 +72,15 @@ TEST_CASE("bad format strings get one message naming the string and the problem"
     CHECK_THAT(f.error().message, Catch::Contains(needle));
     CHECK_THAT(f.error().message, Catch::Contains(std::string("'") + text + "'"));
   }
+}
+
+TEST_CASE("a huge format string is named by its start and length, not repeated", "[formats][parse]") {
+  const std::string text(100000, 'x');
+  auto f = parse_format(text);
+  REQUIRE_FALSE(f.ok());
+  CHECK_THAT(f.error().message, Catch::StartsWith("format 'xxxxxxxxxx"));
+  CHECK_THAT(f.error().message, Catch::Contains("...' (100000 characters)"));
+  CHECK(f.error().message.size() < 300);
 }
 
 TEST_CASE("misspelled names get close suggestions", "[formats][parse]") {

@@ -4,9 +4,15 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include "io_test_support.hpp"
 #include "mxlab/io/atomic_file.hpp"
@@ -373,7 +379,7 @@ TEST_CASE("npy read errors name the file and the problem", "[io][npy][errors]") 
       {"int.npy", npy_v1("{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }", 128, f4_1),
        "unsupported dtype '<i4'"},
       {"u2.npy", npy_v1("{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }", 128, f4_1),
-       "set the bfloat16 option"},
+       "bfloat16 bit patterns, say so (mxlab: --bf16"},
       {"trunc.npy", npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 128, f4_1 + f4_1),
        "truncated: shape (3,) of '<f4' needs 12 bytes of data, the file has 8"},
       {"trail.npy", npy_v1(ok_dict, 128, f4_1 + "xyz"), "3 bytes follow the array data"},
@@ -414,6 +420,68 @@ TEST_CASE("npy read errors name the file and the problem", "[io][npy][errors]") 
     auto d = read_npy(dir.file("d.npy"));
     REQUIRE_FALSE(d.ok());
     CHECK_THAT(d.error().message, Catch::Contains("is a directory"));
+  }
+}
+
+TEST_CASE("npy uint8 arrays (packed codes) are checked against the file before reading", "[io][npy][errors]") {
+  const std::vector<std::int64_t> five = {5};
+  auto ok = parse_npy_u8(npy_header("|u1", five) + bytes({1, 2, 3, 4, 255}), "codes.npy");
+  REQUIRE(ok.ok());
+  CHECK(ok->shape == five);
+  CHECK(ok->data == std::vector<std::uint8_t>{1, 2, 3, 4, 255});
+  auto wrong_dtype = parse_npy_u8(npy_header("<f4", five) + std::string(20, '\0'), "codes.npy");
+  REQUIRE_FALSE(wrong_dtype.ok());
+  CHECK_THAT(wrong_dtype.error().message, Catch::Contains("expected uint8 data ('|u1'), found '<f4'"));
+  const std::vector<std::int64_t> huge = {std::int64_t{1} << 40};
+  auto truncated = parse_npy_u8(npy_header("|u1", huge) + "ab", "codes.npy");
+  REQUIRE_FALSE(truncated.ok());
+  CHECK_THAT(truncated.error().message, Catch::Contains("truncated"));
+  const std::vector<std::int64_t> zero_beside_huge = {0, std::int64_t{1} << 50};
+  auto empty = parse_npy_u8(npy_header("|u1", zero_beside_huge), "codes.npy");
+  REQUIRE_FALSE(empty.ok());
+  CHECK_THAT(empty.error().message, Catch::Contains("no elements"));
+}
+
+TEST_CASE("outputs replace only regular files: devices and symbolic links are refused", "[io][npy][errors]") {
+  TempDir dir;
+  const std::vector<float> v = {1.0f};
+  for (const char* device : {"/dev/null", "/dev/full"}) {
+    INFO(device);
+    auto r = write_npy(device, v, {1});
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("is a device"));
+  }
+  put_bytes(dir.file("target.npy"), "old");
+  std::filesystem::create_symlink(dir.file("target.npy"), dir.file("link.npy"));
+  auto r = write_npy(dir.file("link.npy"), v, {1});
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error().message, Catch::Contains("is a symbolic link"));
+  CHECK(std::filesystem::is_symlink(dir.file("link.npy")));
+  CHECK(get_bytes(dir.file("target.npy")) == "old");
+  CHECK(dir.entries() == std::vector<std::string>{"link.npy", "target.npy"});
+}
+
+TEST_CASE("SIGINT or SIGTERM during a write removes the temporary file", "[io][npy][errors]") {
+  for (int sig : {SIGINT, SIGTERM}) {
+    INFO("signal " << sig);
+    TempDir dir;
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      // The child holds a half-written output when the signal arrives, as an interrupted command would (the
+      // test runner's own handler is taken away first, as a command line program has none).
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      auto f = AtomicFile::create(dir.file("out.npy"), "npy");
+      if (!f || !f->write("half-written")) ::_exit(3);
+      ::raise(sig);
+      ::_exit(4);  // not reached: the signal ends the process
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == sig);
+    CHECK(dir.entries().empty());
   }
 }
 

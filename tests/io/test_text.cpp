@@ -87,6 +87,9 @@ TEST_CASE("csv errors name the input, the line and the problem", "[io][csv][erro
       {"1;2\n", "csv 'in.csv' line 1: value 1 '1;2' is not a number"},
       {"", "csv 'in.csv': holds no numbers"},
       {"# only comments\n\n", "csv 'in.csv': holds no numbers"},
+      // '#' inside a token is not a comment: these are not numbers (they used to read as 1 and 2).
+      {"1.#INF\n", "csv 'in.csv' line 1: value 1 '1.#INF' is not a number"},
+      {"1,2#x\n", "csv 'in.csv' line 1: value 2 '2#x' is not a number"},
   };
   for (const auto& c : cases) {
     INFO(c.text);
@@ -94,6 +97,15 @@ TEST_CASE("csv errors name the input, the line and the problem", "[io][csv][erro
     REQUIRE_FALSE(t.ok());
     CHECK(t.error().message == c.message);
   }
+  // A comment after a space or at the start of a line still ends the line.
+  auto commented = parse_csv("1 # note\n2\t#note\n# 3\n", "in.csv");
+  REQUIRE(commented.ok());
+  CHECK(commented->f64_data() == std::vector<double>{1, 2});
+  // A huge token is named by its start and length, not repeated whole.
+  auto long_token = parse_csv(std::string(100000, '7') + "x\n", "in.csv");
+  REQUIRE_FALSE(long_token.ok());
+  CHECK_THAT(long_token.error().message, Catch::Contains("(100001 characters)"));
+  CHECK(long_token.error().message.size() < 200);
   auto ragged = parse_csv("1,2,3\n4,5\n", "in.csv", CsvOptions{CsvLayout::Table});
   REQUIRE_FALSE(ragged.ok());
   CHECK(ragged.error().message ==

@@ -12,7 +12,9 @@
 
 #include "mxlab/core/random.hpp"
 #include "mxlab/kernels/simd_target.hpp"
+#include "mxlab/io/npy.hpp"
 #include "mxlab/ops/ops.hpp"
+#include "mxlab/ops/packed_file.hpp"
 #include "mxlab/quantize/analysis.hpp"
 #include "mxlab/quantize/pack.hpp"
 
@@ -273,6 +275,67 @@ TEST_CASE("ops: progress reaches the element count", "[ops]") {
   REQUIRE(a.ok());
   CHECK(last == 8192);
   CHECK(reports >= 8);
+}
+
+TEST_CASE("ops: a channel axis the tensor does not have is an error", "[ops]") {
+  auto t = Tensor::from_f32({64}, corner_input(8, 64, true));
+  REQUIRE(t.ok());
+  auto a = ops::analyze({parse("e2m1:e8m0_c9")}, ops::TensorSource::of(*t));
+  REQUIRE_FALSE(a.ok());
+  CHECK_THAT(a.error().message, Catch::Contains("channel axis 9 is outside the tensor's 1 axes"));
+}
+
+/// The files `mxlab quantize --packed` writes for a packed tensor (as cmd_quantize writes them).
+ops::PackedFileBytes packed_files(const BlockFormat& f, const PackedTensor& p, const std::string& shape_text) {
+  auto u1 = [](const std::vector<std::uint8_t>& v) {
+    const std::vector<std::int64_t> shape = {static_cast<std::int64_t>(v.size())};
+    return npy_header("|u1", shape) + std::string(v.begin(), v.end());
+  };
+  std::string grid;
+  for (std::size_t i = 0; i < p.scale_grid.size(); ++i) grid += (i ? ", " : "") + std::to_string(p.scale_grid[i]);
+  ops::PackedFileBytes files;
+  files.json = "{\n  \"format\": \"" + f.name + "\",\n  \"element\": \"" + f.element.name() + "\",\n  \"shape\": [" +
+               shape_text + "],\n  \"scale\": \"" + f.layout.scale->name() + "\",\n  \"scale_grid\": [" + grid +
+               "],\n  \"subtile_grid\": [],\n  \"scale_layout\": \"blocks\"\n}\n";
+  files.elements = u1(p.elements);
+  files.scales = u1(p.scales);
+  return files;
+}
+
+TEST_CASE("ops: packed files read back, and hostile metadata is refused before anything is built", "[ops]") {
+  const BlockFormat f = parse("mxfp4");
+  auto t = Tensor::from_f32({3, 64}, corner_input(9, 192, true));
+  REQUIRE(t.ok());
+  auto p = ops::quantize_packed(f, ops::TensorSource::of(*t));
+  REQUIRE(p.ok());
+  auto back = ops::parse_packed(f, packed_files(f, *p, "3, 64"), "q");
+  REQUIRE(back.ok());
+  CHECK(back->elements == p->elements);
+  CHECK(back->scales == p->scales);
+  CHECK(back->shape == p->shape);
+  struct Case {
+    std::string shape;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"-3, 64", "'q.json': \"shape\" holds a negative number"},
+      {"3, 64, 999999999999", "'q.json': shape holds more elements than 'q.elements.npy' can"},
+      {"0, 999999999999999999, 999999999999999999", "'q.json': shape is too large"},
+      {"3, 1e9", "'q.json': \"shape\" is not a closed array of integers"},
+      {"9999999999999999999999", "'q.json': \"shape\" holds a number too large for a tensor dimension"},
+      {"6, 32", "'q.json': was not written for the block format mxfp4 (scale format or block grid differ)"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.shape);
+    auto r = ops::parse_packed(f, packed_files(f, *p, c.shape), "q");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message == c.message);
+  }
+  auto files = packed_files(f, *p, "3, 64");
+  files.scales.pop_back();
+  auto short_scales = ops::parse_packed(f, files, "q");
+  REQUIRE_FALSE(short_scales.ok());
+  CHECK_THAT(short_scales.error().message, Catch::Contains("q.scales.npy"));
 }
 
 }  // namespace

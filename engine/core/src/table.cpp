@@ -8,6 +8,7 @@
 #include <fstream>
 #include <cctype>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace mxlab {
@@ -230,7 +231,22 @@ std::string to_text(const Table& t) {
   return out;
 }
 
+std::optional<std::string> output_path_problem(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (path == "-") return "'-' (standard output) is not a file; this output needs a file name";
+  if (base.empty() || base == "." || base == "..") return "the path names a directory, not a file";
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;  // a new file
+  if (S_ISREG(st.st_mode)) return std::nullopt;
+  if (S_ISDIR(st.st_mode)) return "is a directory";
+  if (S_ISLNK(st.st_mode)) return "is a symbolic link; name the file itself (outputs replace only regular files)";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "is a device, not a regular file (outputs replace only regular files)";
+  return "is not a regular file (a FIFO or socket); outputs replace only regular files";
+}
+
 std::optional<Error> write_file_atomic(const std::string& path, std::string_view content) {
+  if (auto problem = output_path_problem(path)) return make_error("cannot write '" + path + "': " + *problem);
   const std::size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   std::string tmp = path + ".tmp." + std::to_string(::getpid());

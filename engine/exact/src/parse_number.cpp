@@ -2,10 +2,12 @@
 // digit by digit (no strtod, so nothing is rounded); nan and inf are recognised by parse_number().
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 
 #include "exact_detail.hpp"
+#include "mxlab/core/quote.hpp"
 
 namespace mxlab::exact {
 namespace {
@@ -14,8 +16,12 @@ namespace {
 // refused rather than computed (a double's range needs |e| <= 1074 in either base).
 constexpr long kMaxExponent = 100000;
 
+// Significand digits beyond this are refused: far more than any cast needs (a double's exact decimal
+// expansion has at most 767 significant digits), and the big-integer work stays bounded.
+constexpr std::size_t kMaxDigits = 100000;
+
 Error number_error(std::string_view text, const std::string& what) {
-  return make_error("number '" + std::string(text) + "': " + what);
+  return make_error("number " + quote_input(text) + ": " + what);
 }
 
 std::string_view trim(std::string_view s) {
@@ -59,10 +65,14 @@ Result<Rational> parse_rational(std::string_view text_in) {
   auto digit = [&](char c) { return hex ? hex_digit(c) : (c >= '0' && c <= '9' ? c - '0' : -1); };
 
   // Significand: digits, optional point, digits; the value is mant * base^-frac_digits.
+  // Digits are gathered 15 at a time in a machine word, so the work is linear in the length per big step
+  // rather than one big multiplication per digit.
   Int mant = 0;
   long frac_digits = 0;
   std::size_t digits = 0;
   bool point = false;
+  std::uint64_t chunk = 0, chunk_scale = 1;
+  int chunk_digits = 0;
   for (; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '.') {
@@ -72,10 +82,17 @@ Result<Rational> parse_rational(std::string_view text_in) {
     }
     const int d = digit(c);
     if (d < 0) break;
-    mant = mant * base + d;
-    ++digits;
+    chunk = chunk * static_cast<std::uint64_t>(base) + static_cast<std::uint64_t>(d);
+    chunk_scale *= static_cast<std::uint64_t>(base);
+    if (++chunk_digits == 15) {
+      mant = mant * chunk_scale + chunk;
+      chunk = 0, chunk_scale = 1, chunk_digits = 0;
+    }
+    if (++digits > kMaxDigits)
+      return number_error(text_in, "more than " + std::to_string(kMaxDigits) + " digits");
     if (point) ++frac_digits;
   }
+  if (chunk_digits > 0) mant = mant * chunk_scale + chunk;
   if (digits == 0)
     return number_error(text_in, hex ? "no hexadecimal digits after '0x'" : "no digits in the significand");
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "mxlab/core/quote.hpp"
 #include "mxlab/formats/catalogue.hpp"
 
 namespace mxlab {
@@ -21,8 +22,8 @@ std::string lower_trim(std::string_view s) {
 }
 
 Error format_error(std::string_view text, const std::string& what, bool suggest) {
-  std::string msg = "format '" + std::string(text) + "': " + what;
-  if (suggest) {
+  std::string msg = "format " + quote_input(text) + ": " + what;
+  if (suggest && text.size() <= 64) {  // no name is longer; a longer text has no near name
     const auto near = suggest_format_names(text);
     if (!near.empty()) {
       msg += " (did you mean ";
@@ -223,8 +224,9 @@ Result<Format> parse_format(std::string_view text) {
   if (e < 1) return format_error(text, "a float format needs at least one exponent bit (use intN or mxintN for fixed point)", false);
   spec.exponent_bits = e;
   spec.mantissa_bits = m;
-  const int default_bias = spec.specials == Specials::NegZeroNan ? (1 << (e - 1)) : (1 << (e - 1)) - 1;
-  spec.bias = has_bias ? bias : (e <= 30 ? default_bias : 0);
+  // Widths beyond 32 bits are refused below; the shift must not run first for them (e99m99).
+  const int default_bias = e > 30 ? 0 : spec.specials == Specials::NegZeroNan ? (1 << (e - 1)) : (1 << (e - 1)) - 1;
+  spec.bias = has_bias ? bias : default_bias;
   const int bits = format_bits(spec);
   if (prefix_bits >= 0 && prefix_bits != bits)
     return format_error(text, "the prefix says " + std::to_string(prefix_bits) + " bits but " +

@@ -1,12 +1,16 @@
 // Atomic file replacement: temporary file in the same directory, fsync, rename(2).
 #include "mxlab/io/atomic_file.hpp"
 
+#include "mxlab/core/table.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <system_error>
 #include <utility>
@@ -17,6 +21,56 @@ namespace {
 std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 std::atomic<unsigned> g_temp_counter{0};
+
+// Temporary files to remove when SIGINT or SIGTERM ends the process, so an interrupted write leaves nothing.
+// The handler only reads slots marked ready and calls unlink(2), which is async-signal-safe.
+constexpr std::size_t kTempSlots = 64;
+constexpr std::size_t kTempPathMax = 4096;
+struct TempSlot {
+  std::atomic<int> state{0};  // 0 free, 1 being filled or emptied, 2 ready
+  char path[kTempPathMax];
+};
+TempSlot g_temp_slots[kTempSlots];
+
+extern "C" void remove_temps_on_signal(int sig) {
+  for (auto& slot : g_temp_slots)
+    if (slot.state.load() == 2) ::unlink(slot.path);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// Checked at every registration (a sigaction query is cheap): a program with its own handler (a runner that
+// stops cleanly) or one that ignores the signal keeps it; a default disposition gets the cleanup.
+void install_signal_cleanup() {
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
+      struct sigaction sa {};
+      sa.sa_handler = remove_temps_on_signal;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(sig, &sa, nullptr);
+    }
+  }
+}
+
+/// Registers a temporary file for removal on SIGINT/SIGTERM; the slot index, or -1 if none is free.
+int register_temp(const std::string& path) {
+  if (path.size() >= kTempPathMax) return -1;
+  install_signal_cleanup();
+  for (std::size_t i = 0; i < kTempSlots; ++i) {
+    int expected = 0;
+    if (g_temp_slots[i].state.compare_exchange_strong(expected, 1)) {
+      std::memcpy(g_temp_slots[i].path, path.c_str(), path.size() + 1);
+      g_temp_slots[i].state.store(2);
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+void unregister_temp(int slot) {
+  if (slot >= 0) g_temp_slots[static_cast<std::size_t>(slot)].state.store(0);
+}
 
 }  // namespace
 
@@ -29,9 +83,7 @@ Result<AtomicFile> AtomicFile::create(std::string path, std::string label) {
   const auto slash = f.path_.rfind('/');
   const std::string dir = slash == std::string::npos ? "" : f.path_.substr(0, slash + 1);
   const std::string base = slash == std::string::npos ? f.path_ : f.path_.substr(slash + 1);
-  if (base.empty() || base == "." || base == "..") return f.fail("the path names a directory, not a file");
-  struct stat st {};
-  if (::stat(f.path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return f.fail("is a directory");
+  if (auto problem = output_path_problem(f.path_)) return f.fail(*problem);
   const std::string pid = std::to_string(static_cast<long long>(::getpid()));
   for (int attempt = 0; attempt < 100; ++attempt) {
     std::string temp = dir + "." + base + ".tmp-" + pid + "-" + std::to_string(g_temp_counter.fetch_add(1));
@@ -40,11 +92,13 @@ Result<AtomicFile> AtomicFile::create(std::string path, std::string label) {
     if (fd >= 0) {
       f.fd_ = fd;
       f.temp_ = std::move(temp);
+      f.signal_slot_ = register_temp(f.temp_);
       return f;
     }
     const int err = errno;
     if (err == EEXIST) continue;
-    if (err == ENOENT)
+    struct stat st {};
+    if (err == ENOENT && ::stat(dir.empty() ? "." : dir.c_str(), &st) != 0)
       return f.fail("cannot create a file there: directory '" + (dir.empty() ? std::string(".") : dir) +
                     "' does not exist");
     return f.fail("cannot create a temporary file next to it: " + errno_text(err));
@@ -57,6 +111,7 @@ AtomicFile::AtomicFile(AtomicFile&& other) noexcept
       temp_(std::exchange(other.temp_, std::string())),
       label_(std::move(other.label_)),
       fd_(std::exchange(other.fd_, -1)),
+      signal_slot_(std::exchange(other.signal_slot_, -1)),
       written_(other.written_),
       write_error_(std::move(other.write_error_)) {}
 
@@ -67,6 +122,7 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
     temp_ = std::exchange(other.temp_, std::string());
     label_ = std::move(other.label_);
     fd_ = std::exchange(other.fd_, -1);
+    signal_slot_ = std::exchange(other.signal_slot_, -1);
     written_ = other.written_;
     write_error_ = std::move(other.write_error_);
   }
@@ -120,6 +176,7 @@ Result<std::size_t> AtomicFile::commit() {
     discard();
     return e;
   }
+  unregister_temp(std::exchange(signal_slot_, -1));
   temp_.clear();
   return written_;
 }
@@ -130,6 +187,7 @@ void AtomicFile::discard() {
     ::unlink(temp_.c_str());
     temp_.clear();
   }
+  unregister_temp(std::exchange(signal_slot_, -1));
 }
 
 Result<std::size_t> write_file_atomic(const std::string& path, std::string_view bytes, std::string_view label) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "input_file.hpp"
+#include "mxlab/core/quote.hpp"
 
 namespace mxlab {
 namespace {
@@ -61,7 +62,13 @@ class CsvParser {
   }
 
   std::optional<Error> parse_line(std::string_view line, std::size_t line_no) {
-    if (const auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    // '#' opens a comment where a field could start; inside a token ("1.#INF", "2#x") it is part of the token.
+    for (std::size_t h = line.find('#'); h != std::string_view::npos; h = line.find('#', h + 1)) {
+      if (h == 0 || is_space(line[h - 1]) || line[h - 1] == ',') {
+        line = line.substr(0, h);
+        break;
+      }
+    }
     std::size_t count = 0;
     bool after_comma = false;
     std::size_t i = 0;
@@ -86,9 +93,9 @@ class CsvParser {
       errno = 0;
       const double v = ::strtod_l(token.c_str(), &end, c_locale());
       if (end != token.c_str() + token.size())
-        return fail_at(line_no, "value " + std::to_string(count) + " '" + token + "' is not a number");
+        return fail_at(line_no, "value " + std::to_string(count) + " " + quote_input(token) + " is not a number");
       if (errno == ERANGE && std::isinf(v))
-        return fail_at(line_no, "value " + std::to_string(count) + " '" + token + "' is beyond the double range");
+        return fail_at(line_no, "value " + std::to_string(count) + " " + quote_input(token) + " is beyond the double range");
       values_.push_back(v);
       after_comma = false;
     }

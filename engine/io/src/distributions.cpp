@@ -1,6 +1,8 @@
 // Seeded distributions with fixed algorithms, spec parsing and canonical spec text.
 #include "mxlab/io/distributions.hpp"
 
+#include "mxlab/core/memory.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -416,6 +418,7 @@ Result<Tensor> generate(const Distribution& d, const std::vector<std::int64_t>& 
                       " is not generated; generate f32 or f64 and cast with the formats module");
   auto n = shape_elements(shape, what);
   if (!n) return n.error();
+  if (auto e = check_memory(*n, dtype == DType::F64 ? 8 : 4, what)) return *e;
   try {
     if (dtype == DType::F64) {
       std::vector<double> v(*n);

@@ -11,6 +11,7 @@
 #include <limits>
 #include <cstring>
 
+#include "binary.hpp"
 #include "input_file.hpp"
 
 namespace mxlab {
@@ -88,6 +89,14 @@ Result<MappedTensor> MappedTensor::open_npy(const std::string& path, const NpyRe
   if (!type) return make_error("npy '" + path + "': " + type.error().message + ", cannot be mapped");
   auto n = shape_elements(h->shape, "npy '" + path + "'");
   if (!n) return n.error();
+  struct stat st {};
+  const std::uint64_t file_bytes =
+      ::stat(path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) > h->data_offset
+          ? static_cast<std::uint64_t>(st.st_size) - h->data_offset
+          : 0;
+  if (auto others = io_detail::empty_shape_excess(h->shape, type_bytes(*type), file_bytes))
+    return make_error("npy '" + path + "': shape " + format_shape(h->shape) + " has no elements but dimensions that multiply to " +
+                      std::to_string(others) + ", far more than a file of this size could hold (corrupt shape?)");
   MappedTensor t;
   t.type_ = *type;
   if (*n > (std::numeric_limits<std::size_t>::max() - h->data_offset) / type_bytes(t.type_))

@@ -275,8 +275,8 @@ Result<Descr> parse_descr(const InputFile& in, const std::string& descr, const N
     d.itemsize = 2;
   } else if (s == "u2" || s == "V2") {
     return in.fail("dtype '" + descr +
-                   "' holds 16-bit integers or raw bytes, not floats; to read them as bfloat16 bit patterns, set "
-                   "the bfloat16 option (NpyReadOptions::u2_as_bf16)");
+                   "' holds 16-bit integers or raw bytes, not floats; to read them as bfloat16 bit patterns, say so "
+                   "(mxlab: --bf16; an experiment input: bf16 = true)");
   } else {
     return in.fail("unsupported dtype '" + descr +
                    "'; readable dtypes are float16 'f2', float32 'f4', float64 "
@@ -455,6 +455,23 @@ Result<Tensor> read_tensor(InputFile& in, const NpyReadOptions& options) {
   return in.fail("internal error: unhandled dtype");
 }
 
+Result<NpyBytes> read_bytes_array(InputFile& in) {
+  auto h = read_header(in);
+  if (!h) return h.error();
+  if (h->descr != "|u1" && h->descr != "<u1" && h->descr != ">u1")
+    return in.fail("expected uint8 data ('|u1'), found '" + h->descr + "'");
+  if (h->fortran_order) return in.fail("fortran_order is True (column-major data), which is not supported");
+  auto n = shape_elements(h->shape, "npy '" + in.name() + "'");
+  if (!n) return n.error();
+  const std::uint64_t file_bytes = in.remaining() ? *in.remaining() : in.stored_size() * io_detail::kDeflateMaxRatio;
+  if (auto others = io_detail::empty_shape_excess(h->shape, 1, file_bytes))
+    return in.fail("shape " + tuple_text(h->shape) + " has no elements but dimensions that multiply to " +
+                   std::to_string(others) + ", far more than a file of this size could hold (corrupt shape?)");
+  auto v = read_elements<std::uint8_t>(in, *n, true, *h);
+  if (!v) return v.error();
+  return NpyBytes{h->shape, std::move(*v)};
+}
+
 // ---- Writing.
 
 template <typename T>
@@ -506,6 +523,17 @@ Result<Tensor> read_npy(const std::string& path, const NpyReadOptions& options) 
 Result<Tensor> parse_npy(std::string_view bytes, std::string_view name, const NpyReadOptions& options) {
   InputFile in = InputFile::from_memory(bytes, std::string(name), "npy");
   return read_tensor(in, options);
+}
+
+Result<NpyBytes> read_npy_u8(const std::string& path) {
+  auto in = InputFile::open(path, "npy");
+  if (!in) return in.error();
+  return read_bytes_array(*in);
+}
+
+Result<NpyBytes> parse_npy_u8(std::string_view bytes, std::string_view name) {
+  InputFile in = InputFile::from_memory(bytes, std::string(name), "npy");
+  return read_bytes_array(in);
 }
 
 std::string npy_header(std::string_view descr, std::span<const std::int64_t> shape) {

@@ -62,8 +62,16 @@ inline Result<BlockTensorFacts> facts_for(const BlockKernel& k, const BlockInput
 
 /// An error when the format's block axis is outside the tensor (1-D tiles only).
 inline std::optional<Error> check_axis(const BlockFormat& f, const TensorSource& input) {
-  if (f.layout.tiles.size() != 1 || f.layout.channel_axis != ScaleLayout::kNoAxis) return std::nullopt;
   const auto rank = static_cast<int>(input.shape().size());
+  if (f.layout.channel_axis != ScaleLayout::kNoAxis) {
+    const int c = f.layout.channel_axis < 0 ? f.layout.channel_axis + rank : f.layout.channel_axis;
+    if (c < 0 || c >= rank)
+      return make_error("format '" + f.name + "': channel axis " + std::to_string(f.layout.channel_axis) +
+                        " is outside the tensor's " + std::to_string(rank) + " axes (shape " +
+                        format_shape(input.shape()) + ")");
+    return std::nullopt;
+  }
+  if (f.layout.tiles.size() != 1) return std::nullopt;
   const int a = f.layout.axis < 0 ? f.layout.axis + rank : f.layout.axis;
   if (rank > 0 && (a < 0 || a >= rank))
     return make_error("format '" + f.name + "': block axis " + std::to_string(f.layout.axis) +

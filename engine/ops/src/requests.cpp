@@ -96,7 +96,14 @@ std::optional<Error> set_option(BlockFormat& f, std::string_view name, std::stri
   if (name == "nvfp4-arith") return parsed(parse_nvfp4_arith, o.nvfp4_arith);
   if (name == "four-over-six") return parsed(parse_four_over_six_metric, o.four_over_six);
   if (name == "min-block-scale") return parsed(exact_double, o.min_block_scale);
-  if (name == "tensor-scale-max") return parsed(exact_double, o.tensor_scale_max);
+  if (name == "tensor-scale-max") {
+    // 0 inside QuantOptions means "the scale format's max"; a user who means that omits the option.
+    auto r = exact_double(v);
+    if (!r || *r == 0) return make_error("expected a positive number exact in double (omit it for the scale format's max)");
+    if (!f.layout.tensor_scale) return make_error("the format has no tensor scale");
+    o.tensor_scale_max = *r;
+    return std::nullopt;
+  }
   if (name == "seed") {
     auto r = parse_integer<std::uint64_t>(v, 0, UINT64_MAX);
     if (!r) return make_error("'" + std::string(v) + "': expected a non-negative integer");

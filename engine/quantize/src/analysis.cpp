@@ -52,9 +52,14 @@ void ErrorStats::merge(const ErrorStats& o) {
   max_rel_error = std::max(max_rel_error, o.max_rel_error);
 }
 
-double ErrorStats::mse() const { return count ? sse.to_double() / static_cast<double>(count) : 0.0; }
+// With no finite input-output pair (every output NaN, or no elements) there is no error to average: the
+// metrics are NaN, never the perfect score 0 / +inf.
+double ErrorStats::mse() const {
+  return count ? sse.to_double() / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
+}
 double ErrorStats::rmse() const { return std::sqrt(mse()); }
 double ErrorStats::sqnr_db() const {
+  if (count == 0) return std::numeric_limits<double>::quiet_NaN();
   const double e = sse.to_double();
   if (e == 0) return std::numeric_limits<double>::infinity();
   return 10.0 * std::log10(signal.to_double() / e);

@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "mxlab/core/named.hpp"
+#include "mxlab/core/quote.hpp"
 #include "mxlab/formats/catalogue.hpp"
 #include "mxlab/formats/parse.hpp"
 
@@ -59,7 +60,7 @@ bool read_int64(std::string_view& s, std::int64_t& out) {
 }
 
 Error spec_error(std::string_view text, const std::string& what) {
-  return make_error("block format '" + std::string(text) + "': " + what);
+  return make_error("block format " + quote_input(text) + ": " + what);
 }
 
 struct ShortName {
@@ -167,6 +168,9 @@ Result<BlockFormat> parse_tensorcast(std::string_view text, std::string_view ele
   }
   if (numbers.empty()) return spec_error(text, "missing the scale number spec (e.g. e8m0_t32)");
   if (numbers.size() > 2) return spec_error(text, "at most two number specs (scale and tensor scale)");
+  for (const Format& n : numbers)
+    if (n.kind() == FormatKind::Codebook)
+      return spec_error(text, "the codebook " + quote_input(n.name()) + " cannot be a scale (scales are float or integer formats)");
   if (bf.layout.tiles.size() > 2) return spec_error(text, "at most two tile segments (1-D or 2-D tiles)");
   if (!bf.layout.tiles.empty() && bf.layout.channel_axis != ScaleLayout::kNoAxis)
     return spec_error(text, "a channel segment (cA) cannot be combined with tile segments");

@@ -39,6 +39,11 @@ std::string to_latex(const Table& t, const std::string& caption = "");
 /// Aligned plain text for terminals.
 std::string to_text(const Table& t);
 
+/// Why `path` cannot name an output file, or nothing. An output may only create or replace a regular file:
+/// a directory, device, FIFO, socket or symbolic link at `path` is refused, never renamed over, and so is "-"
+/// (a front end that can write to standard output handles "-" itself).
+std::optional<std::string> output_path_problem(const std::string& path);
+
 /// Writes `content` to `path` atomically: a temporary file in the same directory, then rename.
 /// On failure nothing is left at `path` (an existing file is untouched) and an Error names the path.
 std::optional<Error> write_file_atomic(const std::string& path, std::string_view content);

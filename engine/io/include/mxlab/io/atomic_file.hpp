@@ -13,7 +13,8 @@ namespace mxlab {
 /// An output file that appears under its name only when commit() succeeds. Until then the data lives
 /// in a hidden temporary file ".<name>.tmp-<pid>-<n>" in the same directory (so the final rename(2)
 /// stays within one file system and is atomic); if the AtomicFile is destroyed or discarded before
-/// commit, or commit fails, the temporary file is removed and any existing target is left untouched.
+/// commit, or commit fails, the temporary file is removed and any existing target is left untouched; SIGINT
+/// or SIGTERM removes it too (unless the program installed its own handler for them).
 class AtomicFile {
  public:
   /// Creates the temporary file for `path`; `label` names the kind of file in messages ("npy").
@@ -47,6 +48,7 @@ class AtomicFile {
   std::string temp_;
   std::string label_;
   int fd_ = -1;
+  int signal_slot_ = -1;  ///< registration of temp_ for removal on SIGINT/SIGTERM (-1: none)
   std::size_t written_ = 0;
   std::string write_error_;
 };

@@ -5,7 +5,8 @@
 // "inf", "-inf" and "nan" are accepted. A value must be the whole field: "1.5x", "1,,2", a leading or
 // trailing comma, and magnitudes beyond the double range ("1e400") are errors that name the line.
 // Magnitudes below the smallest subnormal round to zero, as the nearest double does. Blank lines and
-// everything from '#' to the end of a line are ignored; a UTF-8 byte order mark is skipped.
+// everything from a '#' that starts a field (at the start of a line, after a space or a comma) to the end of
+// the line is ignored ("1.#INF" and "2#x" are errors, not numbers); a UTF-8 byte order mark is skipped.
 #pragma once
 
 #include <cstdint>

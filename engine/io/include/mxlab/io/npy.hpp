@@ -44,6 +44,15 @@ Result<Tensor> read_npy(const std::string& path, const NpyReadOptions& options =
 /// Reads .npy bytes held in memory; `name` stands for the file name in messages.
 Result<Tensor> parse_npy(std::string_view bytes, std::string_view name, const NpyReadOptions& options = {});
 
+/// A one-byte-per-element array ('|u1'): packed codes as `mxlab quantize --packed` writes them.
+struct NpyBytes {
+  std::vector<std::int64_t> shape;
+  std::vector<std::uint8_t> data;
+};
+/// Reads a C-order .npy file of uint8 values ('|u1'); the data must be exactly as long as the shape needs.
+Result<NpyBytes> read_npy_u8(const std::string& path);
+/// Reads uint8 .npy bytes held in memory; `name` stands for the file name in messages.
+Result<NpyBytes> parse_npy_u8(std::string_view bytes, std::string_view name);
 /// The bytes numpy.save writes before the data of a C-order array: magic "\x93NUMPY", version (1.0, or
 /// 2.0 if the header needs more than 65535 bytes), header length, the header dictionary, padded with
 /// spaces and a final '\n' to a multiple of 64 bytes. Like current NumPy (numpy.lib.format,

@@ -28,9 +28,9 @@ struct ErrorStats {
 
   void add(double x, double deq, std::uint8_t flags);
   void merge(const ErrorStats& o);
-  double mse() const;
+  double mse() const;              ///< sse / count; NaN when count is 0 (every output NaN)
   double rmse() const;
-  double sqnr_db() const;          ///< 10 log10(signal / sse); +inf when sse is 0
+  double sqnr_db() const;          ///< 10 log10(signal / sse); +inf when sse is 0; NaN when count is 0
   double underflow_ratio() const;  ///< underflows / nonzero inputs
   double saturation_ratio() const; ///< saturations / count
 };
