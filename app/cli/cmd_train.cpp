@@ -40,8 +40,9 @@ constexpr const char* kUsage =
     "file, synced, renamed); --resume continues a killed or stopped run from it bit-identically, and its\n"
     "files equal an uninterrupted run's byte for byte (with --no-timing, which leaves out the times).\n\n"
     "recipes: fp32, fp16 (dynamic loss scaling), fp16-static, fp16-noscale, bf16, fp8_current and fp8_delayed\n"
-    "(E4M3, gradients E5M2, one scale per tensor: current or delayed), mxfp8 (E4M3, gradients E5M2), mxfp8_e4m3, mxfp6, mxfp4, mxint8, mxsf, boost_e2m5, nvfp4; a block format for every role\n"
-    "(\"mxfp8_e4m3@32x32\": 2-D tiles); or a recipe file (docs/training.md).\n"
+    "(E4M3, gradients E5M2, one scale per tensor from the current amax or an amax history), mxfp8 (E4M3,\n"
+    "gradients E5M2), mxfp8_e4m3, mxfp6, mxfp4, mxint8, mxsf, boost_e2m5, nvfp4; a block format for every\n"
+    "role (\"mxfp8_e4m3@32x32\": 2-D tiles); or a recipe file (docs/training.md).\n"
     "data: fashion-mnist and digits (mxlab data fetch; an installed Debian package is read in place),\n"
     "text:sherlock, text:tom-sawyer or text:PATH.\n\n";
 
@@ -70,7 +71,7 @@ std::vector<OptionSpec> train_options() {
           {"heads", true, "H", "transformer heads (default 4)"},
           {"context", true, "T", "transformer context length (default 64)"},
           {"checkpoint-every", true, "N", "save DIR/checkpoint.bin every N steps (default 500; 0 = never)"},
-          {"resume", false, "", "continue from DIR/checkpoint.bin (without one: start at step 0)"},
+          {"resume", false, "", "continue from DIR/checkpoint.bin (without one: start at step 1)"},
           {"no-timing", false, "", "leave the times out of metrics.csv and summary.json (byte-comparable files)"}};
 }
 
