@@ -6,8 +6,11 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "cli/cli.hpp"
@@ -32,10 +35,14 @@ constexpr const char* kUsage =
     "LAYER.ROLE the gradient underflow ratio and quantization MSE of each quantized operand), DIR/summary.json\n"
     "(final validation and test figures, averages of the operand metrics, provenance) and DIR/recipe.txt.\n"
     "A progress line (step, loss, rate, ETA) goes to standard error. Ctrl-C stops after the current step and\n"
-    "still writes the files. Results are bit-identical for any --threads.\n\n"
-    "recipes: fp32, fp16 (dynamic loss scaling), fp16-static, fp16-noscale, bf16, mxfp8 (E4M3, gradients\n"
-    "E5M2), mxfp8_e4m3, mxfp6, mxfp4, mxint8, mxsf, boost_e2m5, nvfp4; a block format for every role\n"
-    "(\"mxfp8_e4m3@32x32\": 2-D tiles); or a recipe file (docs/training.md).\n"
+    "still writes the files. Results are bit-identical for any --threads.\n"
+    "Every --checkpoint-every steps the run's whole state goes to DIR/checkpoint.bin (written to a temporary\n"
+    "file, synced, renamed); --resume continues a killed or stopped run from it bit-identically, and its\n"
+    "files equal an uninterrupted run's byte for byte (with --no-timing, which leaves out the times).\n\n"
+    "recipes: fp32, fp16 (dynamic loss scaling), fp16-static, fp16-noscale, bf16, fp8_current and fp8_delayed\n"
+    "(E4M3, gradients E5M2, one scale per tensor from the current amax or an amax history), mxfp8 (E4M3,\n"
+    "gradients E5M2), mxfp8_e4m3, mxfp6, mxfp4, mxint8, mxsf, boost_e2m5, nvfp4; a block format for every\n"
+    "role (\"mxfp8_e4m3@32x32\": 2-D tiles); or a recipe file (docs/training.md).\n"
     "data: fashion-mnist and digits (mxlab data fetch; an installed Debian package is read in place),\n"
     "text:sherlock, text:tom-sawyer or text:PATH.\n\n";
 
@@ -62,7 +69,10 @@ std::vector<OptionSpec> train_options() {
           {"d-model", true, "D", "transformer width (default 128)"},
           {"layers", true, "L", "transformer blocks (default 2)"},
           {"heads", true, "H", "transformer heads (default 4)"},
-          {"context", true, "T", "transformer context length (default 64)"}};
+          {"context", true, "T", "transformer context length (default 64)"},
+          {"checkpoint-every", true, "N", "save DIR/checkpoint.bin every N steps (default 500; 0 = never)"},
+          {"resume", false, "", "continue from DIR/checkpoint.bin (without one: start at step 1)"},
+          {"no-timing", false, "", "leave the times out of metrics.csv and summary.json (byte-comparable files)"}};
 }
 
 bool parse_int(const std::string& s, std::int64_t lo, std::int64_t hi, std::int64_t& out) {
@@ -120,9 +130,90 @@ std::string duration(double s) {
 
 /// Running sums of one operand's metrics over the metric steps.
 struct OperandTotals {
-  std::int64_t steps = 0, nonzero = 0, underflow = 0;
+  std::int64_t steps = 0, nonzero = 0, underflow = 0, count = 0, saturated = 0;
   double mse_sum = 0;
 };
+
+/// One CSV operand: "LAYER.ROLE", and whether it has a delayed scale (then also scale and saturation columns).
+struct OperandColumn {
+  std::string key;
+  bool delayed = false;
+};
+
+/// The options that decide a run's results and files, one "name=value" per line (not --out, --threads,
+/// --checkpoint-every or --resume): a checkpoint is resumed only under the same ones.
+std::string run_identity(const Args& args, const std::vector<OptionSpec>& specs, const std::string& recipe_text) {
+  std::string s;
+  for (const auto& spec : specs) {
+    if (spec.name == "out" || spec.name == "threads" || spec.name == "checkpoint-every" || spec.name == "resume") continue;
+    if (spec.takes_value) {
+      if (auto v = args.value(spec.name)) s += spec.name + "=" + *v + "\n";
+    } else if (args.flag(spec.name)) {
+      s += spec.name + "\n";
+    }
+  }
+  return s + "recipe:\n" + recipe_text;
+}
+
+/// The first line where two identities differ, for the message.
+std::string first_difference(const std::string& a, const std::string& b) {
+  std::istringstream x(a), y(b);
+  std::string la, lb;
+  while (true) {
+    const bool ga = static_cast<bool>(std::getline(x, la)), gb = static_cast<bool>(std::getline(y, lb));
+    if (!ga && !gb) return "";
+    if (!ga) la = "(nothing)";
+    if (!gb) lb = "(nothing)";
+    if (!ga || !gb || la != lb) return "'" + la + "' there, '" + lb + "' here";
+  }
+}
+
+/// DIR/checkpoint.bin: "mxlab train checkpoint 1\n", then sections "NAME LENGTH\n" followed by LENGTH bytes:
+/// identity (run_identity), state (the trainer's), csv (metrics.csv so far), columns and totals (the operand
+/// columns and their running sums, doubles as hexadecimal floats so they come back exactly).
+constexpr std::string_view kCheckpointMagic = "mxlab train checkpoint 1\n";
+
+struct CheckpointFile {
+  std::map<std::string, std::string> sections;
+};
+
+std::string checkpoint_bytes(const std::vector<std::pair<std::string, std::string>>& sections) {
+  std::string out(kCheckpointMagic);
+  for (const auto& [name, bytes] : sections) out += name + " " + std::to_string(bytes.size()) + "\n" + bytes;
+  return out;
+}
+
+Result<CheckpointFile> read_checkpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("cannot read '" + path + "'");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.compare(0, kCheckpointMagic.size(), kCheckpointMagic) != 0)
+    return make_error("'" + path + "' is not a training checkpoint");
+  CheckpointFile f;
+  std::size_t at = kCheckpointMagic.size();
+  while (at < text.size()) {
+    const auto eol = text.find('\n', at);
+    const auto space = text.find(' ', at);
+    if (eol == std::string::npos || space == std::string::npos || space > eol)
+      return make_error("'" + path + "' is damaged (a section header at byte " + std::to_string(at) + ")");
+    const std::string name = text.substr(at, space - at);
+    std::int64_t length = 0;
+    if (!parse_int(text.substr(space + 1, eol - space - 1), 0, std::int64_t{1} << 40, length) ||
+        static_cast<std::uint64_t>(length) > text.size() - eol - 1)
+      return make_error("'" + path + "' is damaged (section '" + name + "' runs past the end)");
+    f.sections[name] = text.substr(eol + 1, static_cast<std::size_t>(length));
+    at = eol + 1 + static_cast<std::size_t>(length);
+  }
+  for (const char* needed : {"identity", "state", "csv", "columns"})
+    if (f.sections.count(needed) == 0) return make_error("'" + path + "' is damaged (no section '" + needed + "')");
+  return f;
+}
+
+std::string hexfloat(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
 
 }  // namespace
 
@@ -163,11 +254,13 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
     return true;
   };
   std::int64_t seed = 0, threads = 1, eval_every = -1;
+  o.checkpoint_every = 500;
   if (!int_option("steps", 1, 100000000, o.steps) || !int_option("seed", 0, std::int64_t{1} << 62, seed) ||
       !int_option("batch", 1, 1 << 20, o.batch) || !int_option("threads", 1, 1024, threads) ||
       !int_option("warmup", 0, 100000000, o.optimizer.warmup_steps) ||
       !int_option("eval-every", 0, 100000000, eval_every) || !int_option("eval-limit", 1, 100000000, o.eval_limit) ||
       !int_option("metrics-every", 0, 100000000, o.metrics_every) ||
+      !int_option("checkpoint-every", 0, 100000000, o.checkpoint_every) ||
       !int_option("d-model", 1, 4096, o.model.d_model) || !int_option("layers", 1, 64, o.model.layers) ||
       !int_option("heads", 1, 64, o.model.heads) || !int_option("context", 2, 4096, o.model.context) ||
       !real_option("lr", o.optimizer.lr, true) || !real_option("weight-decay", o.optimizer.weight_decay, false))
@@ -223,45 +316,92 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) return bad_input(io, "train", "option '--out': cannot create '" + out_dir + "': " + ec.message());
-  auto csv = AtomicFile::create(out_dir + "/metrics.csv", "CSV");
-  if (!csv) return bad_input(io, "train", csv.error().message);
-
-  std::vector<std::string> operand_keys;
+  // Temporary files of a killed run (".NAME.tmp-PID-N", never renamed) are removed before this run writes.
+  for (const auto& entry : std::filesystem::directory_iterator(out_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* own : {".metrics.csv.tmp-", ".summary.json.tmp-", ".recipe.txt.tmp-", ".checkpoint.bin.tmp-"})
+      if (name.rfind(own, 0) == 0) std::filesystem::remove(entry.path(), ec);
+  }
+  const bool timing = !args->flag("no-timing");
+  const std::string identity = run_identity(*args, specs, train::recipe_text(o.recipe));
+  const std::string checkpoint_path = out_dir + "/checkpoint.bin";
+  std::vector<OperandColumn> columns;
   std::map<std::string, OperandTotals> totals;
   bool header = false;
+  std::string csv_text;  // metrics.csv so far: what a checkpoint holds
+  if (args->flag("resume") && std::filesystem::exists(checkpoint_path, ec)) {
+    auto cp = read_checkpoint(checkpoint_path);
+    if (!cp) return bad_input(io, "train", "option '--resume': " + cp.error().message);
+    if (cp->sections["identity"] != identity)
+      return bad_input(io, "train", "option '--resume': the checkpoint in '" + out_dir +
+                                        "' belongs to a run with other options (" +
+                                        first_difference(cp->sections["identity"], identity) + ")");
+    o.resume_state = std::move(cp->sections["state"]);
+    csv_text = std::move(cp->sections["csv"]);
+    header = !csv_text.empty();
+    std::istringstream lines(cp->sections["columns"]);
+    std::string key, mse;
+    int delayed = 0;
+    OperandTotals t;
+    while (lines >> key >> delayed >> t.steps >> t.nonzero >> t.underflow >> t.count >> t.saturated >> mse) {
+      t.mse_sum = std::strtod(mse.c_str(), nullptr);
+      columns.push_back({key, delayed != 0});
+      totals[key] = t;
+    }
+  } else {
+    if (args->flag("resume")) io.err << "mxlab train: no checkpoint in " << out_dir << "; starting at step 1\n";
+    std::filesystem::remove(checkpoint_path, ec);  // a finished or other run's checkpoint is not resumed later
+  }
+  auto csv = AtomicFile::create(out_dir + "/metrics.csv", "CSV");
+  if (!csv) return bad_input(io, "train", csv.error().message);
+  csv->write(csv_text);
+  auto emit = [&](const std::string& line) {
+    csv->write(line);
+    csv_text += line;
+  };
+
   const auto start = std::chrono::steady_clock::now();
   double last_print = -1;
   auto on_step = [&](const train::StepMetrics& m) {
     if (!header) {
-      for (const auto& op : m.operands) operand_keys.push_back(op.layer + "." + std::string(train::role_name(op.role)));
+      for (const auto& op : m.operands)
+        columns.push_back({op.layer + "." + std::string(train::role_name(op.role)), op.delayed});
       std::string h = "step,loss,accuracy,bpc,lr,loss_scale,skipped,skipped_total,seconds,val_loss,val_accuracy,val_bpc";
-      for (const auto& k : operand_keys) h += "," + k + ".underflow," + k + ".mse";
-      csv->write(h + "\n");
+      for (const auto& c : columns) {
+        h += "," + c.key + ".underflow," + c.key + ".mse";
+        if (c.delayed) h += "," + c.key + ".scale," + c.key + ".saturation";
+      }
+      emit(h + "\n");
       header = true;
     }
     std::string row = std::to_string(m.step) + "," + num(m.loss) + "," + (data->is_text ? "" : num(m.accuracy)) + "," +
                       (data->is_text ? num(m.bpc) : "") + "," + num(m.lr) + "," + num(m.loss_scale) + "," +
-                      (m.skipped ? "1" : "0") + "," + std::to_string(m.skipped_total) + "," + num(m.seconds) + ",";
+                      (m.skipped ? "1" : "0") + "," + std::to_string(m.skipped_total) + "," +
+                      (timing ? num(m.seconds) : "") + ",";
     if (m.validation)
       row += num(m.validation->loss) + "," + (data->is_text ? "" : num(m.validation->accuracy)) + "," +
              (data->is_text ? num(m.validation->bpc) : "");
     else row += ",,";
     std::map<std::string, const train::OperandMetric*> by_key;
     for (const auto& op : m.operands) by_key[op.layer + "." + std::string(train::role_name(op.role))] = &op;
-    for (const auto& k : operand_keys) {
-      auto it = by_key.find(k);
+    for (const auto& c : columns) {
+      auto it = by_key.find(c.key);
       if (it == by_key.end()) {
-        row += ",,";
+        row += c.delayed ? ",,,," : ",,";
         continue;
       }
-      row += "," + num(it->second->underflow_ratio()) + "," + num(it->second->mse);
-      auto& t = totals[k];
+      const train::OperandMetric& op = *it->second;
+      row += "," + num(op.underflow_ratio()) + "," + num(op.mse);
+      if (c.delayed) row += "," + num(op.scale) + "," + num(op.saturation_ratio());
+      auto& t = totals[c.key];
       ++t.steps;
-      t.nonzero += it->second->nonzero;
-      t.underflow += it->second->underflow;
-      t.mse_sum += it->second->mse;
+      t.nonzero += op.nonzero;
+      t.underflow += op.underflow;
+      t.count += op.count;
+      t.saturated += op.saturated;
+      t.mse_sum += op.mse;
     }
-    csv->write(row + "\n");
+    emit(row + "\n");
     const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (now - last_print >= 1.0 || m.step == m.steps) {
       last_print = now;
@@ -273,6 +413,20 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
                               : std::string())
              << "\n" << std::flush;
     }
+  };
+  o.on_checkpoint = [&](std::int64_t, const std::string& state) -> std::optional<Error> {
+    std::string cols;
+    for (const auto& c : columns) {
+      const auto& t = totals[c.key];
+      cols += c.key + " " + (c.delayed ? "1" : "0") + " " + std::to_string(t.steps) + " " + std::to_string(t.nonzero) +
+              " " + std::to_string(t.underflow) + " " + std::to_string(t.count) + " " + std::to_string(t.saturated) +
+              " " + hexfloat(t.mse_sum) + "\n";
+    }
+    auto w = write_file_atomic(checkpoint_path,
+                               checkpoint_bytes({{"identity", identity}, {"state", state}, {"csv", csv_text}, {"columns", cols}}),
+                               "checkpoint");
+    if (!w) return w.error();
+    return std::nullopt;
   };
   g_interrupted = false;
   auto previous = std::signal(SIGINT, on_interrupt);
@@ -304,8 +458,9 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
     << ",\n  \"parameters\": " << result->parameters << ",\n  \"steps\": " << result->steps_done
     << ",\n  \"cancelled\": " << (result->cancelled ? "true" : "false") << ",\n  \"skipped_steps\": " << result->skipped
     << ",\n  \"final_loss_scale\": " << json_number(result->final_loss_scale)
-    << ",\n  \"train_seconds\": " << json_number(result->seconds)
-    << ",\n  \"seconds_per_step\": " << json_number(result->seconds / static_cast<double>(std::max<std::int64_t>(1, result->steps_done)))
+    << ",\n  \"train_seconds\": " << (timing ? json_number(result->seconds) : "null")
+    << ",\n  \"seconds_per_step\": "
+    << (timing ? json_number(result->seconds / static_cast<double>(std::max<std::int64_t>(1, result->steps_done))) : "null")
     << ",\n  \"final_train_loss\": " << json_number(result->losses.empty() ? NAN : result->losses.back());
   auto eval_json = [&](const char* name, const std::optional<train::EvalMetrics>& e) {
     if (!e) return;
@@ -318,14 +473,18 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   if (data->is_text)
     j << ",\n  \"unigram_entropy_bpc\": " << json_number(train::unigram_entropy_bits(data->validation_tokens, data->vocabulary()));
   j << ",\n  \"operands\": [";
-  for (std::size_t i = 0; i < operand_keys.size(); ++i) {
-    const auto& t = totals[operand_keys[i]];
-    j << (i ? "," : "") << "\n    {\"operand\": " << json_string(operand_keys[i]) << ", \"metric_steps\": " << t.steps
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    const auto& t = totals[columns[i].key];
+    j << (i ? "," : "") << "\n    {\"operand\": " << json_string(columns[i].key) << ", \"metric_steps\": " << t.steps
       << ", \"underflow_ratio\": "
       << json_number(t.nonzero > 0 ? static_cast<double>(t.underflow) / static_cast<double>(t.nonzero) : 0.0)
-      << ", \"mean_mse\": " << json_number(t.steps > 0 ? t.mse_sum / static_cast<double>(t.steps) : 0.0) << "}";
+      << ", \"mean_mse\": " << json_number(t.steps > 0 ? t.mse_sum / static_cast<double>(t.steps) : 0.0);
+    if (columns[i].delayed)
+      j << ", \"saturation_ratio\": "
+        << json_number(t.count > 0 ? static_cast<double>(t.saturated) / static_cast<double>(t.count) : 0.0);
+    j << "}";
   }
-  j << (operand_keys.empty() ? "]" : "\n  ]") << ",\n  \"provenance\": " << provenance_json(prov) << "\n}\n";
+  j << (columns.empty() ? "]" : "\n  ]") << ",\n  \"provenance\": " << provenance_json(prov) << "\n}\n";
   if (auto c = csv->commit(); !c) {
     io.err << "mxlab train: " << c.error().message << "\n";
     return kExitFailure;
@@ -345,7 +504,10 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
     io.out << ", validation " << (data->is_text ? "bpc " + fixed_digits(result->validation->bpc, 4)
                                                 : "accuracy " + fixed_digits(result->validation->accuracy, 4));
   if (result->test) io.out << ", test accuracy " << fixed_digits(result->test->accuracy, 4);
-  io.out << "\nwrote " << out_dir << "/metrics.csv, summary.json, recipe.txt\n";
+  // A finished run's checkpoint is spent; a stopped run keeps it for --resume.
+  if (!result->cancelled) std::filesystem::remove(checkpoint_path, ec);
+  io.out << "\nwrote " << out_dir << "/metrics.csv, summary.json, recipe.txt"
+         << (result->cancelled && o.checkpoint_every > 0 ? ", checkpoint.bin (--resume continues)" : "") << "\n";
   return kExitOk;
 }
 

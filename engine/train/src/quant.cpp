@@ -2,6 +2,7 @@
 #include "quant.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -14,6 +15,13 @@ OperandStats& QuantContext::at(const std::string& key) {
     if (k == key) return s;
   stats.emplace_back(key, OperandStats{});
   return stats.back().second;
+}
+
+AmaxHistory* QuantContext::delayed_state(const std::string& key) const {
+  if (delayed == nullptr) return nullptr;
+  for (auto& [k, h] : *delayed)
+    if (k == key) return &h;
+  return nullptr;
 }
 
 void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, QuantContext& ctx) {
@@ -31,10 +39,36 @@ void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std
                       std::span<float> out, QuantContext& ctx, const std::string& key) {
   ops::Run run;
   run.threads = ctx.threads;
-  auto r = f.run(x, {rows, cols}, out, run);
-  if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
+  AmaxHistory* delayed = ctx.delayed_state(key);
+  std::int64_t saturated = 0;
+  if (delayed != nullptr) {
+    // Transformer Engine's FP8 cast: the input times the tensor's scale in float32, cast with saturation;
+    // the GEMM sees the cast value times scale_inv.
+    thread_local std::vector<float> scaled;
+    scaled.resize(x.size());
+    const float scale = delayed->scale(), limit = delayed->fp8_max();
+    float amax = 0.0F;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      amax = std::fmax(amax, std::fabs(x[i]));
+      scaled[i] = x[i] * scale;
+      saturated += std::fabs(scaled[i]) > limit ? 1 : 0;
+    }
+    auto r = f.run(scaled, {rows, cols}, out, run);
+    if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
+    const float inv = delayed->scale_inv();
+    for (float& v : out) v *= inv;
+    if (ctx.training) delayed->record(amax);
+  } else {
+    auto r = f.run(x, {rows, cols}, out, run);
+    if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
+  }
   if (!ctx.collect) return;
   OperandStats& s = ctx.at(key);
+  if (delayed != nullptr) {
+    s.delayed = true;
+    s.saturated += saturated;
+    s.scale = delayed->scale();
+  }
   std::int64_t nonzero = 0, underflow = 0;
   double sse = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {

@@ -12,6 +12,7 @@
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/quantize/block_format.hpp"
 #include "mxlab/train/recipe.hpp"
+#include "mxlab/train/scaling.hpp"
 
 namespace mxlab::train::detail {
 
@@ -21,7 +22,13 @@ struct OperandStats {
   std::int64_t nonzero = 0;    ///< inputs that are not zero
   std::int64_t underflow = 0;  ///< nonzero inputs whose quantized value is zero
   double sse = 0;              ///< sum of squared quantization errors (double)
+  bool delayed = false;        ///< cast with a delayed per-tensor scale
+  std::int64_t saturated = 0;  ///< delayed: inputs whose scaled magnitude exceeds the format's largest value
+  float scale = 0;             ///< delayed: the scale of the step
 };
+
+/// The delayed scaling state of every operand that has one, by "layer.role", in model construction order.
+using DelayedStates = std::vector<std::pair<std::string, AmaxHistory>>;
 
 /// What a forward or backward pass needs besides its tensors.
 struct QuantContext {
@@ -31,9 +38,13 @@ struct QuantContext {
   /// Rounds the outputs (forward and backward) of the non-GEMM layers (activations, pooling, layer norm,
   /// attention softmax); none: FP32.
   const ops::FakeQuantizer* nongemm = nullptr;
+  /// Delayed scaling states (none: no operand has one); casts record their amax only while training.
+  DelayedStates* delayed = nullptr;
   std::vector<std::pair<std::string, OperandStats>> stats;  ///< "layer.role", in first-use order
 
   OperandStats& at(const std::string& key);
+  /// The delayed scaling state of the operand, or null.
+  AmaxHistory* delayed_state(const std::string& key) const;
 };
 
 /// The quantizers of a layer's five roles (none: FP32), prepared once per layer.
@@ -51,6 +62,8 @@ void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, Qua
 
 /// out = fake quantization of x (rows x cols, row-major, blocks along the last axis or 2-D tiles) through
 /// ops (FakeQuantizer, as ops::fake_quantize); with ctx.collect, adds the operand's counts to ctx.stats[key].
+/// An operand with a delayed scaling state is cast as Transformer Engine casts it: fl32(x * scale) through the
+/// (saturating) element quantizer, times fl32(1 / scale); its amax is recorded while training.
 /// Throws std::runtime_error with the engine's message on failure.
 void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
                       std::span<float> out, QuantContext& ctx, const std::string& key);

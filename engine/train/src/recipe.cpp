@@ -2,6 +2,7 @@
 #include "mxlab/train/recipe.hpp"
 
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -64,7 +65,7 @@ std::string& RoleFormats::at(Role r) {
 const std::string& RoleFormats::at(Role r) const { return const_cast<RoleFormats*>(this)->at(r); }
 
 std::vector<std::string> recipe_presets() {
-  return {"fp32", "fp16", "fp16-static", "fp16-noscale", "bf16", "mxfp8", "mxfp8_e4m3", "mxfp6", "mxfp4",
+  return {"fp32", "fp16", "fp16-static", "fp16-noscale", "bf16", "fp8_current", "fp8_delayed", "mxfp8", "mxfp8_e4m3", "mxfp6", "mxfp4",
           "mxint8", "mxsf", "boost_e2m5", "nvfp4"};
 }
 
@@ -83,6 +84,17 @@ Result<Recipe> recipe_preset(std::string_view name) {
   }
   if (name == "bf16") {
     r.formats = all_roles("bf16");
+    return r;
+  }
+  if (name == "fp8_current") {
+    // FP8 hybrid with per-tensor current scaling: one FP32 scale per operand from its own amax (rule amax).
+    r.formats = RoleFormats{"e4m3:float32", "e4m3:float32", "e5m2:float32", "e4m3:float32", "e4m3:float32"};
+    return r;
+  }
+  if (name == "fp8_delayed") {
+    // FP8 hybrid with Transformer Engine's DelayedScaling defaults (history 1024, max, margin 0).
+    r.formats = RoleFormats{"e4m3", "e4m3", "e5m2", "e4m3", "e4m3"};
+    r.delayed.enabled = true;
     return r;
   }
   if (name == "mxfp8") {
@@ -210,8 +222,33 @@ Result<Recipe> parse_recipe(std::string_view text, const std::string& origin) {
       else return make_error(where + "loss_scaling must be none, static or dynamic, got '" + value + "'");
       continue;
     }
+    if (key == "scaling") {
+      if (value != "none" && value != "delayed")
+        return make_error(where + "scaling must be none or delayed, got '" + value + "'");
+      r.delayed.enabled = value == "delayed";
+      continue;
+    }
+    if (key == "amax_compute_algo") {
+      if (value == "max") r.delayed.algo = DelayedScaling::Algo::Max;
+      else if (value == "most_recent") r.delayed.algo = DelayedScaling::Algo::MostRecent;
+      else return make_error(where + "amax_compute_algo must be max or most_recent, got '" + value + "'");
+      continue;
+    }
     double number = 0;
     const bool is_number = parse_number(value, number);
+    const bool whole = is_number && std::fabs(number) < 1e15 && number == std::trunc(number);
+    if (key == "amax_history_len") {
+      if (!whole || number < 1 || number > 1000000)
+        return make_error(where + "'amax_history_len' needs a whole number 1..1000000, got '" + value + "'");
+      r.delayed.history_len = static_cast<std::int64_t>(number);
+      continue;
+    }
+    if (key == "margin") {
+      if (!whole || number < -64 || number > 64)
+        return make_error(where + "'margin' needs a whole number -64..64, got '" + value + "'");
+      r.delayed.margin = static_cast<int>(number);
+      continue;
+    }
     if (key == "loss_scale" || key == "growth" || key == "backoff" || key == "min_scale" || key == "growth_interval") {
       if (!is_number || !(number > 0) || number > 1e30)
         return make_error(where + "'" + key + "' needs a positive number, got '" + value + "'");
@@ -220,7 +257,7 @@ Result<Recipe> parse_recipe(std::string_view text, const std::string& origin) {
       if (key == "backoff") r.loss_scaling.backoff = number;
       if (key == "min_scale") r.loss_scaling.min_scale = number;
       if (key == "growth_interval") {
-        if (number != static_cast<double>(static_cast<std::int64_t>(number)))
+        if (!whole)
           return make_error(where + "'growth_interval' needs a whole number, got '" + value + "'");
         r.loss_scaling.growth_interval = static_cast<std::int64_t>(number);
       }
@@ -228,7 +265,8 @@ Result<Recipe> parse_recipe(std::string_view text, const std::string& origin) {
     }
     return make_error(where + "unknown key '" + key +
                       "' (known: preset, name, all, fwd, bwd, w, a, g, w_bp, a_bp, nongemm, loss_scaling, loss_scale, "
-                      "growth_interval, growth, backoff, min_scale, layer PATTERN ROLE)");
+                      "growth_interval, growth, backoff, min_scale, scaling, amax_history_len, amax_compute_algo, margin, "
+                      "layer PATTERN ROLE)");
   }
   return r;
 }
@@ -269,6 +307,10 @@ std::string recipe_text(const Recipe& r) {
       s << "growth_interval = " << r.loss_scaling.growth_interval << "\ngrowth = " << r.loss_scaling.growth
         << "\nbackoff = " << r.loss_scaling.backoff << "\nmin_scale = " << r.loss_scaling.min_scale << "\n";
   }
+  if (r.delayed.enabled)
+    s << "scaling = delayed\namax_history_len = " << r.delayed.history_len << "\namax_compute_algo = "
+      << (r.delayed.algo == DelayedScaling::Algo::Max ? "max" : "most_recent") << "\nmargin = " << r.delayed.margin
+      << "\n";
   for (const auto& o : r.overrides) s << "layer " << o.pattern << " " << role_name(o.role) << " = " << o.format << "\n";
   return s.str();
 }

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <stdexcept>
+#include <string_view>
+#include <type_traits>
 
 #include "models.hpp"
 
@@ -23,7 +26,8 @@ constexpr std::uint64_t kShuffleStream = 0x53485546464C45ULL;  // "SHUFFLE"
 constexpr std::uint64_t kTextStream = 0x54455854ULL;           // "TEXT"
 
 Result<std::unique_ptr<Model<float>>> make_model(const TrainData& data, const TrainOptions& o,
-                                                 std::vector<std::string>* names) {
+                                                 std::vector<std::string>* names,
+                                                 detail::DelayedStates* delayed = nullptr) {
   const auto& c = o.model;
   std::optional<Error> failure;
   detail::FormatLookup lookup = [&](const std::string& layer) {
@@ -34,8 +38,18 @@ Result<std::unique_ptr<Model<float>>> make_model(const TrainData& data, const Tr
       if (!failure) failure = r.error();
       return f;
     }
-    for (std::size_t i = 0; i < r->size(); ++i)
-      if ((*r)[i]) f.by_role[i] = std::make_shared<const ops::FakeQuantizer>(*(*r)[i]);
+    for (std::size_t i = 0; i < r->size(); ++i) {
+      if (!(*r)[i]) continue;
+      BlockFormat bf = *(*r)[i];
+      if (o.recipe.delayed.enabled && !bf.layout.scale) {
+        // Delayed scaling: the element cast saturates (TE's FP8 conversions are satfinite).
+        bf.options.element.overflow = Overflow::Saturate;
+        if (delayed != nullptr)
+          delayed->emplace_back(layer + "." + std::string(role_name(static_cast<Role>(i))),
+                                AmaxHistory(o.recipe.delayed, bf.element.max_finite()));
+      }
+      f.by_role[i] = std::make_shared<const ops::FakeQuantizer>(bf);
+    }
     return f;
   };
   std::unique_ptr<Model<float>> m;
@@ -105,6 +119,10 @@ class Optimizer {
       if (p.decay && wd > 0) p.value *= 1.0F - lrf * wd;
     }
   }
+  /// The moments and the step count, for checkpoints.
+  std::vector<Mat<float>>& first_moments() { return m_; }
+  std::vector<Mat<float>>& second_moments() { return v_; }
+  std::int64_t& steps() { return t_; }
 
  private:
   OptimizerConfig c_;
@@ -126,6 +144,7 @@ class Batcher {
       const auto span = static_cast<std::uint64_t>(d_.train_tokens.size()) - static_cast<std::uint64_t>(seq_);
       for (std::int64_t i = 0; i < batch_; ++i) {
         const auto at = static_cast<std::size_t>(text_rng_.next_u64() % span);
+        ++text_draws_;
         for (std::int64_t t = 0; t < seq_; ++t) {
           b.tokens.push_back(d_.train_tokens[at + static_cast<std::size_t>(t)]);
           b.targets.push_back(d_.train_tokens[at + static_cast<std::size_t>(t) + 1]);
@@ -143,6 +162,23 @@ class Batcher {
     }
     return b;
   }
+  /// Where the batches stand: the epochs shuffled, the position in the current one, the text offsets drawn.
+  struct Position {
+    std::uint64_t epoch = 0, pos = 0, text_draws = 0;
+  };
+  Position position() const { return {epoch_, pos_, text_draws_}; }
+  /// Continues from a position() of a batcher over the same data and options.
+  void restore(const Position& p) {
+    if (p.epoch > 0) {
+      epoch_ = p.epoch - 1;
+      reshuffle();  // the current epoch's order, as it was drawn
+    }
+    epoch_ = p.epoch;
+    pos_ = static_cast<std::size_t>(p.pos);
+    text_rng_ = Rng(seed_ ^ kTextStream);
+    for (std::uint64_t i = 0; i < p.text_draws; ++i) text_rng_.next_u64();
+    text_draws_ = p.text_draws;
+  }
 
  private:
   void reshuffle() {
@@ -159,15 +195,175 @@ class Batcher {
   std::vector<std::size_t> order_;
   std::size_t pos_ = 0;
   std::uint64_t epoch_ = 0;
+  std::uint64_t text_draws_ = 0;
 };
+
+// ---- Checkpoint state: a flat little-endian-as-stored byte string (raw float32/float64 values, so a resumed
+// run continues bit-identically on the machine that wrote it).
+
+constexpr std::string_view kStateMagic = "mxlab-train-state-1\n";
+
+class StateWriter {
+ public:
+  explicit StateWriter(std::string& out) : out_(out) {}
+  template <typename T>
+  void put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void put_floats(const float* p, std::size_t n) { out_.append(reinterpret_cast<const char*>(p), n * sizeof(float)); }
+  void put_mat(const Mat<float>& m) {
+    put<std::int64_t>(m.rows());
+    put<std::int64_t>(m.cols());
+    put_floats(m.data(), static_cast<std::size_t>(m.size()));
+  }
+  void put_string(const std::string& s) {
+    put<std::uint64_t>(s.size());
+    out_ += s;
+  }
+
+ private:
+  std::string& out_;
+};
+
+class StateReader {
+ public:
+  explicit StateReader(std::string_view in) : in_(in) {}
+  template <typename T>
+  T get() {
+    T v{};
+    take(&v, sizeof v);
+    return v;
+  }
+  void get_floats(float* p, std::size_t n) { take(p, n * sizeof(float)); }
+  /// Reads a matrix into m, which must already have the stored shape.
+  void get_mat(Mat<float>& m, const std::string& what) {
+    const auto rows = get<std::int64_t>(), cols = get<std::int64_t>();
+    if (rows != m.rows() || cols != m.cols())
+      throw std::runtime_error("checkpoint does not fit this run: " + what + " is " + std::to_string(rows) + "x" +
+                               std::to_string(cols) + ", the model's " + std::to_string(m.rows()) + "x" +
+                               std::to_string(m.cols()));
+    get_floats(m.data(), static_cast<std::size_t>(m.size()));
+  }
+  std::string get_string() {
+    const auto n = get<std::uint64_t>();
+    if (n > in_.size() - at_) throw std::runtime_error("checkpoint state is truncated");
+    std::string s(in_.substr(at_, static_cast<std::size_t>(n)));
+    at_ += static_cast<std::size_t>(n);
+    return s;
+  }
+  bool done() const { return at_ == in_.size(); }
+
+ private:
+  void take(void* p, std::size_t n) {
+    if (n > in_.size() - at_) throw std::runtime_error("checkpoint state is truncated");
+    std::memcpy(p, in_.data() + at_, n);
+    at_ += n;
+  }
+  std::string_view in_;
+  std::size_t at_ = 0;
+};
+
+/// Everything a run carries from one step to the next besides the model and the optimizer.
+struct LoopState {
+  std::int64_t steps_done = 0;
+  double scale = 1;
+  std::int64_t good_steps = 0;
+  std::int64_t skipped = 0;
+  double train_seconds = 0;
+  std::vector<double> losses;
+};
+
+std::string save_state(const LoopState& loop, const std::vector<Param<float>*>& params, Optimizer& opt,
+                       const Batcher& batcher, const detail::DelayedStates& delayed) {
+  std::string out(kStateMagic);
+  StateWriter w(out);
+  w.put<std::int64_t>(loop.steps_done);
+  w.put<std::uint64_t>(params.size());
+  for (const auto* p : params) w.put_mat(p->value);
+  w.put<std::int64_t>(opt.steps());
+  w.put<std::uint64_t>(opt.first_moments().size());
+  for (const auto& m : opt.first_moments()) w.put_mat(m);
+  w.put<std::uint64_t>(opt.second_moments().size());
+  for (const auto& m : opt.second_moments()) w.put_mat(m);
+  w.put<double>(loop.scale);
+  w.put<std::int64_t>(loop.good_steps);
+  w.put<std::int64_t>(loop.skipped);
+  w.put<double>(loop.train_seconds);
+  w.put<std::uint64_t>(loop.losses.size());
+  for (double l : loop.losses) w.put<double>(l);
+  const auto pos = batcher.position();
+  w.put<std::uint64_t>(pos.epoch);
+  w.put<std::uint64_t>(pos.pos);
+  w.put<std::uint64_t>(pos.text_draws);
+  w.put<std::uint64_t>(delayed.size());
+  for (const auto& [key, h] : delayed) {
+    w.put_string(key);
+    w.put<std::uint64_t>(h.history().size());
+    w.put_floats(h.history().data(), h.history().size());
+    w.put<float>(h.scale());
+  }
+  return out;
+}
+
+/// Restores a save_state() string into a freshly built run; throws std::runtime_error naming what does not fit.
+void load_state(std::string_view text, LoopState& loop, const std::vector<Param<float>*>& params, Optimizer& opt,
+                Batcher& batcher, detail::DelayedStates& delayed, std::int64_t steps) {
+  if (text.substr(0, kStateMagic.size()) != kStateMagic) throw std::runtime_error("not a training checkpoint state");
+  StateReader r(text.substr(kStateMagic.size()));
+  loop.steps_done = r.get<std::int64_t>();
+  if (loop.steps_done < 0 || loop.steps_done > steps)
+    throw std::runtime_error("checkpoint after step " + std::to_string(loop.steps_done) + " does not fit a run of " +
+                             std::to_string(steps) + " steps");
+  auto count = [&](std::size_t expected, const char* what) {
+    const auto n = r.get<std::uint64_t>();
+    if (n != expected)
+      throw std::runtime_error("checkpoint does not fit this run: " + std::to_string(n) + " " + what + ", the run has " +
+                               std::to_string(expected));
+  };
+  count(params.size(), "parameter tensors");
+  for (auto* p : params) r.get_mat(p->value, p->name);
+  opt.steps() = r.get<std::int64_t>();
+  count(opt.first_moments().size(), "first-moment tensors");
+  for (std::size_t i = 0; i < params.size(); ++i) r.get_mat(opt.first_moments()[i], params[i]->name + " moment");
+  count(opt.second_moments().size(), "second-moment tensors");
+  for (std::size_t i = 0; i < opt.second_moments().size(); ++i)
+    r.get_mat(opt.second_moments()[i], params[i]->name + " second moment");
+  loop.scale = r.get<double>();
+  loop.good_steps = r.get<std::int64_t>();
+  loop.skipped = r.get<std::int64_t>();
+  loop.train_seconds = r.get<double>();
+  count(static_cast<std::size_t>(loop.steps_done), "losses");
+  loop.losses.resize(static_cast<std::size_t>(loop.steps_done));
+  for (double& l : loop.losses) l = r.get<double>();
+  Batcher::Position pos;
+  pos.epoch = r.get<std::uint64_t>();
+  pos.pos = r.get<std::uint64_t>();
+  pos.text_draws = r.get<std::uint64_t>();
+  batcher.restore(pos);
+  count(delayed.size(), "delayed-scaling histories");
+  for (auto& [key, h] : delayed) {
+    const std::string stored = r.get_string();
+    if (stored != key) throw std::runtime_error("checkpoint does not fit this run: delayed scaling of " + stored + ", not " + key);
+    const auto length = r.get<std::uint64_t>();
+    if (length != h.history().size())
+      throw std::runtime_error("checkpoint does not fit this run: amax history of " + key + " has " +
+                               std::to_string(length) + " entries, the recipe " + std::to_string(h.history().size()));
+    std::vector<float> history(h.history().size());
+    r.get_floats(history.data(), history.size());
+    if (!h.restore(history, r.get<float>())) throw std::runtime_error("checkpoint holds a bad scale for " + key);
+  }
+  if (!r.done()) throw std::runtime_error("checkpoint state has trailing bytes");
+}
 
 /// Forward-only evaluation over a split (images) or consecutive windows (text), quantized as in training.
 EvalMetrics evaluate(Model<float>& model, const TrainData& d, const TrainOptions& o, bool test, std::int64_t limit,
-                     const ops::FakeQuantizer* nongemm) {
+                     const ops::FakeQuantizer* nongemm, detail::DelayedStates* delayed) {
   QuantContext ctx;
   ctx.threads = o.threads;
-  ctx.training = false;
+  ctx.training = false;  // the casts use the delayed scales but record no amax
   ctx.nongemm = nongemm;
+  ctx.delayed = delayed;
   EvalMetrics e;
   double loss_sum = 0;
   std::int64_t correct_sum = 0, rows = 0;
@@ -229,6 +425,9 @@ std::vector<OperandMetric> operand_metrics(const QuantContext& ctx) {
     m.nonzero = s.nonzero;
     m.underflow = s.underflow;
     m.mse = s.count > 0 ? s.sse / static_cast<double>(s.count) : 0.0;
+    m.delayed = s.delayed;
+    m.saturated = s.saturated;
+    m.scale = s.scale;
     out.push_back(m);
   }
   return out;
@@ -244,7 +443,9 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
   if (data.is_text && static_cast<std::int64_t>(data.train_tokens.size()) <= o.model.context + 1)
     return make_error("text too short for the context");
   if (!data.is_text && data.train.count() < 1) return make_error("no training images");
-  auto made = make_model(data, o, nullptr);
+  if (o.checkpoint_every < 0) return make_error("checkpoint interval must not be negative");
+  detail::DelayedStates delayed;
+  auto made = make_model(data, o, nullptr, &delayed);
   if (!made) return made.error();
   auto nongemm_format = role_format(o.recipe.nongemm);
   if (!nongemm_format) return make_error("recipe '" + o.recipe.name + "', nongemm: " + nongemm_format.error().message);
@@ -256,12 +457,18 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
   Optimizer opt(o.optimizer, params);
   Batcher batcher(data, o);
   const LossScaling& ls = o.recipe.loss_scaling;
-  double scale = ls.mode == LossScaling::Mode::None ? 1.0 : ls.initial;
-  std::int64_t good_steps = 0;
+  LoopState loop;
+  loop.scale = ls.mode == LossScaling::Mode::None ? 1.0 : ls.initial;
+  if (!o.resume_state.empty()) load_state(o.resume_state, loop, params, opt, batcher, delayed, o.steps);
   TrainResult result;
   result.parameters = model.parameter_count();
-  double train_seconds = 0;
-  for (std::int64_t step = 0; step < o.steps; ++step) {
+  std::int64_t checkpointed = loop.steps_done;
+  auto checkpoint = [&]() -> std::optional<Error> {
+    checkpointed = loop.steps_done;
+    if (!o.on_checkpoint) return std::nullopt;
+    return o.on_checkpoint(loop.steps_done, save_state(loop, params, opt, batcher, delayed));
+  };
+  for (std::int64_t step = loop.steps_done; step < o.steps; ++step) {
     if (reporter.cancelled()) {
       result.cancelled = true;
       break;
@@ -272,37 +479,40 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     ctx.threads = o.threads;
     ctx.collect = o.metrics_every > 0 && step % o.metrics_every == 0;
     ctx.nongemm = ctx_nongemm;
+    ctx.delayed = &delayed;
     model.zero_grad();
     const Mat<float> logits = model.forward(batch, ctx);
     Mat<float> dlogits;
     std::int64_t correct = 0;
     const double loss =
-        detail::softmax_cross_entropy<float>(logits, batch.targets, static_cast<float>(scale), &dlogits, &correct);
+        detail::softmax_cross_entropy<float>(logits, batch.targets, static_cast<float>(loop.scale), &dlogits, &correct);
     model.backward(dlogits, ctx);
     // Unscale in FP32 and skip the update on a non-finite gradient (Micikevicius et al. 2018, section 3.2).
     bool finite = std::isfinite(loss);
-    const auto inv = static_cast<float>(1.0 / scale);
+    const auto inv = static_cast<float>(1.0 / loop.scale);
     for (auto* p : params) {
-      if (scale != 1.0) p->grad *= inv;
+      if (loop.scale != 1.0) p->grad *= inv;
       finite = finite && p->grad.allFinite();
     }
     const double lr = learning_rate(o.optimizer, step, o.steps);
     StepMetrics m;
-    m.loss_scale = scale;
+    m.loss_scale = loop.scale;
     if (finite) {
       opt.step(lr);
-      if (ls.mode == LossScaling::Mode::Dynamic && ++good_steps >= ls.growth_interval) {
-        scale *= ls.growth;
-        good_steps = 0;
+      if (ls.mode == LossScaling::Mode::Dynamic && ++loop.good_steps >= ls.growth_interval) {
+        loop.scale *= ls.growth;
+        loop.good_steps = 0;
       }
     } else {
-      ++result.skipped;
+      ++loop.skipped;
       if (ls.mode == LossScaling::Mode::Dynamic) {
-        scale = std::max(ls.min_scale, scale * ls.backoff);
-        good_steps = 0;
+        loop.scale = std::max(ls.min_scale, loop.scale * ls.backoff);
+        loop.good_steps = 0;
       }
     }
-    train_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    // Delayed scaling: this step's amaxes enter the histories; the next step casts with the new scales.
+    for (auto& entry : delayed) entry.second.update();
+    loop.train_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     m.step = step + 1;
     m.steps = o.steps;
     m.loss = loss;
@@ -310,23 +520,30 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     m.bpc = data.is_text ? loss / std::log(2.0) : 0.0;
     m.lr = lr;
     m.skipped = !finite;
-    m.skipped_total = result.skipped;
-    m.seconds = train_seconds;
+    m.skipped_total = loop.skipped;
+    m.seconds = loop.train_seconds;
     if (ctx.collect) m.operands = operand_metrics(ctx);
     const bool last = step + 1 == o.steps;
-    if (last && o.final_eval) m.validation = evaluate(model, data, o, false, 0, ctx_nongemm);
-    else if (o.eval_every > 0 && (step + 1) % o.eval_every == 0) m.validation = evaluate(model, data, o, false, o.eval_limit, ctx_nongemm);
+    if (last && o.final_eval) m.validation = evaluate(model, data, o, false, 0, ctx_nongemm, &delayed);
+    else if (o.eval_every > 0 && (step + 1) % o.eval_every == 0) m.validation = evaluate(model, data, o, false, o.eval_limit, ctx_nongemm, &delayed);
     if (last && m.validation) result.validation = m.validation;
-    result.losses.push_back(loss);
-    result.steps_done = step + 1;
+    loop.losses.push_back(loss);
+    loop.steps_done = step + 1;
     if (on_step) on_step(m);
     reporter.report(step + 1, o.steps, "train");
+    if (o.checkpoint_every > 0 && !last && loop.steps_done % o.checkpoint_every == 0)
+      if (auto e = checkpoint()) return *e;
   }
+  if (result.cancelled && o.checkpoint_every > 0 && checkpointed != loop.steps_done)
+    if (auto e = checkpoint()) return *e;
   if (!result.cancelled && o.final_eval && !data.is_text && data.test.count() > 0)
-    result.test = evaluate(model, data, o, true, 0, ctx_nongemm);
-  if (result.cancelled && o.final_eval) result.validation = evaluate(model, data, o, false, 0, ctx_nongemm);
-  result.seconds = train_seconds;
-  result.final_loss_scale = scale;
+    result.test = evaluate(model, data, o, true, 0, ctx_nongemm, &delayed);
+  if (result.cancelled && o.final_eval) result.validation = evaluate(model, data, o, false, 0, ctx_nongemm, &delayed);
+  result.losses = std::move(loop.losses);
+  result.steps_done = loop.steps_done;
+  result.skipped = loop.skipped;
+  result.seconds = loop.train_seconds;
+  result.final_loss_scale = loop.scale;
   return result;
 }
 

@@ -51,6 +51,18 @@ struct LossScaling {
   double min_scale = 1.0;         ///< dynamic: the scale never goes below this
 };
 
+/// Per-tensor delayed scaling (Transformer Engine's DelayedScaling recipe) of the operands whose format is a
+/// plain element format without block scales ("e4m3", "e5m2"): each (layer, role) keeps a history of the
+/// amax of its last `history_len` steps, and step t multiplies the operand by the scale computed from the
+/// history up to step t-1, scale = fp8_max / amax / 2^margin, before the saturating element cast.
+struct DelayedScaling {
+  enum class Algo : std::uint8_t { Max, MostRecent };
+  bool enabled = false;
+  std::int64_t history_len = 1024;  ///< amax_history_len (Transformer Engine's default)
+  Algo algo = Algo::Max;            ///< amax_compute_algo: max over the history, or the most recent amax
+  int margin = 0;                   ///< the scale is divided by 2^margin
+};
+
 /// A training recipe: formats per role, overrides per layer, loss scaling. Master weights, optimizer state and
 /// every non-GEMM operation stay in FP32.
 struct Recipe {
@@ -58,6 +70,7 @@ struct Recipe {
   RoleFormats formats;
   std::vector<LayerOverride> overrides;  ///< later entries win
   LossScaling loss_scaling;
+  DelayedScaling delayed;  ///< off: element-format operands are cast without a scale
   /// Format the outputs of the non-GEMM layers are rounded to, forward and backward (activations, pooling,
   /// layer norm, attention softmax; not the loss, the residual sums or the optimizer): "" or "fp32" keeps
   /// FP32, "bf16" simulates BF16 elementwise arithmetic.
@@ -67,13 +80,16 @@ struct Recipe {
 /// Names of the presets.
 std::vector<std::string> recipe_presets();
 
-/// A preset by name: fp32, fp16 (dynamic loss scaling), fp16-static, fp16-noscale, bf16, mxfp8 (E4M3 forward,
-/// E5M2 gradients), mxfp8_e4m3, mxfp6, mxfp4, mxint8, mxsf, boost_e2m5, nvfp4.
+/// A preset by name: fp32, fp16 (dynamic loss scaling), fp16-static, fp16-noscale, bf16, fp8_current and
+/// fp8_delayed (FP8 hybrid: E4M3 forward, E5M2 gradients, one scale per tensor from the current amax or from
+/// the amax history), mxfp8 (E4M3 forward, E5M2 gradients), mxfp8_e4m3, mxfp6, mxfp4, mxint8, mxsf,
+/// boost_e2m5, nvfp4.
 Result<Recipe> recipe_preset(std::string_view name);
 
 /// Parses a recipe file's text: "key = value" lines, '#' comments. Keys: preset (start from a preset),
 /// name, all / fwd / bwd / w / a / g / w_bp / a_bp (formats), nongemm (format), loss_scaling (none|static|dynamic),
-/// loss_scale, growth_interval, growth, backoff, min_scale, and "layer PATTERN ROLE = FORMAT" overrides.
+/// loss_scale, growth_interval, growth, backoff, min_scale, scaling (none|delayed), amax_history_len,
+/// amax_compute_algo (max|most_recent), margin, and "layer PATTERN ROLE = FORMAT" overrides.
 /// `origin` names the file in messages.
 Result<Recipe> parse_recipe(std::string_view text, const std::string& origin);
 

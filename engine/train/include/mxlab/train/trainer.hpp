@@ -42,6 +42,15 @@ struct TrainOptions {
   bool final_eval = true;            ///< validation and test after the last step
   std::int64_t eval_limit = 0;       ///< periodic validation on at most this many examples (text: windows); 0 = all;
                                      ///< the final validation and test always use everything
+  /// Checkpoints: after every Nth step (0: never), and after the last step done when the run is cancelled,
+  /// on_checkpoint receives the number of steps done and the run's whole state (weights, optimizer moments and
+  /// step count, loss-scale state, delayed-scaling histories, data order position, losses so far). An error
+  /// it returns stops the run with that error.
+  std::int64_t checkpoint_every = 0;
+  std::function<std::optional<Error>(std::int64_t steps_done, const std::string& state)> on_checkpoint;
+  /// A state on_checkpoint received: the run continues from it bit-identically (empty: from step 0). The
+  /// options and data must be the run's that wrote it; a state that does not fit the model is an error.
+  std::string resume_state;
 };
 
 /// Counts of one quantized GEMM operand over a step.
@@ -52,7 +61,11 @@ struct OperandMetric {
   std::int64_t nonzero = 0;
   std::int64_t underflow = 0;  ///< nonzero values that quantized to zero
   double mse = 0;              ///< mean squared quantization error
+  bool delayed = false;        ///< cast with a delayed per-tensor scale (Recipe::delayed)
+  std::int64_t saturated = 0;  ///< delayed: values clipped because their scaled magnitude exceeded the format
+  double scale = 0;            ///< delayed: the scale of the step
   double underflow_ratio() const { return nonzero > 0 ? static_cast<double>(underflow) / static_cast<double>(nonzero) : 0.0; }
+  double saturation_ratio() const { return count > 0 ? static_cast<double>(saturated) / static_cast<double>(count) : 0.0; }
 };
 
 /// Validation (or test) figures.
@@ -81,12 +94,12 @@ struct StepMetrics {
 
 /// A finished (or cancelled) run.
 struct TrainResult {
-  std::vector<double> losses;     ///< per step
+  std::vector<double> losses;     ///< per step (a resumed run: from step 1, the checkpoint's included)
   std::int64_t steps_done = 0;
   std::int64_t skipped = 0;
   bool cancelled = false;
   std::int64_t parameters = 0;
-  double seconds = 0;             ///< training steps only (no evaluation)
+  double seconds = 0;             ///< training steps only (no evaluation; a resumed run adds the checkpoint's)
   std::optional<EvalMetrics> validation, test;
   double final_loss_scale = 1;
 };
