@@ -12,6 +12,7 @@
 
 #include "mxlab/core/random.hpp"
 #include "mxlab/kernels/simd_target.hpp"
+#include "mxlab/formats/parse.hpp"
 #include "mxlab/io/npy.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/packed_file.hpp"
@@ -198,6 +199,48 @@ TEST_CASE("ops: formats the kernels refuse run on the reference with the same re
     INFO(name);
     CHECK(ops::engine_for(*f).rfind("reference", 0) == 0);
     check_against_reference(*f, x, {16, 64}, 2, 256);
+  }
+}
+
+TEST_CASE("ops: formats without a scale run on the cast kernels with the reference's values and totals", "[ops]") {
+  const auto xf = corner_input(9, 3000, false);
+  const std::vector<double> x(xf.begin(), xf.end());
+  const std::vector<std::int64_t> shape = {static_cast<std::int64_t>(x.size())};
+  for (const auto& target : simd_targets()) {
+    const ScopedSimdTarget forced(target);
+    for (const char* name : {"e4m3", "e5m2", "e2m1", "e3m2", "int8", "bfloat16", "float16"}) {
+      for (const Rounding rounding : {Rounding::NearestEven, Rounding::Stochastic, Rounding::TowardZero}) {
+        for (const Overflow overflow : {Overflow::Default, Overflow::Saturate}) {
+          auto element = parse_format(name);
+          REQUIRE(element.ok());
+          BlockFormat f;  // no scale: a plain elementwise cast of the whole tensor (the training recipes' FP8)
+          f.name = name;
+          f.element = *element;
+          f.options.element.rounding = rounding;
+          f.options.element.overflow = overflow;
+          f.options.seed = 11;
+          INFO("target " << target.name << " format " << name << " rounding " << to_string(rounding));
+          auto q = quantize(f, x, shape);
+          REQUIRE(q.ok());
+          const Analysis ref = analyze(f, x, *q);
+          const ops::FakeQuantizer fq(f);
+          for (unsigned threads : {1U, 3U}) {
+            std::vector<float> out(x.size());
+            ops::QuantizeResult r;
+            ops::Run run;
+            run.threads = threads;
+            REQUIRE(fq.run(xf, shape, out, run, &r).ok());
+            CHECK(r.engine.rfind("simd:", 0) == 0);
+            std::size_t mismatches = 0;
+            for (std::size_t i = 0; i < x.size(); ++i)
+              if (std::bit_cast<std::uint32_t>(out[i]) != std::bit_cast<std::uint32_t>(static_cast<float>(q->values[i])))
+                ++mismatches;
+            CHECK(mismatches == 0);
+            check_stats(r.stats, ref.total, true);
+          }
+        }
+      }
+    }
   }
 }
 

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "mxlab/core/random.hpp"
+#include "mxlab/kernels/cast_kernel.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/quantize/pack.hpp"
 #include "ops_detail.hpp"
@@ -139,6 +141,42 @@ FakeQuantizer::FakeQuantizer(const BlockFormat& f) : format_(f) {
   if (BlockKernel::supports(f)) {
     if (auto kernel = BlockKernel::make(f)) kernel_ = std::make_shared<const BlockKernel>(std::move(*kernel));
   }
+  // A plain element cast (no scale, no N:M pruning, no -0 rule for integers) is the cast kernel's job; the
+  // reference casts every element with cast(element, x, options, stochastic_bits(seed, i)), as it does.
+  if (f.layout.scale || f.layout.sparse_m > 0 || negative_zero_values(f)) return;
+  auto eo = resolve_options(f.element, f.options.element);
+  if (!eo || !CastKernel::supports(f.element) || !DecodeKernel::supports(f.element)) return;
+  auto cast = CastKernel::make(f.element, *eo);
+  auto decode = DecodeKernel::make(f.element);
+  if (!cast || !decode) return;
+  element_options_ = *eo;
+  cast_ = std::make_shared<const CastKernel>(std::move(*cast));
+  decode_ = std::make_shared<const DecodeKernel>(std::move(*decode));
+}
+
+Result<std::size_t> FakeQuantizer::run_elements(std::span<const float> x, std::span<float> out, const Run& run,
+                                                QuantizeResult* result) const {
+  const KernelRun kr{detail::resolve_threads(run.threads), format_.options.seed, 0};
+  std::vector<std::uint16_t> codes(x.size());
+  if (auto r = cast_->cast_f32(x, codes, kr); !r) return r.error();
+  if (auto r = decode_->decode(codes, out.first(x.size()), kr); !r) return r.error();
+  if (result == nullptr) return x.size();
+  // Error totals. An overflow flag can only stand on a saturated or special output (the largest finite
+  // magnitude, Inf or NaN); the reference's cast decides those few elements' flags.
+  const Format& e = format_.element;
+  const bool stochastic = element_options_.rounding == Rounding::Stochastic;
+  *result = QuantizeResult{detail::simd_engine(), {}};
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double xi = x[i];
+    const double v = out[i];
+    std::uint8_t flags = 0;
+    if (!(std::fabs(v) < e.max_finite())) {
+      const CastResult c = cast(e, xi, element_options_, stochastic ? stochastic_bits(format_.options.seed, i) : 0U);
+      if (c.overflow) flags = QuantizedTensor::kOverflow;
+    }
+    result->stats.add(xi, v, flags);
+  }
+  return x.size();
 }
 
 Result<std::size_t> FakeQuantizer::run(std::span<const float> x, const std::vector<std::int64_t>& shape,
@@ -146,6 +184,7 @@ Result<std::size_t> FakeQuantizer::run(std::span<const float> x, const std::vect
   if (out.size() < x.size())
     return make_error("fake quantization: output holds " + std::to_string(out.size()) + " values for " +
                       std::to_string(x.size()) + " inputs");
+  if (cast_) return run_elements(x, out, run, result);
   if (kernel_) {
     const BlockKernel& kernel = *kernel_;
     BlockMetrics m;

@@ -23,6 +23,8 @@
 
 namespace mxlab {
 class BlockKernel;  // mxlab/kernels/block_kernel.hpp: kernels stay private to ops
+class CastKernel;   // mxlab/kernels/cast_kernel.hpp
+class DecodeKernel;
 }
 
 namespace mxlab::ops {
@@ -112,8 +114,14 @@ class FakeQuantizer {
                           const Run& run = {}, QuantizeResult* result = nullptr) const;
 
  private:
+  /// Formats without a scale (a plain element cast): the SIMD cast and decode kernels.
+  Result<std::size_t> run_elements(std::span<const float> x, std::span<float> out, const Run& run,
+                                   QuantizeResult* result) const;
   BlockFormat format_;
   std::shared_ptr<const BlockKernel> kernel_;  ///< the SIMD kernel when it covers the format, else the reference
+  std::shared_ptr<const CastKernel> cast_;     ///< formats without a scale: the cast kernel, when it covers them
+  std::shared_ptr<const DecodeKernel> decode_;
+  CastOptions element_options_;
 };
 
 /// Packed quantization of the whole tensor (as mxlab::pack of mxlab::quantize); with a result, its engine and
