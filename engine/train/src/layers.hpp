@@ -217,9 +217,11 @@ struct Conv2d {
          const LayerFormats* formats)
       : lin(name, kernel * kernel * in_channels, out_channels, formats), k(kernel) {}
 
-  Mat<T> im2col(const Mat<T>& x, const Dims& d) const {
+  /// Calls fn(row, pixel, offset) for every (output position, kernel tap) inside the image: the im2col row of
+  /// the output position, the input pixel's row, and the tap's first column in the im2col row (zero padding).
+  template <class Fn>
+  void for_each_tap(const Dims& d, Fn&& fn) const {
     const std::int64_t pad = k / 2;
-    Mat<T> cols = Mat<T>::Zero(d.batch * d.height * d.width, k * k * d.channels);
     for (std::int64_t b = 0; b < d.batch; ++b)
       for (std::int64_t y = 0; y < d.height; ++y)
         for (std::int64_t xx = 0; xx < d.width; ++xx) {
@@ -230,29 +232,24 @@ struct Conv2d {
             for (std::int64_t kx = 0; kx < k; ++kx) {
               const std::int64_t sx = xx + kx - pad;
               if (sx < 0 || sx >= d.width) continue;
-              cols.row(row).segment((ky * k + kx) * d.channels, d.channels) = x.row((b * d.height + sy) * d.width + sx);
+              fn(row, (b * d.height + sy) * d.width + sx, (ky * k + kx) * d.channels);
             }
           }
         }
+  }
+  Mat<T> im2col(const Mat<T>& x, const Dims& d) const {
+    Mat<T> cols = Mat<T>::Zero(d.batch * d.height * d.width, k * k * d.channels);
+    for_each_tap(d, [&](std::int64_t row, std::int64_t pixel, std::int64_t offset) {
+      cols.row(row).segment(offset, d.channels) = x.row(pixel);
+    });
     return cols;
   }
+  /// The adjoint of im2col: each tap's columns added back to its input pixel.
   Mat<T> col2im(const Mat<T>& cols, const Dims& d) const {
-    const std::int64_t pad = k / 2;
     Mat<T> x = Mat<T>::Zero(d.batch * d.height * d.width, d.channels);
-    for (std::int64_t b = 0; b < d.batch; ++b)
-      for (std::int64_t y = 0; y < d.height; ++y)
-        for (std::int64_t xx = 0; xx < d.width; ++xx) {
-          const std::int64_t row = (b * d.height + y) * d.width + xx;
-          for (std::int64_t ky = 0; ky < k; ++ky) {
-            const std::int64_t sy = y + ky - pad;
-            if (sy < 0 || sy >= d.height) continue;
-            for (std::int64_t kx = 0; kx < k; ++kx) {
-              const std::int64_t sx = xx + kx - pad;
-              if (sx < 0 || sx >= d.width) continue;
-              x.row((b * d.height + sy) * d.width + sx) += cols.row(row).segment((ky * k + kx) * d.channels, d.channels);
-            }
-          }
-        }
+    for_each_tap(d, [&](std::int64_t row, std::int64_t pixel, std::int64_t offset) {
+      x.row(pixel) += cols.row(row).segment(offset, d.channels);
+    });
     return x;
   }
   Mat<T> forward(const Mat<T>& x, const Dims& d, QuantContext& ctx) {
