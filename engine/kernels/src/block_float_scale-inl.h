@@ -26,6 +26,7 @@
 #include "block_codebook-inl.h"
 #include "block_peer-inl.h"
 #include "block_quotient-inl.h"
+#include "block_rne-inl.h"
 #include "block_scale-inl.h"
 #include "mxlab/core/random.hpp"
 
@@ -293,14 +294,153 @@ HWY_INLINE void float_block(const BlockParams& p, const BlockCall& call, const F
   }
 }
 
+/// Whether the float-scale tight loop (fast_float_loop) covers the call: rule amax on a float element grid under
+/// nearest-even (BlockParams::FastRne and fast32), no peer arithmetic or zero-sign rule, codes or values out
+/// without metrics or tensor-wide statistics, rows of whole blocks of whole vectors, decode * s * g rounded
+/// once (short scale significands, or g = 1, with g a float32).
+HWY_INLINE bool fast_float_call(const BlockParams& p, const BlockCall& call) {
+  const std::size_t lanes = hn::Lanes(DU());
+  return p.fast.on && p.fast32 && !p.four_over_six && !p.nvfp4_peer && !p.float_peer && !p.codebook &&
+         (p.zero_sign == ZeroSign::Keep || !p.has_negative_zero) && call.out != BlockOut::None &&
+         call.metrics == nullptr && call.tensor_amax == nullptr && call.tensor_nan == nullptr &&
+         call.tensor_inf == nullptr && !(p.specials == SpecialsPolicy::TensorNan && call.any_nan) &&
+         static_cast<std::size_t>(call.block) % lanes == 0 && call.row % call.block == 0 &&
+         (p.fast32_short_scales || call.g == 1.0) && static_cast<double>(static_cast<float>(call.g)) == call.g;
+}
+
+/// The common float-scale case (NVFP4 and other rule-amax formats) in a tight loop over groups of blocks: the
+/// block maxima, the group's scale codes in one vector cast (group_scale_codes), then each block's elements by
+/// the nearest-even fast path (fast_rne_lanes) on the float32 quotients q = |x| * fl32(1 / (s * g)). A vector
+/// with a lane near a rounding boundary of the grid (near_boundary32: there fl32 q and the exact quotient may
+/// round apart) goes through float_scale_elements, and so does every block float_block treats specially (NaN
+/// or Inf inside, zero amax, a scale outside [2^-100, 2^100]). Values are decode(code) * s, times g when
+/// g != 1, in float32: the rounded magnitude r is decode(code), and r * s is exact (fast_float_call).
+template <InputKind kIn, BlockOut kOut>
+HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, const FloatScaleVectors& v,
+                                  CodeSink& sink) {
+  const DU du;
+  const DF df;
+  const std::size_t lanes = hn::Lanes(du);
+  constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
+  const FastVectors fv(p.fast);
+  const auto block = static_cast<std::size_t>(call.block);
+  const auto* in = static_cast<const std::uint8_t*>(call.x);
+  const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
+  const VF g_v = hn::Set(df, static_cast<float>(call.g));
+  const bool unit_g = call.g == 1.0;
+  const DF64 df64;
+  const DFh dfh;
+  const std::size_t l64 = hn::Lanes(df64);
+  const VF64 g64 = hn::Set(df64, call.g);
+  BlockGroup group;
+  FastExactSum sse_diff;  // float_block's signature (rule 4over6 does not come here)
+  HWY_ALIGN double scale_d[BlockGroup::kSize + kMaxLanes] = {};
+  HWY_ALIGN float inverse_f[BlockGroup::kSize + kMaxLanes];
+  bool fast[BlockGroup::kSize];
+  for (std::int64_t g0 = call.b0; g0 < call.b1; g0 += static_cast<std::int64_t>(BlockGroup::kSize)) {
+    group.first = g0;
+    group.count = static_cast<std::size_t>(std::min<std::int64_t>(BlockGroup::kSize, call.b1 - g0));
+    for (std::size_t i = 0; i < group.count; ++i) {
+      const std::size_t start = (static_cast<std::size_t>(g0) + i) * block;
+      const std::uint8_t* xb = in + start * kInBytes;
+      if constexpr (HWY_TARGET != HWY_SCALAR) {
+        for (std::size_t k = 0; k < block * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+      }
+      VU vmax = hn::Zero(du);
+      for (std::size_t k = 0; k < block; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
+      BlockStats st;
+      st.amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
+      if (st.amax_bits >= 0x7F800000U) st = block_stats(kIn, xb, xb, block, block);
+      group.stats[i] = st;
+      group.starts[i] = start;
+      group.lens[i] = block;
+      const float a = std::bit_cast<float>(st.amax_bits);
+      group.amax[i] = a;
+      if (call.amax != nullptr) call.amax[static_cast<std::size_t>(g0) + i] = a;
+    }
+    group_scale_codes(p, call, v.s64, group);
+    // The blocks' scales and the float32 multipliers fl32(1 / (s * g)) ahead of the element passes, so that no
+    // block waits on its own division.
+    for (std::size_t i = 0; i < group.count; ++i) {
+      auto code = static_cast<std::uint32_t>(group.codes[i]);
+      if (p.min_block_scale > 0 && p.scale_of(code) < p.min_block_scale) code = p.min_block_scale_code;
+      const double s = p.scale_of(code);
+      const double d = s * call.g;
+      group.codes[i] = code;
+      scale_d[i] = s;
+      fast[i] = group.stats[i].finite && group.amax[i] != 0 && s > 0x1p-100 && s < 0x1p100 && d > 0x1p-120 &&
+                d < 0x1p120;
+      if (!fast[i]) scale_d[i] = 1;  // a harmless divisor: float_block handles the block
+    }
+    for (std::size_t i = 0; i < group.count; i += l64) {
+      const VF64 inv = hn::Div(hn::Set(df64, 1.0), hn::Mul(hn::Load(df64, scale_d + i), g64));
+      hn::Store(hn::DemoteTo(dfh, inv), dfh, inverse_f + i);
+    }
+    for (std::size_t i = 0; i < group.count; ++i) {
+      if (!fast[i]) {
+        float_block(p, call, v, sink, group, i, sse_diff);
+        continue;
+      }
+      const auto b = g0 + static_cast<std::int64_t>(i);
+      if constexpr (kOut == BlockOut::Packed) write_scale(p, call.scales, b, static_cast<std::uint32_t>(group.codes[i]));
+      const double s = scale_d[i];
+      const std::size_t start = group.starts[i];
+      const std::uint8_t* xb = in + start * kInBytes;
+      const VF inverse = hn::Set(df, inverse_f[i]);
+      const VF s_v = hn::Set(df, static_cast<float>(s));
+      for (std::size_t k = 0; k < block; k += lanes) {
+        const VU u = load_input<kIn>(xb, k);
+        const VF q = hn::Mul(hn::BitCast(df, hn::And(u, abs_mask)), inverse);
+        if (!hn::AllFalse(du, near_boundary32(v.c32, q, u))) {
+          float_scale_elements<AnyRounding>(p, call, v.c64, v.c32, sink, xb + k * kInBytes, lanes, start + k, s);
+          continue;
+        }
+        MU over;
+        VF r;
+        const VU code_v = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
+        if constexpr (kOut == BlockOut::Packed) sink.put(du, code_v, start + k, lanes);
+        if constexpr (kOut == BlockOut::Fake) {
+          const VF value = fast_rne_values(p, u, code_v, r, over, s_v);
+          store_values(call, unit_g ? value : hn::Mul(value, g_v), call.fake + start + k);
+        }
+      }
+    }
+  }
+}
+
 /// Float block scales (rule amax), in groups of blocks: statistics of each block (read_group), then the
 /// scale codes of the group in one vector cast of the double quotients amax / (target * g) (group_scale_codes),
 /// then the element passes (float_block), each block still in the caches. The NVFP4 peers' scale rules take
 /// their own group step (peer_group, block_peer-inl.h).
 HWY_NOINLINE inline void float_scale_loop(const BlockParams& p, const BlockCall& call) {
+  if (tensor_facts_only(call)) return tensor_facts_loop(call);
   const bool elements = call.out != BlockOut::None || call.metrics != nullptr;
   const FloatScaleVectors v(p);
   CodeSink sink(p, call);
+  if (fast_float_call(p, call)) {
+    const DefaultFpEnvironment fp_env;  // fast_rne_lanes and the float32 quotients assume it
+    // Whole blocks of whole vectors from an even element: 4-bit codes go straight to the output.
+    sink.direct4 = HWY_TARGET != HWY_SCALAR && p.bits == 4 && !p.remap && hn::Lanes(DU()) % 2 == 0 &&
+                   call.block % 2 == 0 && call.out == BlockOut::Packed;
+    const bool fake = call.out == BlockOut::Fake;
+    switch (call.input) {
+      case InputKind::F32:
+        fake ? fast_float_loop<InputKind::F32, BlockOut::Fake>(p, call, v, sink)
+             : fast_float_loop<InputKind::F32, BlockOut::Packed>(p, call, v, sink);
+        break;
+      case InputKind::BF16:
+        fake ? fast_float_loop<InputKind::BF16, BlockOut::Fake>(p, call, v, sink)
+             : fast_float_loop<InputKind::BF16, BlockOut::Packed>(p, call, v, sink);
+        break;
+      case InputKind::F16:
+        fake ? fast_float_loop<InputKind::F16, BlockOut::Fake>(p, call, v, sink)
+             : fast_float_loop<InputKind::F16, BlockOut::Packed>(p, call, v, sink);
+        break;
+    }
+    if (call.out == BlockOut::Packed) sink.finish();
+    if (call.stream) hwy::FlushStream();
+    return;
+  }
   BlockGroup group;
   PeerGroupScratch peer_scratch;
   FastExactSum sse_diff;  // rule 4over6

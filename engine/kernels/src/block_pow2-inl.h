@@ -23,54 +23,12 @@
 #include "block_codebook-inl.h"
 #include "block_io-inl.h"
 #include "block_lanes-inl.h"
+#include "block_rne-inl.h"
 #include "block_metrics-inl.h"
 #include "block_scale-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mxlab::kernel_detail::HWY_NAMESPACE::block {
-
-/// FastRne (block_params.hpp) as vectors.
-struct FastVectors {
-  explicit FastVectors(const BlockParams::FastRne& f)
-      : biased_clamp(hn::Set(DI(), f.biased_clamp)),
-        magic_min(hn::Set(DI(), f.biased_qmin + 23)),
-        limit(hn::Set(DU(), f.limit)),
-        overflow_code(hn::Set(DU(), f.overflow_code)),
-        sign_bit(hn::Set(DU(), f.sign_bit)),
-        magic_drop(23 - f.mantissa_bits),
-        mantissa_bits(f.mantissa_bits),
-        sign_shift(f.sign_shift) {}
-  VI biased_clamp, magic_min;
-  VU limit, overflow_code, sign_bit;
-  int magic_drop, mantissa_bits, sign_shift;
-};
-
-/// Nearest-even codes of the finite float32 bit patterns u divided by 2^X (inverse = 2^-X); *r_out gets the
-/// rounded magnitude |x| / 2^X on the element grid, *over the lanes that overflowed (BlockParams::FastRne).
-///
-/// With the grid quantum 2^qe of a = |x| / 2^X (qe = max(min(e, emax + 1) - m, qmin)), the float32 sum
-/// a + 2^(qe + 23) rounds a to a multiple k * 2^qe, ties to even k, and its bits minus those of 2^(qe + 23)
-/// are k. The code magnitude is k + ((qe - qmin) << m): subnormals have qe = qmin and code k; a normal
-/// binade e starts at code (e - emin + 1) << m = ((qe - qmin) << m) + 2^m with k in [2^m, 2^(m+1)].
-template <bool kValue>
-HWY_INLINE VU fast_rne_lanes(const FastVectors& f, VU u, VF inverse, VF* r_out, MU* over) {
-  const DU du;
-  const DI di;
-  const DF df;
-  // a = |x| * 2^-X: exact, or below 2^-126 where the nearest grid point is zero.
-  const VF a = hn::Mul(hn::BitCast(df, hn::And(u, hn::Set(du, 0x7FFFFFFFU))), inverse);
-  const VI biased = hn::BitCast(di, hn::ShiftRight<23>(hn::BitCast(du, a)));
-  const VI magic_biased = hn::Max(hn::Add(hn::Min(biased, f.biased_clamp), hn::Set(di, f.magic_drop)), f.magic_min);
-  const VU magic = hn::BitCast(du, hn::ShiftLeft<23>(magic_biased));
-  const VF sum = hn::Add(a, hn::BitCast(df, magic));
-  if constexpr (kValue) *r_out = hn::Sub(sum, hn::BitCast(df, magic));
-  const VU k = hn::Sub(hn::BitCast(du, sum), magic);
-  const VU field = hn::ShiftLeftSame(hn::BitCast(du, hn::Sub(magic_biased, f.magic_min)), f.mantissa_bits);
-  VU code = hn::Add(k, field);
-  *over = hn::Gt(code, f.limit);
-  code = hn::IfThenElse(*over, f.overflow_code, code);
-  return hn::Or(code, hn::And(hn::ShiftRightSame(u, f.sign_shift), f.sign_bit));
-}
 
 /// The smallest scale exponent X of the nearest-even fast path, whose multiplier 2^-X is a float32 (scale
 /// formats with smaller powers of two, as float32 ones, take the general element pass there).
@@ -109,15 +67,7 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
     if constexpr (kFast) {
       VF r;
       code = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
-      if constexpr (kOut == BlockOut::Fake) {
-        // The rounded magnitude with the input's sign, times the scale (rounded once to float32, as the
-        // reference's value); overflowed lanes take the decoded overflow code.
-        value = hn::Mul(hn::BitCast(df, hn::Or(hn::BitCast(du, r), hn::And(u, hn::Set(du, 0x80000000U)))), scale_v);
-        if (!hn::AllFalse(du, over)) {
-          const VF special = hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(di, code)), scale_v);
-          value = hn::IfThenElse(hn::RebindMask(df, over), special, value);
-        }
-      }
+      if constexpr (kOut == BlockOut::Fake) value = fast_rne_values(p, u, code, r, over, scale_v);
     } else {
       VU random = hn::Zero(du);
       if (p.stochastic) random = stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start) + k);
@@ -130,11 +80,7 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
     if constexpr (kOut == BlockOut::Fake) {
       float* dst = call.fake + start + k;
       if (!tail) {
-        if (call.stream && reinterpret_cast<std::uintptr_t>(dst) % (hn::Lanes(df) * sizeof(float)) == 0) {
-          hn::Stream(value, df, dst);
-        } else {
-          hn::StoreU(value, df, dst);
-        }
+        store_values(call, value, dst);
       } else {
         hn::Store(value, df, out_buf);
         std::memcpy(dst, out_buf, count * sizeof(float));
@@ -233,20 +179,7 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
       VF r;
       const VU code = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
       if constexpr (kOut == BlockOut::Packed) sink.put(du, code, start + k, lanes);
-      if constexpr (kOut == BlockOut::Fake) {
-        VF value = hn::Mul(hn::BitCast(df, hn::Or(hn::BitCast(du, r), hn::And(u, hn::Set(du, 0x80000000U)))), scale_v);
-        if (!hn::AllFalse(du, over)) {
-          const VF special =
-              hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(DI(), code)), scale_v);
-          value = hn::IfThenElse(hn::RebindMask(df, over), special, value);
-        }
-        float* dst = call.fake + start + k;
-        if (call.stream && reinterpret_cast<std::uintptr_t>(dst) % (lanes * sizeof(float)) == 0) {
-          hn::Stream(value, df, dst);
-        } else {
-          hn::StoreU(value, df, dst);
-        }
-      }
+      if constexpr (kOut == BlockOut::Fake) store_values(call, fast_rne_values(p, u, code, r, over, scale_v), call.fake + start + k);
     }
   }
 }

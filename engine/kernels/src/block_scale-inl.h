@@ -155,6 +155,49 @@ HWY_INLINE void read_group(const BlockCall& call, BlockCursor& cursor, std::int6
   }
 }
 
+/// Whether the call asks for the tensor-wide statistics alone (BlockKernel's first pass over a tensor).
+HWY_INLINE bool tensor_facts_only(const BlockCall& call) {
+  return call.out == BlockOut::None && call.metrics == nullptr && call.amax == nullptr && call.tensor_amax != nullptr;
+}
+
+/// The tensor-wide statistics of blocks [b0, b1) (their largest finite magnitude, NaN, Inf), as read_group
+/// gathers them block by block, in one pass over the elements: the blocks of consecutive rows tile one
+/// contiguous range.
+HWY_NOINLINE inline void tensor_facts_loop(const BlockCall& call) {
+  const DU du;
+  const std::size_t lanes = hn::Lanes(du);
+  const std::size_t in_bytes = call.input == InputKind::F32 ? 4 : 2;
+  const auto first_element = [&](std::int64_t b) {
+    const std::int64_t r = b / call.blocks_per_row;
+    return static_cast<std::size_t>(r * call.row +
+                                    std::min((b - r * call.blocks_per_row) * call.block, call.row));
+  };
+  const std::size_t begin = first_element(call.b0);
+  const std::size_t len = first_element(call.b1) - begin;
+  const auto* xb = static_cast<const std::uint8_t*>(call.x) + begin * in_bytes;
+  const std::size_t full = len - len % lanes;
+  const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
+  const VU inf_bits = hn::Set(du, 0x7F800000U);
+  VU vfin = hn::Zero(du);
+  VU vall = hn::Zero(du);
+  VU vinf = hn::Zero(du);
+  const auto add = [&](VU a) {
+    vall = hn::Max(vall, a);
+    vfin = hn::Max(vfin, hn::IfThenElseZero(hn::Lt(a, inf_bits), a));
+    vinf = hn::Or(vinf, hn::VecFromMask(du, hn::Eq(a, inf_bits)));
+  };
+  for (std::size_t k = 0; k < full; k += lanes) add(hn::And(load_any(call.input, xb, k), abs_mask));
+  if (full != len) {  // the last partial vector, zero-padded: zeros change nothing here
+    HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4] = {};
+    std::memcpy(in_buf, xb + full * in_bytes, (len - full) * in_bytes);
+    add(hn::And(load_any(call.input, in_buf, 0), abs_mask));
+  }
+  const float amax = std::bit_cast<float>(hn::GetLane(hn::MaxOfLanes(du, vfin)));
+  *call.tensor_amax = std::max(*call.tensor_amax, amax);
+  if (call.tensor_nan != nullptr && hn::GetLane(hn::MaxOfLanes(du, vall)) > 0x7F800000U) *call.tensor_nan = true;
+  if (call.tensor_inf != nullptr && hn::GetLane(hn::MaxOfLanes(du, vinf)) != 0) *call.tensor_inf = true;
+}
+
 }  // namespace mxlab::kernel_detail::HWY_NAMESPACE::block
 HWY_AFTER_NAMESPACE();
 

@@ -1,0 +1,89 @@
+// Nearest-even rounding of float32 lanes to an element grid by one float32 addition (BlockParams::FastRne):
+// the fast path of the power-of-two scales and of float scales.
+// Included once per Highway target by the block kernels' translation units (docs/kernels.md has the map).
+
+// Per-target include guard: toggled by foreach_target.h for every target.
+#if defined(MXLAB_KERNELS_BLOCK_RNE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MXLAB_KERNELS_BLOCK_RNE_INL_H_
+#undef MXLAB_KERNELS_BLOCK_RNE_INL_H_
+#else
+#define MXLAB_KERNELS_BLOCK_RNE_INL_H_
+#endif
+
+#include <cstdint>
+
+#include <hwy/highway.h>
+
+#include "block_io-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mxlab::kernel_detail::HWY_NAMESPACE::block {
+
+/// FastRne (block_params.hpp) as vectors.
+struct FastVectors {
+  explicit FastVectors(const BlockParams::FastRne& f)
+      : biased_clamp(hn::Set(DI(), f.biased_clamp)),
+        magic_min(hn::Set(DI(), f.biased_qmin + 23)),
+        limit(hn::Set(DU(), f.limit)),
+        overflow_code(hn::Set(DU(), f.overflow_code)),
+        sign_bit(hn::Set(DU(), f.sign_bit)),
+        magic_drop(23 - f.mantissa_bits),
+        mantissa_bits(f.mantissa_bits),
+        sign_shift(f.sign_shift) {}
+  VI biased_clamp, magic_min;
+  VU limit, overflow_code, sign_bit;
+  int magic_drop, mantissa_bits, sign_shift;
+};
+
+/// Nearest-even codes of the finite float32 bit patterns u divided by 2^X (inverse = 2^-X); *r_out gets the
+/// rounded magnitude |x| / 2^X on the element grid, *over the lanes that overflowed (BlockParams::FastRne).
+///
+/// With the grid quantum 2^qe of a = |x| / 2^X (qe = max(min(e, emax + 1) - m, qmin)), the float32 sum
+/// a + 2^(qe + 23) rounds a to a multiple k * 2^qe, ties to even k, and its bits minus those of 2^(qe + 23)
+/// are k. The code magnitude is k + ((qe - qmin) << m): subnormals have qe = qmin and code k; a normal
+/// binade e starts at code (e - emin + 1) << m = ((qe - qmin) << m) + 2^m with k in [2^m, 2^(m+1)].
+template <bool kValue>
+HWY_INLINE VU fast_rne_lanes(const FastVectors& f, VU u, VF inverse, VF* r_out, MU* over) {
+  const DU du;
+  const DI di;
+  const DF df;
+  // a = |x| * 2^-X: exact, or below 2^-126 where the nearest grid point is zero.
+  const VF a = hn::Mul(hn::BitCast(df, hn::And(u, hn::Set(du, 0x7FFFFFFFU))), inverse);
+  const VI biased = hn::BitCast(di, hn::ShiftRight<23>(hn::BitCast(du, a)));
+  const VI magic_biased = hn::Max(hn::Add(hn::Min(biased, f.biased_clamp), hn::Set(di, f.magic_drop)), f.magic_min);
+  const VU magic = hn::BitCast(du, hn::ShiftLeft<23>(magic_biased));
+  const VF sum = hn::Add(a, hn::BitCast(df, magic));
+  if constexpr (kValue) *r_out = hn::Sub(sum, hn::BitCast(df, magic));
+  const VU k = hn::Sub(hn::BitCast(du, sum), magic);
+  const VU field = hn::ShiftLeftSame(hn::BitCast(du, hn::Sub(magic_biased, f.magic_min)), f.mantissa_bits);
+  VU code = hn::Add(k, field);
+  *over = hn::Gt(code, f.limit);
+  code = hn::IfThenElse(*over, f.overflow_code, code);
+  return hn::Or(code, hn::And(hn::ShiftRightSame(u, f.sign_shift), f.sign_bit));
+}
+
+/// The float32 values of fast_rne_lanes' codes times a scale: the rounded magnitude r with the input's sign u,
+/// times scale (rounded once, as the reference's value); lanes that overflowed take their code's value.
+HWY_INLINE VF fast_rne_values(const BlockParams& p, VU u, VU code, VF r, MU over, VF scale) {
+  const DU du;
+  const DF df;
+  const VF value = hn::Mul(hn::BitCast(df, hn::Or(hn::BitCast(du, r), hn::And(u, hn::Set(du, 0x80000000U)))), scale);
+  if (hn::AllFalse(du, over)) return value;
+  const VF special = hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(DI(), code)), scale);
+  return hn::IfThenElse(hn::RebindMask(df, over), special, value);
+}
+
+/// A whole vector of fake-quantized values at dst, streamed past the caches when the call asks for it.
+HWY_INLINE void store_values(const BlockCall& call, VF value, float* dst) {
+  const DF df;
+  if (call.stream && reinterpret_cast<std::uintptr_t>(dst) % (hn::Lanes(df) * sizeof(float)) == 0) {
+    hn::Stream(value, df, dst);
+  } else {
+    hn::StoreU(value, df, dst);
+  }
+}
+
+}  // namespace mxlab::kernel_detail::HWY_NAMESPACE::block
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
