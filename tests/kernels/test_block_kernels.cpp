@@ -185,7 +185,9 @@ void check_format(const BlockFormat& f, const BlockInput& x, const std::vector<s
         CHECK(got->nan_outputs == want.nan_outputs);
         CHECK(exact_equal(got->sse, want.sse));
         CHECK(exact_equal(got->signal, want.signal));
+        CHECK(exact_equal(got->error_sum, want.error_sum));
         CHECK(got->max_abs_error == want.max_abs_error);
+        CHECK(got->max_rel_error == want.max_rel_error);
       }
     }
   }

@@ -132,7 +132,9 @@ void merge_metrics(const std::vector<RunPart>& parts, BlockMetrics* m) {
     a.sse.add_to(m->sse);
     m->sse.add(a.rare);
     a.signal.add_to(m->signal);
+    a.error.add_to(m->error_sum);
     m->max_abs_error = std::max(m->max_abs_error, a.max_abs_error);
+    m->max_rel_error = std::max(m->max_rel_error, a.max_rel_error);
   }
 }
 

@@ -47,10 +47,16 @@ HWY_INLINE void add_metric(MetricsAcc& m, double x, double deq, bool over) {
     m.rare.add_product(s, t);
     m.rare.add_product(s, t);
     m.rare.add_product(t, t);
+    m.error.add(t);
   }
+  m.error.add(s);
   m.signal.add(x * x);  // exact: a float32 squared has at most 48 significant bits
   const double ae = std::fabs(s);
   if (ae > m.max_abs_error) m.max_abs_error = ae;
+  if (x != 0) {
+    const double re = ae / std::fabs(x);
+    if (re > m.max_rel_error) m.max_rel_error = re;
+  }
 }
 
 /// add_metric for element i of the tensor, whose quantized input value is x: the metrics compare with the

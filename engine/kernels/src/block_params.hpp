@@ -336,8 +336,10 @@ class FastExactSum {
 struct alignas(64) MetricsAcc {
   std::int64_t count = 0, nonzero_inputs = 0, underflows = 0, saturations = 0, nan_outputs = 0;
   FastExactSum sse, signal;
+  FastExactSum error;  ///< the signed errors (bias)
   ExactSum rare;  ///< the cross terms of errors that are not exact doubles (rounding far from x)
   double max_abs_error = 0;
+  double max_rel_error = 0;
 };
 
 /// The element output of one kernel call (amax and metrics are optional on top of any).

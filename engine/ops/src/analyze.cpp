@@ -1,11 +1,11 @@
-// ops::analyze: the kernels' fused exact metrics, chunk by chunk, plus one pass over each chunk's input and
-// fake-quant values for what the fused metrics leave out (the exact error sum, the largest relative error,
-// the exponent-gap histogram and errors by gap). The scalar reference where a kernel refuses the format.
-#include <array>
+// ops::analyze: the kernels' fused exact metrics, chunk by chunk, plus, under --gaps, one pass over each chunk's
+// input and values for the exponent-gap histogram and errors by gap. The scalar reference where a kernel refuses
+// the format.
 #include <bit>
-#include <type_traits>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <vector>
 
 #include "mxlab/core/bits.hpp"
 #include "mxlab/quantize/pack.hpp"
@@ -15,89 +15,47 @@ namespace mxlab::ops {
 namespace {
 
 
-/// What one thread's share of a chunk adds beyond the fused metrics.
-struct ChunkExtra {
-  ExactSum error_sum;
-  double max_rel_error = 0;
+/// What one thread's share of a chunk adds to the fused metrics under --gaps: the exponent-gap histogram and
+/// errors by gap. A gap floor(log2 amax) - floor(log2 |x|) of float32 numbers lies in [0, kGaps).
+struct GapExtra {
+  static constexpr int kGaps = 280;
+  std::vector<std::int64_t> histogram = std::vector<std::int64_t>(kGaps, 0);
+  std::vector<ErrorStats> by_gap = std::vector<ErrorStats>(kGaps);
+  std::map<int, std::int64_t> other_histogram;  ///< gaps outside [0, kGaps)
+  std::map<int, ErrorStats> other_by_gap;
   bool beyond_float32 = false;  ///< a finite input whose float32 fake value is infinite
-  std::map<int, std::int64_t> gap_histogram;
-  std::map<int, ErrorStats> by_gap;
 };
 
-/// An exact sum of float32 values, fast: each value is m * 2^(E - 150) with a 24-bit integer m and its exponent
-/// field E, so the sum is a sum over E of integer sums, kept in 64 bits (at most 2^20 values between flushes).
-class Float32Sum {
- public:
-  void add(float v) {
-    const auto b = std::bit_cast<std::uint32_t>(v);
-    const std::uint32_t e = (b >> 23) & 0xFF;
-    const auto m = static_cast<std::int64_t>((b & 0x7FFFFF) | (e != 0 ? 0x800000U : 0U));
-    bucket_[e != 0 ? e : 1] += (b >> 31) != 0 ? -m : m;
-    if (++pending_ == kFlushEvery) flush();
-  }
-  void subtract(float v) { add(-v); }
-  /// Moves the sum into `out` (exactly).
-  void flush_into(ExactSum& out) {
-    flush();
-    out.add(sum_);
-    sum_ = ExactSum{};
-  }
-
- private:
-  static constexpr int kFlushEvery = 1 << 20;
-  void flush() {
-    for (std::size_t e = 0; e < bucket_.size(); ++e)
-      if (bucket_[e] != 0) sum_.add_scaled(static_cast<double>(bucket_[e]), static_cast<int>(e) - 150);
-    bucket_.fill(0);
-    pending_ = 0;
-  }
-  std::array<std::int64_t, 256> bucket_{};
-  int pending_ = 0;
-  ExactSum sum_;
-};
-
-/// Elements [i0, i1) of the tensor (dequantized values from deq[0] = element e0). The error sum is sum(d) -
-/// sum(x) over the elements mxlab::ErrorStats::add counts, exactly.
+/// The gaps of elements [i0, i1) of the tensor (dequantized values from deq[0] = element e0; amax[b - b0] of
+/// block b).
 template <class V>
-void extra_pass(const TensorSource& input, const V* deq, std::int64_t e0, std::int64_t i0, std::int64_t i1,
-                const float* amax, std::int64_t row, std::int64_t block, std::int64_t per_row, std::int64_t b0,
-                ChunkExtra& out) {
+void gap_pass(const TensorSource& input, const V* deq, std::int64_t e0, std::int64_t i0, std::int64_t i1,
+              const float* amax, std::int64_t row, std::int64_t block, std::int64_t per_row, std::int64_t b0,
+              GapExtra& out) {
   const Tensor* t = input.tensor();
   const float* xf = t != nullptr && t->f32_is_exact() ? t->data().data() : nullptr;
-  Float32Sum fast;  // float32 values (V = float)
   for (std::int64_t i = i0; i < i1; ++i) {
     // Kernel inputs are float32-exact, so x is a float.
     const float x = xf != nullptr ? xf[i] : static_cast<float>(input.value(static_cast<std::size_t>(i)));
     const V d = deq[i - e0];
-    if (!std::isfinite(x)) continue;
+    if (!std::isfinite(x) || x == 0) continue;
     if (std::isinf(d)) {
       out.beyond_float32 = true;
       continue;
     }
-    if (amax != nullptr && x != 0) {
-      const std::int64_t r = i / row;
-      const std::int64_t b = r * per_row + (i - r * row) / block;
-      const double a = amax[b - b0];
-      if (a > 0) {
-        const int g = floor_log2(a) - floor_log2(x);
-        ++out.gap_histogram[g];
-        out.by_gap[g].add(x, static_cast<double>(d), 0);
-      }
+    const std::int64_t r = i / row;
+    const std::int64_t b = r * per_row + (i - r * row) / block;
+    const double a = amax[b - b0];
+    if (!(a > 0)) continue;
+    const int g = floor_log2(a) - floor_log2(x);
+    if (g < 0 || g >= GapExtra::kGaps) {  // an amax below |x| (N:M sparsity prunes before the block maxima)
+      ++out.other_histogram[g];
+      out.other_by_gap[g].add(x, static_cast<double>(d), 0);
+      continue;
     }
-    if (std::isnan(d)) continue;
-    if constexpr (std::is_same_v<V, float>) {
-      fast.add(d);
-      fast.subtract(x);
-    } else {
-      out.error_sum.add(d);
-      out.error_sum.add(-static_cast<double>(x));
-    }
-    if (x != 0) {
-      const double re = std::fabs(static_cast<double>(d) - static_cast<double>(x)) / std::fabs(static_cast<double>(x));
-      if (re > out.max_rel_error) out.max_rel_error = re;
-    }
+    ++out.histogram[static_cast<std::size_t>(g)];
+    out.by_gap[static_cast<std::size_t>(g)].add(x, static_cast<double>(d), 0);
   }
-  fast.flush_into(out.error_sum);
 }
 
 /// Float block scales (and tensor scales): a value is decode(code) * s * g, whose float32 rounding the kernels'
@@ -199,14 +157,15 @@ Result<FormatAnalysis> analyze_kernel(const BlockKernel& kernel, const BlockForm
   std::vector<float> deq;
   std::vector<double> deq64;
   std::vector<float> amax;
-  const bool exact_from_codes = float_scaled(f) && f.layout.scale.has_value();
+  // Errors by gap take the exact values: for float scales, decode(code) * s * g from the packed codes.
+  const bool exact_from_codes = o.gaps && float_scaled(f) && f.layout.scale.has_value();
   std::vector<double> table;
   if (exact_from_codes) {
     table.resize(std::size_t{1} << f.element.bits());
     for (std::size_t c = 0; c < table.size(); ++c) table[c] = f.element.decode(static_cast<std::uint32_t>(c));
   }
   const double tensor_g = facts.scale.value;
-  std::vector<ChunkExtra> extra(threads);
+  std::vector<GapExtra> extra(o.gaps ? threads : 0);
   for (std::int64_t b0 = 0; b0 < blocks;) {
     if (run.reporter.cancelled()) return make_error(kCancelled);
     const std::int64_t b1 = detail::chunk_end(kernel, shape, b0, run);
@@ -223,34 +182,36 @@ Result<FormatAnalysis> analyze_kernel(const BlockKernel& kernel, const BlockForm
       amax.resize(static_cast<std::size_t>(b1 - b0));
       auto a = kernel.block_amax(x, shape, amax, br);
       if (!a) return make_error("format '" + f.name + "': " + a.error().message);
+      if (exact_from_codes && !exact_chunk_values(kernel, f, x, shape, br, f.layout.tensor_scale ? tensor_g : 1.0,
+                                                  table, e0, e1, b0, b1, deq, deq64))
+        return analyze_reference(f, input, o, "reference (values other than code times scale)");
+      const std::int64_t len = e1 - e0;
+      const auto parts = static_cast<unsigned>(std::min<std::int64_t>(threads, std::max<std::int64_t>(1, len / 65536)));
+      detail::run_parts(parts, [&](unsigned t) {
+        const std::int64_t i0 = e0 + len * t / parts, i1 = e0 + len * (t + 1) / parts;
+        if (exact_from_codes)
+          gap_pass(input, deq64.data(), e0, i0, i1, amax.data(), row, k, per_row, b0, extra[t]);
+        else
+          gap_pass(input, deq.data(), e0, i0, i1, amax.data(), row, k, per_row, b0, extra[t]);
+      });
     }
-    if (exact_from_codes &&
-        !exact_chunk_values(kernel, f, x, shape, br, f.layout.tensor_scale ? tensor_g : 1.0, table, e0, e1, b0, b1, deq,
-                            deq64))
-      return analyze_reference(f, input, o, "reference (values other than code times scale)");
-    const std::int64_t len = e1 - e0;
-    const unsigned parts = static_cast<unsigned>(std::min<std::int64_t>(threads, std::max<std::int64_t>(1, len / 65536)));
-    detail::run_parts(parts, [&](unsigned t) {
-      const std::int64_t i0 = e0 + len * t / parts, i1 = e0 + len * (t + 1) / parts;
-      const float* a = o.gaps ? amax.data() : nullptr;
-      if (exact_from_codes)
-        extra_pass(input, deq64.data(), e0, i0, i1, a, row, k, per_row, b0, extra[t]);
-      else
-        extra_pass(input, deq.data(), e0, i0, i1, a, row, k, per_row, b0, extra[t]);
-    });
     input.release(static_cast<std::size_t>(e1));
     run.reporter.report(e1, n, f.name);
     b0 = b1;
   }
-  for (ChunkExtra& e : extra) {
+  for (GapExtra& e : extra) {
     if (e.beyond_float32) {
-      // A fake value beyond the float32 range: only the reference's exact doubles measure it.
+      // A fake value beyond the float32 range: only the reference's exact doubles measure its error.
       return analyze_reference(f, input, o, "reference (values beyond the float32 range)");
     }
-    r.total.error_sum.add(e.error_sum);
-    r.total.max_rel_error = std::max(r.total.max_rel_error, e.max_rel_error);
-    for (const auto& [g, c] : e.gap_histogram) r.gap_histogram[g] += c;
-    for (const auto& [g, s] : e.by_gap) r.by_gap[g].merge(s);
+    for (int g = 0; g < GapExtra::kGaps; ++g) {
+      const auto gi = static_cast<std::size_t>(g);
+      if (e.histogram[gi] == 0) continue;
+      r.gap_histogram[g] += e.histogram[gi];
+      r.by_gap[g].merge(e.by_gap[gi]);
+    }
+    for (const auto& [g, c] : e.other_histogram) r.gap_histogram[g] += c;
+    for (const auto& [g, st] : e.other_by_gap) r.by_gap[g].merge(st);
   }
   if (o.per_block) {
     // Per-block summaries are a diagnostic whose size grows with the blocks: the reference supplies them.

@@ -41,7 +41,7 @@ inline constexpr std::int64_t kChunkElements = std::int64_t{1} << 20;
 /// block; every block at once where the format cannot be split (N:M sparsity prunes the whole tensor).
 std::int64_t chunk_end(const BlockKernel& k, const std::vector<std::int64_t>& shape, std::int64_t b0, const Run& run);
 
-/// Adds a kernel pass's exact totals to an ErrorStats (every field but error_sum and max_rel_error).
+/// Adds a kernel pass's exact totals to an ErrorStats.
 inline void add_metrics(ErrorStats& s, const BlockMetrics& m) {
   s.count += m.count;
   s.nonzero_inputs += m.nonzero_inputs;
@@ -50,7 +50,9 @@ inline void add_metrics(ErrorStats& s, const BlockMetrics& m) {
   s.nan_outputs += m.nan_outputs;
   s.sse.add(m.sse);
   s.signal.add(m.signal);
+  s.error_sum.add(m.error_sum);
   s.max_abs_error = std::max(s.max_abs_error, m.max_abs_error);
+  s.max_rel_error = std::max(s.max_rel_error, m.max_rel_error);
 }
 
 /// The tensor-level quantities of x for chunked kernel calls (none where the format needs none).

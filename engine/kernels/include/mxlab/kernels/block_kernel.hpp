@@ -86,7 +86,9 @@ struct BlockMetrics {
   std::int64_t nan_outputs = 0;
   ExactSum sse;                     ///< sum of squared errors, exact
   ExactSum signal;                  ///< sum of squared inputs, exact
+  ExactSum error_sum;               ///< sum of signed errors, exact (bias)
   double max_abs_error = 0;
+  double max_rel_error = 0;         ///< over nonzero inputs, |e| / |x| in double
 
   double mse() const { return count ? sse.to_double() / static_cast<double>(count) : 0.0; }
 };
