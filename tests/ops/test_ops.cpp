@@ -320,6 +320,64 @@ TEST_CASE("ops: progress reaches the element count", "[ops]") {
   CHECK(reports >= 8);
 }
 
+TEST_CASE("ops: several formats read the input in one pass and equal each format alone", "[ops]") {
+  // Block sizes 32, 16, 128 and 200 (whole rows) over rows of 200: the joint chunks end where every format's
+  // blocks start; a refused format (2-D tiles), blocks along the first axis and N:M sparsity run on their own.
+  const std::vector<std::string> names = {"mxfp4", "nvfp4", "mxfp8_e4m3", "mxint8", "mxsf", "e4m3:float32_t128",
+                                          "e2m1:e8m0_t200", "mxsf@8x8", "mxfp4_axis0", "mxfp4_2:4"};
+  std::vector<BlockFormat> formats;
+  for (const auto& name : names) {
+    auto f = parse_block_format(name == "mxfp4_axis0" ? std::string("mxfp4") : name == "mxfp4_2:4" ? std::string("mxfp4") : name);
+    REQUIRE(f.ok());
+    if (name == "mxfp4_axis0") f->layout.axis = 0;
+    if (name == "mxfp4_2:4") {
+      f->layout.sparse_n = 2;
+      f->layout.sparse_m = 4;
+    }
+    formats.push_back(*f);
+  }
+  const std::vector<std::int64_t> shape = {48, 200};
+  auto t = Tensor::from_f32(shape, corner_input(11, 48 * 200, true));
+  REQUIRE(t.ok());
+  const auto src = ops::TensorSource::of(*t);
+  for (const std::int64_t chunk : {std::int64_t{0}, std::int64_t{1}, std::int64_t{333}, std::int64_t{4096}}) {
+    for (const bool gaps : {false, true}) {
+      INFO("chunk " << chunk << " gaps " << gaps);
+      ops::Run run;
+      run.threads = 2;
+      run.chunk_elements = chunk;
+      std::int64_t last = 0;
+      bool monotonic = true;
+      run.reporter.on_progress = [&](const Progress& p) {
+        if (p.stage.find(", ") != std::string::npos) {  // the joint pass reports once per chunk, in order
+          monotonic = monotonic && p.done > last;
+          last = p.done;
+        }
+      };
+      auto all = ops::analyze(formats, src, ops::AnalyzeOptions{gaps, false}, run);
+      REQUIRE(all.ok());
+      REQUIRE(all->size() == formats.size());
+      CHECK(monotonic);
+      CHECK(last == 48 * 200);
+      for (std::size_t i = 0; i < formats.size(); ++i) {
+        INFO(names[i]);
+        ops::Run alone_run;
+        alone_run.threads = 1;
+        auto alone = ops::analyze({formats[i]}, src, ops::AnalyzeOptions{gaps, false}, alone_run);
+        REQUIRE(alone.ok());
+        const ops::FormatAnalysis& a = (*all)[i];
+        const ops::FormatAnalysis& b = alone->front();
+        CHECK(a.format.name == b.format.name);
+        CHECK(a.engine == b.engine);
+        check_stats(a.total, b.total, true);
+        CHECK(a.gap_histogram == b.gap_histogram);
+        REQUIRE(a.by_gap.size() == b.by_gap.size());
+        for (const auto& [g, s] : b.by_gap) check_stats(a.by_gap.at(g), s, true);
+      }
+    }
+  }
+}
+
 TEST_CASE("ops: a channel axis the tensor does not have is an error", "[ops]") {
   auto t = Tensor::from_f32({64}, corner_input(8, 64, true));
   REQUIRE(t.ok());

@@ -320,6 +320,7 @@ Result<BlockFormat> parse_block_format(std::string_view text_in) {
   std::string best;
   std::size_t best_d = 3;
   for (const auto& n : names) {
+    if (base.size() >= n.size() + best_d || n.size() >= base.size() + best_d) continue;  // too far by length alone
     const std::size_t d = edit_distance(base, n);
     if (d < best_d) best_d = d, best = n;
   }
