@@ -2,6 +2,7 @@
 // whichever engine ops picks, codes, scales, values and every metric are the reference's, bit for bit, on
 // every compiled SIMD target, for any thread count and chunk size.
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -189,6 +190,23 @@ TEST_CASE("ops: every peer profile equals the reference", "[ops]") {
     }
   }
   CHECK(covered >= 20);
+}
+
+TEST_CASE("ops: microxcaling's NaN blocks of a shared exponent above 127 and its underflowed quotients", "[ops]") {
+  // Blocks holding FLT_MAX (MXINT8: fl32(log2) reads 128) and negative subnormals beside large values, on every
+  // target: the kernels equal the reference.
+  std::vector<float> x = corner_input(12, 7 * 200, true);
+  for (std::size_t i = 0; i < x.size(); i += 97) x[i] = (i % 2 != 0) ? -FLT_MAX : FLT_MAX;
+  for (std::size_t i = 5; i < x.size(); i += 13) x[i] = -std::ldexp(1.0F, -130 - static_cast<int>(i % 19));
+  for (const auto& target : simd_targets()) {
+    const ScopedSimdTarget forced(target);
+    INFO("target " << target.name);
+    for (const char* name : {"mxint8", "mxfp8_e4m3", "mxfp4"}) {
+      auto f = apply_profile(parse(name), "microxcaling");
+      REQUIRE(f.ok());
+      check_against_reference(*f, x, kShape, 2, 256);
+    }
+  }
 }
 
 TEST_CASE("ops: formats the kernels refuse run on the reference with the same results", "[ops]") {

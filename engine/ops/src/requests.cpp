@@ -30,7 +30,7 @@ const std::vector<FormatOptionInfo>& format_options() {
       {"min-block-scale", "V", "smallest float block scale (NVFP4), e.g. 0x1p-6; default none"},
       {"int-encoding", "ENC", "MX integer elements when packed: twos-complement (default) or sign-magnitude"},
       {"nibble-order", "ORDER", "two FP4 codes per byte: low-first (default) or high-first"},
-      {"scale-overflow", "POLICY", "overflow of float scales: saturate (default) or nan (non-saturating E4M3 cast)"},
+      {"scale-overflow", "POLICY", "overflow of scales: saturate (default) or nan (a non-saturating E4M3 cast; an E8M0 exponent above 127 makes the block NaN)"},
       {"input-precision", "P", "exact (default) or float32: inputs rounded to float32 first"},
       {"amax-log2", "M", "exponent of amax: exact (default), field (float32 exponent bits), float32 (float32 log2)"},
       {"rceil-quotient", "Q", "amax/max for rceil: exact (default), f32-div, f32-mul-rcp"},

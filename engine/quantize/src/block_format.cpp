@@ -456,6 +456,8 @@ constexpr Profile kProfiles[] = {
        o.nearest_arith = NearestArith::Float32AddHalf;  // torch.floor(torch.abs(A) + 0.5) in float32
        // sign(A) * floor(|A| + 0.5): torch.sign(-0.0) is 0, so -0 becomes +0; a negative that rounds to 0 is -0.
        o.zero_sign = ZeroSign::MinusZeroPlus;
+       // shared_exp[shared_exp > scale_emax] = NaN: reached by int8 (emax 0) when log2 rounds up to 128.
+       o.scale.overflow = Overflow::Nan;
      }},
     {"microxcaling-cuda",
      "MX formats with E8M0 scales and 1-D blocks: fp8_e4m3, fp8_e5m2, fp6_e3m2, fp6_e2m3, fp4, int8, int4, int2",
