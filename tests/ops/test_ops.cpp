@@ -153,6 +153,30 @@ BlockFormat parse(const std::string& s) {
   return *f;
 }
 
+/// A FakeQuantizer against the reference's values and totals, with 1 and 3 threads, and ops::fake_quantize against
+/// the FakeQuantizer; `kernel`: whether the block or cast kernels must have run.
+void check_fake_quantizer(const ops::FakeQuantizer& fq, const std::vector<float>& xf,
+                          const std::vector<std::int64_t>& shape, const QuantizedTensor& q, const Analysis& ref,
+                          bool kernel) {
+  for (unsigned threads : {1U, 3U}) {
+    std::vector<float> out(xf.size(), -1.0F);
+    ops::QuantizeResult r;
+    ops::Run run;
+    run.threads = threads;
+    REQUIRE(fq.run(xf, shape, out, run, &r).ok());
+    CHECK(r.engine.starts_with("simd:") == kernel);
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < xf.size(); ++i)
+      if (std::bit_cast<std::uint32_t>(out[i]) != std::bit_cast<std::uint32_t>(static_cast<float>(q.values[i])))
+        ++mismatches;
+    CHECK(mismatches == 0);
+    check_stats(r.stats, ref.total, true);
+    std::vector<float> direct(xf.size());
+    REQUIRE(ops::fake_quantize(fq.format(), xf, shape, direct, run).ok());
+    CHECK(std::memcmp(direct.data(), out.data(), out.size() * sizeof(float)) == 0);
+  }
+}
+
 const std::vector<std::int64_t> kShape = {7, 200};  // rows that end in a partial block of 32 and of 16
 
 TEST_CASE("ops: every catalogue block format and scale rule equals the reference", "[ops]") {
@@ -222,22 +246,77 @@ TEST_CASE("ops: formats without a scale run on the cast kernels with the referen
           INFO("target " << target.name << " format " << name << " rounding " << to_string(rounding));
           auto q = quantize(f, x, shape);
           REQUIRE(q.ok());
-          const Analysis ref = analyze(f, x, *q);
-          const ops::FakeQuantizer fq(f);
-          for (unsigned threads : {1U, 3U}) {
-            std::vector<float> out(x.size());
-            ops::QuantizeResult r;
-            ops::Run run;
-            run.threads = threads;
-            REQUIRE(fq.run(xf, shape, out, run, &r).ok());
-            CHECK(r.engine.rfind("simd:", 0) == 0);
-            std::size_t mismatches = 0;
-            for (std::size_t i = 0; i < x.size(); ++i)
-              if (std::bit_cast<std::uint32_t>(out[i]) != std::bit_cast<std::uint32_t>(static_cast<float>(q->values[i])))
-                ++mismatches;
-            CHECK(mismatches == 0);
-            check_stats(r.stats, ref.total, true);
-          }
+          check_fake_quantizer(ops::FakeQuantizer(f), xf, shape, *q, analyze(f, x, *q), true);
+        }
+      }
+    }
+  }
+}
+
+/// Tensors for the gathered-row paths: corner values with and without NaN/Inf, an all-zero tensor with zeros of
+/// both signs, values near the float32 maximum and float32 subnormals only.
+std::vector<std::vector<float>> gathered_inputs(std::size_t n) {
+  std::vector<std::vector<float>> xs = {corner_input(21, n, false), corner_input(22, n, true)};
+  std::vector<float> zeros(n), huge(n), tiny(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t r = splitmix64(23 + i);
+    const float sign = (r & 1) != 0 ? -1.0F : 1.0F;
+    zeros[i] = (r & 2) != 0 ? -0.0F : 0.0F;
+    huge[i] = sign * std::ldexp(1.0F + static_cast<float>((r >> 8) & 0xFFFF) / 65536.0F, 100 + static_cast<int>((r >> 32) % 28));
+    tiny[i] = sign * std::ldexp(static_cast<float>((r >> 8) & 0xFFFFF), -149 - 20 + static_cast<int>((r >> 40) % 16));
+  }
+  xs.push_back(zeros);
+  xs.push_back(huge);
+  xs.push_back(tiny);
+  return xs;
+}
+
+TEST_CASE("ops: per-tensor scales and 2-D tiles run on the block kernel over gathered rows with the reference's results",
+          "[ops]") {
+  struct Case {
+    const char* name;
+    SpecialsPolicy specials;
+    Rounding rounding;
+    bool kernel;  // stochastic rounding keys on element positions, which gathered tiles move: the reference
+  };
+  const std::vector<Case> cases = {
+      {"e4m3:float32", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"e5m2:float32", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"e4m3:float32", SpecialsPolicy::Element, Rounding::NearestEven, true},
+      {"e5m2:float32", SpecialsPolicy::Element, Rounding::TowardZero, true},
+      {"e4m3:float32", SpecialsPolicy::BlockNan, Rounding::Stochastic, true},
+      {"int8:float32", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"e2m1:e4m3_float32", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"mxfp8_e4m3@32x32", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"mxfp8_e5m2@32x32", SpecialsPolicy::Element, Rounding::NearestEven, true},
+      {"mxfp4@8x16", SpecialsPolicy::BlockNan, Rounding::NearestAway, true},
+      {"int8:float32_t16_t16", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"e2m1:e4m3_float32_t16_t16", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"e4m3:e8m0_t0_t8", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"mxfp8_e4m3@32x32", SpecialsPolicy::BlockNan, Rounding::Stochastic, false},
+  };
+  // Partial tiles in both directions, leading matrices, a 1-D tensor, whole tiles only, a single element.
+  const std::vector<std::vector<std::int64_t>> shapes = {{70, 45}, {3, 40, 33}, {1000}, {64, 64}, {1, 1}};
+  for (const auto& target : simd_targets()) {
+    const ScopedSimdTarget forced(target);
+    for (const Case& c : cases) {
+      BlockFormat f = parse(c.name);
+      f.options.specials = c.specials;
+      f.options.element.rounding = c.rounding;
+      f.options.seed = 5;
+      const ops::FakeQuantizer fq(f);
+      for (const auto& shape : shapes) {
+        std::int64_t n = 1;
+        for (auto d : shape) n *= d;
+        int input = 0;
+        for (const auto& xf : gathered_inputs(static_cast<std::size_t>(n))) {
+          INFO("target " << target.name << " format " << c.name << " specials " << to_string(c.specials)
+                         << " rounding " << to_string(c.rounding) << " shape " << shape.front() << "x" << shape.back()
+                         << " rank " << shape.size() << " input " << input++);
+          const std::vector<double> x(xf.begin(), xf.end());
+          auto q = quantize(f, x, shape);
+          REQUIRE(q.ok());
+          check_fake_quantizer(fq, xf, shape, *q, analyze(f, x, *q), c.kernel);
         }
       }
     }

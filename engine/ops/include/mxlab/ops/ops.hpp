@@ -117,8 +117,14 @@ class FakeQuantizer {
   /// Formats without a scale (a plain element cast): the SIMD cast and decode kernels.
   Result<std::size_t> run_elements(std::span<const float> x, std::span<float> out, const Run& run,
                                    QuantizeResult* result) const;
+  /// A per-tensor scale or 2-D tiles: the block kernel of the same format with one block per row, run over
+  /// the tensor as one row, or over each tile's elements gathered into a row (quantize.cpp says when that is
+  /// the reference's computation).
+  Result<std::size_t> run_gathered(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                   std::span<float> out, const Run& run, QuantizeResult* result) const;
   BlockFormat format_;
   std::shared_ptr<const BlockKernel> kernel_;  ///< the SIMD kernel when it covers the format, else the reference
+  std::shared_ptr<const BlockKernel> rows_;    ///< per-tensor scales and 2-D tiles: the kernel of whole-row blocks
   std::shared_ptr<const CastKernel> cast_;     ///< formats without a scale: the cast kernel, when it covers them
   std::shared_ptr<const DecodeKernel> decode_;
   CastOptions element_options_;
