@@ -51,10 +51,12 @@ const Mat<T>& quantized(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& bu
   }
 }
 
-/// out = x^T, copied in 32 x 32 tiles so that both the reads and the writes stay within a few cache lines.
+/// out = x^T, copied in 32 x 32 tiles so that both the reads and the writes stay within a few cache lines, each
+/// tile in 4 x 4 squares (read as four rows of four, written as four columns of four, which compilers turn into
+/// vector shuffles).
 template <typename T>
 void transpose_into(const Mat<T>& x, Mat<T>& out) {
-  constexpr std::int64_t kTile = 32;
+  constexpr std::int64_t kTile = 32, kSquare = 4;
   const std::int64_t rows = x.rows(), cols = x.cols();
   out.resize(cols, rows);
   const T* src = x.data();
@@ -62,7 +64,19 @@ void transpose_into(const Mat<T>& x, Mat<T>& out) {
   for (std::int64_t i0 = 0; i0 < rows; i0 += kTile)
     for (std::int64_t j0 = 0; j0 < cols; j0 += kTile) {
       const std::int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
-      for (std::int64_t i = i0; i < i1; ++i)
+      const std::int64_t is = i0 + (i1 - i0) / kSquare * kSquare, js = j0 + (j1 - j0) / kSquare * kSquare;
+      for (std::int64_t i = i0; i < is; i += kSquare) {
+        for (std::int64_t j = j0; j < js; j += kSquare) {
+          T t[kSquare][kSquare];
+          for (std::int64_t a = 0; a < kSquare; ++a)
+            for (std::int64_t b = 0; b < kSquare; ++b) t[b][a] = src[(i + a) * cols + j + b];
+          for (std::int64_t b = 0; b < kSquare; ++b)
+            for (std::int64_t a = 0; a < kSquare; ++a) dst[(j + b) * rows + i + a] = t[b][a];
+        }
+        for (std::int64_t j = js; j < j1; ++j)
+          for (std::int64_t a = 0; a < kSquare; ++a) dst[j * rows + i + a] = src[(i + a) * cols + j];
+      }
+      for (std::int64_t i = is; i < i1; ++i)
         for (std::int64_t j = j0; j < j1; ++j) dst[j * rows + i] = src[i * cols + j];
     }
 }
@@ -93,7 +107,8 @@ template <typename T>
 struct QGemm {
   std::string name;
   const LayerFormats* formats = nullptr;
-  Mat<T> bx, bw, bg, bwk, bgt, bxt, tmp;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles)
+  Mat<T> bx, bw, bg, bwk, bgt, bxt;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles)
+  Mat<T> tmp_w, tmp_g, tmp_x;        ///< the transposes before quantization, one per operand (sizes kept across steps)
   bool saved_x = false, saved_w = false;
   /// The roles of the second operand (Wt) forward and backward: the weight roles, or the activation roles for
   /// attention's products of two activations.
@@ -130,7 +145,7 @@ struct QGemm {
       } else if (saved_w) {
         dx->noalias() = qg * bw;  // forward's 2-D tiles of Wt are the tiles of W
       } else {
-        quantized_transpose(wt, fw, bwk, tmp, ctx, key(w_bp_role));  // Wt^T (K x N) quantized along N
+        quantized_transpose(wt, fw, bwk, tmp_w, ctx, key(w_bp_role));  // Wt^T (K x N) quantized along N
         dx->noalias() = qg * bwk.transpose();
       }
     }
@@ -140,8 +155,8 @@ struct QGemm {
         return;
       }
       // dY^T (N x M) and X^T (K x M), both quantized along M; 2-D tiles reuse the untransposed copies.
-      if (!g_2d) quantized_transpose(dy, fg, bgt, tmp, ctx, key(Role::G));
-      if (!saved_x) quantized_transpose(x, fa, bxt, tmp, ctx, key(Role::ABp));
+      if (!g_2d) quantized_transpose(dy, fg, bgt, tmp_g, ctx, key(Role::G));
+      if (!saved_x) quantized_transpose(x, fa, bxt, tmp_x, ctx, key(Role::ABp));
       if (g_2d && saved_x) dwt->noalias() = qg.transpose() * bx;
       else if (g_2d) dwt->noalias() = qg.transpose() * bxt.transpose();
       else if (saved_x) dwt->noalias() = bgt * bx;
