@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "mxlab/core/transpose.hpp"
 #include "quant.hpp"
 
 namespace mxlab::train::detail {
@@ -51,38 +52,16 @@ const Mat<T>& quantized(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& bu
   }
 }
 
-/// out = x^T, copied in 32 x 32 tiles so that both the reads and the writes stay within a few cache lines, each
-/// tile in 4 x 4 squares (read as four rows of four, written as four columns of four, which compilers turn into
-/// vector shuffles).
+/// out = x^T (mxlab::transpose: 32 x 32 tiles of 4 x 4 squares).
 template <typename T>
 void transpose_into(const Mat<T>& x, Mat<T>& out) {
-  constexpr std::int64_t kTile = 32, kSquare = 4;
-  const std::int64_t rows = x.rows(), cols = x.cols();
-  out.resize(cols, rows);
-  const T* src = x.data();
-  T* dst = out.data();
-  for (std::int64_t i0 = 0; i0 < rows; i0 += kTile)
-    for (std::int64_t j0 = 0; j0 < cols; j0 += kTile) {
-      const std::int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
-      const std::int64_t is = i0 + (i1 - i0) / kSquare * kSquare, js = j0 + (j1 - j0) / kSquare * kSquare;
-      for (std::int64_t i = i0; i < is; i += kSquare) {
-        for (std::int64_t j = j0; j < js; j += kSquare) {
-          T t[kSquare][kSquare];
-          for (std::int64_t a = 0; a < kSquare; ++a)
-            for (std::int64_t b = 0; b < kSquare; ++b) t[b][a] = src[(i + a) * cols + j + b];
-          for (std::int64_t b = 0; b < kSquare; ++b)
-            for (std::int64_t a = 0; a < kSquare; ++a) dst[(j + b) * rows + i + a] = t[b][a];
-        }
-        for (std::int64_t j = js; j < j1; ++j)
-          for (std::int64_t a = 0; a < kSquare; ++a) dst[j * rows + i + a] = src[(i + a) * cols + j];
-      }
-      for (std::int64_t i = is; i < i1; ++i)
-        for (std::int64_t j = j0; j < j1; ++j) dst[j * rows + i] = src[i * cols + j];
-    }
+  out.resize(x.cols(), x.rows());
+  transpose(x.data(), x.rows(), x.cols(), x.cols(), out.data(), x.rows());
 }
 
 /// out = x^T quantized with f (blocks along x's first axis), tmp a scratch buffer; a 2-D tile format quantizes x
-/// and transposes, which gives the same values as tiles of x^T.
+/// and transposes, which gives the same values as tiles of x^T; 1-D blocks go through
+/// FakeQuantizer::run_transposed.
 template <typename T>
 void quantized_transpose(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& out, Mat<T>& tmp, QuantContext& ctx,
                          const std::string& key) {
@@ -90,9 +69,12 @@ void quantized_transpose(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& o
     transpose_into(x, out);
   } else if (is_2d(f)) {
     transpose_into(quantized(x, f, tmp, ctx, key), out);
+  } else if constexpr (std::is_same_v<T, float>) {
+    out.resize(x.cols(), x.rows());
+    quantize_operand(*f, std::span<const float>(x.data(), static_cast<std::size_t>(x.size())), x.rows(), x.cols(),
+                     std::span<float>(out.data(), static_cast<std::size_t>(out.size())), ctx, key, true);
   } else {
-    transpose_into(x, tmp);
-    quantized(tmp, f, out, ctx, key);
+    throw std::logic_error("quantized GEMM operands are float32");
   }
 }
 
