@@ -399,29 +399,32 @@ void measure(const std::vector<Case>& cases, const std::vector<std::size_t>& siz
   }
 }
 
-/// Training steps (mxlab train): the MXFP8 step time over the FP32 step time, and the FP32 GEMM throughput beside
-/// one core's nominal peak. One quantization thread, mxlab train's default: a training step's operands are
-/// small, and threads cost more than they save there.
+/// Training steps (mxlab train): the step time of each quantized recipe over the FP32 step time measured in the same
+/// run, and the FP32 GEMM throughput beside one core's nominal peak. One quantization thread, mxlab train's default:
+/// a training step's operands are small, and threads cost more than they save there.
 std::optional<Error> training_rows(bool quick, Table& t) {
   const std::int64_t steps = quick ? 10 : 30;
+  const std::vector<std::string> recipes = {"fp32", "mxfp8", "fp8_current", "fp8_delayed"};
   for (const char* model : {"mlp", "cnn"}) {
     train::ModelConfig mc;
     mc.kind = model;
     const std::int64_t batch = mc.kind == "mlp" ? 128 : 64;
-    // FP32 and MXFP8 alternate, best of each, so a change of machine load hits both alike.
-    double best_fp32 = 1e300, best_mx = 1e300;
+    // The recipes alternate, best of each, so a change of machine load hits them alike.
+    std::vector<double> best(recipes.size(), 1e300);
     for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
-      auto fp32 = train::step_seconds(mc, *train::recipe_preset("fp32"), batch, steps, 1, 1);
-      auto mx = train::step_seconds(mc, *train::recipe_preset("mxfp8"), batch, steps, 1, 1);
-      if (!fp32 || !mx) return (!fp32 ? fp32 : mx).error();
-      best_fp32 = std::min(best_fp32, *fp32);
-      best_mx = std::min(best_mx, *mx);
+      for (std::size_t r = 0; r < recipes.size(); ++r) {
+        auto s = train::step_seconds(mc, *train::recipe_preset(recipes[r]), batch, steps, 1, 1);
+        if (!s) return s.error();
+        best[r] = std::min(best[r], *s);
+      }
     }
-    const std::string name = std::string("train step ") + model + " batch " + std::to_string(batch);
-    t.rows.push_back({name, "train step", "fp32", "", std::to_string(batch), "1", fixed(best_fp32, 6),
-                      "", "", "", "", "", "", "", ""});
-    t.rows.push_back({name, "train step", "mxfp8", "", std::to_string(batch), "1", fixed(best_mx, 6), "",
-                      "", "", "", "", "", "", "ratio_to_fp32_step=" + fixed(best_mx / best_fp32, 3)});
+    std::string name = "train step ";
+    name += model;
+    name += " batch ";
+    name += std::to_string(batch);
+    for (std::size_t r = 0; r < recipes.size(); ++r)
+      t.rows.push_back({name, "train step", recipes[r], "", std::to_string(batch), "1", fixed(best[r], 6), "", "", "",
+                        "", "", "", "", r == 0 ? "" : "ratio_to_fp32_step=" + fixed(best[r] / best[0], 3)});
   }
   for (std::int64_t n : {128, 512}) {
     const double gflops = train::fp32_gemm_gflops(n, n, n, quick ? 3 : 10);
@@ -459,12 +462,13 @@ Result<long> whole_option(const Args& args, const std::string& name, long fallba
 int cmd_bench(const std::vector<std::string>& argv, Io io) {
   auto specs = table_output_options();
   specs.push_back({"quick", false, "", "two sizes (256 KiB and 256 MiB of float32 input) and short timings"});
+  specs.push_back({"train-only", false, "", "only the training rows (step times of the recipes, FP32 GEMM)"});
   specs.push_back({"threads", true, "N", "worker threads of the SIMD kernels (default: all hardware threads)"});
   specs.push_back({"max-mib", true, "MIB", "largest input size in MiB of float32 (default 256)"});
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "bench", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab bench [--quick] [--threads N] [--max-mib MIB] [--columns A,B,...] [--csv|--json|--md]\n"
+    io.out << "usage: mxlab bench [--quick] [--train-only] [--threads N] [--max-mib MIB] [--columns A,B,...] [--csv|--json|--md]\n"
               "                   [--out FILE]\n\n"
               "Throughput of the SIMD kernels on float32 inputs (bfloat16 in the 'bf16-in' rows) from L2-resident\n"
               "sizes (256 KiB of float32) to main memory:\n"
@@ -489,30 +493,31 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
                                    !args->flag("md"))
     out_args.flags["json"] = true;
 
-  // Sizes in bytes of float32 input: L2-resident, L3-ish, and main memory.
-  std::vector<std::size_t> sizes = {std::size_t{256} << 10};
-  if (!quick) {
-    for (std::size_t s : {std::size_t{4} << 20, std::size_t{64} << 20})
-      if (s < (max_mib << 20)) sizes.push_back(s);
-  }
-  sizes.push_back(max_mib << 20);
-  Bench bench(sizes.back() / 4);
-  const std::string dir = bench_dir();
-
-  // The rows, in the order they run at each size (a row's baseline runs before it).
-  std::vector<Case> cases = copy_rows(bench);
-  for (Case& c : cast_rows(bench)) cases.push_back(std::move(c));
-  auto blocks = block_rows(bench);
-  if (!blocks) return bad_input(io, "bench", blocks.error().message);
-  for (Case& c : *blocks) cases.push_back(std::move(c));
-  for (Case& c : end_to_end_rows(bench, dir)) cases.push_back(std::move(c));
-
   Table t = bench_table();
-  measure(cases, sizes, threads, quick, t);
+  if (!args->flag("train-only")) {
+    // Sizes in bytes of float32 input: L2-resident, L3-ish, and main memory.
+    std::vector<std::size_t> sizes = {std::size_t{256} << 10};
+    if (!quick) {
+      for (std::size_t s : {std::size_t{4} << 20, std::size_t{64} << 20})
+        if (s < (max_mib << 20)) sizes.push_back(s);
+    }
+    sizes.push_back(max_mib << 20);
+    Bench bench(sizes.back() / 4);
+    const std::string dir = bench_dir();
+
+    // The rows, in the order they run at each size (a row's baseline runs before it).
+    std::vector<Case> cases = copy_rows(bench);
+    for (Case& c : cast_rows(bench)) cases.push_back(std::move(c));
+    auto blocks = block_rows(bench);
+    if (!blocks) return bad_input(io, "bench", blocks.error().message);
+    for (Case& c : *blocks) cases.push_back(std::move(c));
+    for (Case& c : end_to_end_rows(bench, dir)) cases.push_back(std::move(c));
+    measure(cases, sizes, threads, quick, t);
+    std::remove((dir + "/bench-input.npy").c_str());
+    std::remove((dir + "/bench-output.npy").c_str());
+    ::rmdir(dir.c_str());
+  }
   const auto trained = training_rows(quick, t);
-  std::remove((dir + "/bench-input.npy").c_str());
-  std::remove((dir + "/bench-output.npy").c_str());
-  ::rmdir(dir.c_str());
   if (trained) return bad_input(io, "bench", trained->message);
 
   Provenance prov = build_provenance();

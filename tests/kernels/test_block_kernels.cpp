@@ -397,6 +397,24 @@ TEST_CASE("block kernels: packing orders, integer encodings, flush-output, shape
   }
 }
 
+TEST_CASE("block kernels: rows ending in a partial block, under nearest-even and rule floor", "[kernels][block]") {
+  // The contiguous-block loop walks such rows block by block; the partial block is whole vectors (rows of 144 and
+  // 48 on every target) or ends in a partial vector (rows of 9, 40 and 100), and the rows hold NaN, Inf, zeros,
+  // subnormals and scales below 2^-127 (make_input).
+  for (const auto& name : kFormats) {
+    const BlockFormat f = parse(name);
+    for (const std::int64_t cols : {144, 48, 9, 40}) {
+      auto x = make_input(31 + static_cast<std::uint64_t>(cols), 20, cols);
+      check_format(f, x, {20, cols});
+      const auto bits = to_16bit(x, "bfloat16");
+      check_format(f, BlockInput::bf16(bits), {20, cols});
+      // The largest magnitude of each row's last block in its last element (the last vector's last lane).
+      for (std::int64_t r = 0; r < 20; ++r) x[static_cast<std::size_t>(r * cols + cols - 1)] *= 1024.0F;
+      check_format(f, x, {20, cols});
+    }
+  }
+}
+
 TEST_CASE("block kernels: a whole-axis block and an empty tensor", "[kernels][block]") {
   BlockFormat f = parse("e4m3:e8m0_t0");
   check_format(f, make_input(17, 16, 100), {16, 100});

@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "mxlab/core/random.hpp"
+#include "mxlab/core/transpose.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/io/npy.hpp"
@@ -154,6 +155,45 @@ BlockFormat parse(const std::string& s) {
   return *f;
 }
 
+/// A FakeQuantizer against the reference's values and totals, with 1 and 3 threads, and ops::fake_quantize against
+/// the FakeQuantizer; `kernel`: whether the block or cast kernels must have run.
+void check_fake_quantizer(const ops::FakeQuantizer& fq, const std::vector<float>& xf,
+                          const std::vector<std::int64_t>& shape, const QuantizedTensor& q, const Analysis& ref,
+                          bool kernel) {
+  for (unsigned threads : {1U, 3U}) {
+    std::vector<float> out(xf.size(), -1.0F);
+    ops::QuantizeResult r;
+    ops::Run run;
+    run.threads = threads;
+    REQUIRE(fq.run(xf, shape, out, run, &r).ok());
+    CHECK(r.engine.starts_with("simd:") == kernel);
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < xf.size(); ++i)
+      if (std::bit_cast<std::uint32_t>(out[i]) != std::bit_cast<std::uint32_t>(static_cast<float>(q.values[i])))
+        ++mismatches;
+    CHECK(mismatches == 0);
+    check_stats(r.stats, ref.total, true);
+    std::vector<float> direct(xf.size());
+    REQUIRE(ops::fake_quantize(fq.format(), xf, shape, direct, run).ok());
+    CHECK(std::memcmp(direct.data(), out.data(), out.size() * sizeof(float)) == 0);
+  }
+}
+
+/// A format under a NaN/Inf policy and an element rounding mode.
+struct FormatCase {
+  const char* name;
+  SpecialsPolicy specials;
+  Rounding rounding;
+  bool kernel = true;  ///< whether ops runs it on the kernels
+  BlockFormat format(std::uint64_t seed) const {
+    BlockFormat f = parse(name);
+    f.options.specials = specials;
+    f.options.element.rounding = rounding;
+    f.options.seed = seed;
+    return f;
+  }
+};
+
 const std::vector<std::int64_t> kShape = {7, 200};  // rows that end in a partial block of 32 and of 16
 
 TEST_CASE("ops: every catalogue block format and scale rule equals the reference", "[ops]") {
@@ -240,17 +280,145 @@ TEST_CASE("ops: formats without a scale run on the cast kernels with the referen
           INFO("target " << target.name << " format " << name << " rounding " << to_string(rounding));
           auto q = quantize(f, x, shape);
           REQUIRE(q.ok());
+          check_fake_quantizer(ops::FakeQuantizer(f), xf, shape, *q, analyze(f, x, *q), true);
+        }
+      }
+    }
+  }
+}
+
+/// Tensors for the gathered-row paths: corner values with and without NaN/Inf, an all-zero tensor with zeros of
+/// both signs, values near the float32 maximum and float32 subnormals only.
+std::vector<std::vector<float>> gathered_inputs(std::size_t n) {
+  std::vector<std::vector<float>> xs = {corner_input(21, n, false), corner_input(22, n, true)};
+  std::vector<float> zeros(n), huge(n), tiny(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t r = splitmix64(23 + i);
+    const float sign = (r & 1) != 0 ? -1.0F : 1.0F;
+    zeros[i] = (r & 2) != 0 ? -0.0F : 0.0F;
+    huge[i] = sign * std::ldexp(1.0F + static_cast<float>((r >> 8) & 0xFFFF) / 65536.0F, 100 + static_cast<int>((r >> 32) % 28));
+    tiny[i] = sign * std::ldexp(static_cast<float>((r >> 8) & 0xFFFFF), -149 - 20 + static_cast<int>((r >> 40) % 16));
+  }
+  xs.push_back(zeros);
+  xs.push_back(huge);
+  xs.push_back(tiny);
+  return xs;
+}
+
+TEST_CASE("ops: per-tensor scales and 2-D tiles run on the block kernel over gathered rows with the reference's results",
+          "[ops]") {
+  // Stochastic rounding keys on element positions, which gathered tiles move: the reference runs 2-D tiles then.
+  const std::vector<FormatCase> cases = {
+      {"e4m3:float32", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"e5m2:float32", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"e4m3:float32", SpecialsPolicy::Element, Rounding::NearestEven, true},
+      {"e5m2:float32", SpecialsPolicy::Element, Rounding::TowardZero, true},
+      {"e4m3:float32", SpecialsPolicy::BlockNan, Rounding::Stochastic, true},
+      {"int8:float32", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"e2m1:e4m3_float32", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"mxfp8_e4m3@32x32", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"mxfp8_e5m2@32x32", SpecialsPolicy::Element, Rounding::NearestEven, true},
+      {"mxfp4@8x16", SpecialsPolicy::BlockNan, Rounding::NearestAway, true},
+      {"int8:float32_t16_t16", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"e2m1:e4m3_float32_t16_t16", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"e4m3:e8m0_t0_t8", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"mxfp8_e4m3@32x32", SpecialsPolicy::BlockNan, Rounding::Stochastic, false},
+  };
+  // Partial tiles in both directions, leading matrices, a 1-D tensor, whole tiles only, a single element.
+  const std::vector<std::vector<std::int64_t>> shapes = {{70, 45}, {3, 40, 33}, {1000}, {64, 64}, {1, 1}};
+  for (const auto& target : simd_targets()) {
+    const ScopedSimdTarget forced(target);
+    for (const FormatCase& c : cases) {
+      const BlockFormat f = c.format(5);
+      const ops::FakeQuantizer fq(f);
+      for (const auto& shape : shapes) {
+        std::int64_t n = 1;
+        for (auto d : shape) n *= d;
+        int input = 0;
+        for (const auto& xf : gathered_inputs(static_cast<std::size_t>(n))) {
+          INFO("target " << target.name << " format " << c.name << " specials " << to_string(c.specials)
+                         << " rounding " << to_string(c.rounding) << " shape " << shape.front() << "x" << shape.back()
+                         << " rank " << shape.size() << " input " << input++);
+          const std::vector<double> x(xf.begin(), xf.end());
+          auto q = quantize(f, x, shape);
+          REQUIRE(q.ok());
+          check_fake_quantizer(fq, xf, shape, *q, analyze(f, x, *q), c.kernel);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("mxlab::transpose equals the element-by-element transpose, with strides", "[ops]") {
+  // Whole and partial 32 x 32 tiles and 4 x 4 squares, single rows and columns, the CNN's im2col shapes.
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1, 1},  {1, 37},  {37, 1},    {3, 5},
+                                                                     {4, 4},  {31, 33}, {64, 96},   {67, 9},
+                                                                     {896, 9}, {50176, 9}, {12544, 144}};
+  for (const auto& [rows, cols] : shapes) {
+    for (const std::int64_t pad : {0, 3}) {  // source and destination rows longer than the matrix
+      INFO(rows << " x " << cols << " pad " << pad);
+      const std::int64_t src_stride = cols + pad, dst_stride = rows + pad;
+      std::vector<float> x(static_cast<std::size_t>(rows * src_stride));
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+      std::vector<float> out(static_cast<std::size_t>(cols * dst_stride), -1.0F);
+      transpose(x.data(), rows, cols, src_stride, out.data(), dst_stride);
+      std::int64_t mismatches = 0;
+      for (std::int64_t j = 0; j < cols; ++j)
+        for (std::int64_t i = 0; i < dst_stride; ++i) {
+          const float want = i < rows ? x[static_cast<std::size_t>(i * src_stride + j)] : -1.0F;
+          mismatches += out[static_cast<std::size_t>(j * dst_stride + i)] == want ? 0 : 1;
+        }
+      CHECK(mismatches == 0);
+    }
+  }
+}
+
+TEST_CASE("ops: run_transposed equals run on the transposed matrix and the reference", "[ops]") {
+  // Strips on the kernel, and the formats that transpose first: stochastic rounding, a per-tensor scale, 2-D
+  // tiles, subtiles, a plain element cast, a block of the whole axis.
+  const std::vector<FormatCase> cases = {
+      {"mxfp8_e4m3", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"mxfp8_e5m2", SpecialsPolicy::Element, Rounding::NearestEven},
+      {"mxfp4", SpecialsPolicy::BlockNan, Rounding::NearestAway},
+      {"mxint8", SpecialsPolicy::BlockNan, Rounding::TowardZero},
+      {"nvfp4", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"mxfp6_e2m3@16", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"mxfp8_e4m3", SpecialsPolicy::BlockNan, Rounding::Stochastic},
+      {"e4m3:float32", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"mxfp8_e4m3@32x32", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"mxint8:e8m0_t16s2", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"e4m3:e8m0_t0", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+  };
+  // rows x cols of x: x^T's rows end in partial blocks or are shorter than one, strips of several blocks.
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{100, 9}, {70, 144}, {33, 1}, {1, 40},
+                                                                     {1000, 16}, {64, 300}};
+  for (const auto& target : simd_targets()) {
+    const ScopedSimdTarget forced(target);
+    for (const FormatCase& c : cases) {
+      const BlockFormat f = c.format(7);
+      const ops::FakeQuantizer fq(f);
+      for (const auto& [rows, cols] : shapes) {
+        for (const bool finite : {false, true}) {
+          INFO("target " << target.name << " format " << c.name << " rounding " << to_string(c.rounding) << " x "
+                         << rows << " x " << cols << " finite " << finite);
+          const auto xf = corner_input(41, static_cast<std::size_t>(rows * cols), finite);
+          std::vector<float> xt(xf.size());
+          transpose(xf.data(), rows, cols, cols, xt.data(), rows);
+          const std::vector<double> x(xt.begin(), xt.end());
+          auto q = quantize(f, x, {cols, rows});
+          REQUIRE(q.ok());
           const Analysis ref = analyze(f, x, *q);
-          const ops::FakeQuantizer fq(f);
           for (unsigned threads : {1U, 3U}) {
-            std::vector<float> out(x.size());
-            ops::QuantizeResult r;
             ops::Run run;
             run.threads = threads;
-            REQUIRE(fq.run(xf, shape, out, run, &r).ok());
-            CHECK(r.engine.rfind("simd:", 0) == 0);
+            std::vector<float> out(xf.size(), -1.0F), want(xf.size(), -2.0F);
+            ops::QuantizeResult r, rw;
+            REQUIRE(fq.run_transposed(xf, rows, cols, out, run, &r).ok());
+            REQUIRE(fq.run(xt, {cols, rows}, want, run, &rw).ok());
+            CHECK(std::memcmp(out.data(), want.data(), out.size() * sizeof(float)) == 0);
+            CHECK(r.engine == rw.engine);
             std::size_t mismatches = 0;
-            for (std::size_t i = 0; i < x.size(); ++i)
+            for (std::size_t i = 0; i < out.size(); ++i)
               if (std::bit_cast<std::uint32_t>(out[i]) != std::bit_cast<std::uint32_t>(static_cast<float>(q->values[i])))
                 ++mismatches;
             CHECK(mismatches == 0);
@@ -260,6 +428,10 @@ TEST_CASE("ops: formats without a scale run on the cast kernels with the referen
       }
     }
   }
+  const ops::FakeQuantizer fq(parse("mxfp8_e4m3"));
+  std::vector<float> x(12), out(12);
+  CHECK_FALSE(fq.run_transposed(x, 5, 2, out).ok());  // the shape does not match
+  CHECK_FALSE(fq.run_transposed(x, 3, 4, std::span<float>(out).first(11)).ok());  // output too short
 }
 
 TEST_CASE("ops: blocks along another axis equal the reference's, and an axis outside the tensor is an error", "[ops]") {

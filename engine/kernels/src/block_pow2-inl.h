@@ -139,8 +139,10 @@ HWY_INLINE void one_block(const BlockParams& p, const BlockCall& call, const Cas
   }
 }
 
-/// The common MX case in a tight loop: nearest-even fast path, rule floor, no metrics, rows of whole blocks
-/// of whole vectors (blocks are contiguous). A block holding NaN or Inf goes through one_block.
+/// The common MX case in a tight loop: nearest-even fast path, rule floor, no metrics, blocks of whole vectors.
+/// Rows whose last block is partial (or shorter than a block) take their blocks from a BlockCursor, and a
+/// block's last partial vector goes through a zero-padded buffer (zeros change neither amax nor the other
+/// lanes), as in one_block. A block holding NaN or Inf goes through one_block.
 template <InputKind kIn, BlockOut kOut>
 HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, const CastVectors& c,
                                   const FastVectors& fv, CodeSink& sink) {
@@ -150,21 +152,33 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
   const std::size_t lanes = hn::Lanes(du);
   constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
   const auto block = static_cast<std::size_t>(call.block);
+  const bool whole_blocks = call.row % call.block == 0;
   const auto* in = static_cast<const std::uint8_t*>(call.x);
   const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN std::uint8_t tail_buf[kMaxLanes * 4];
+  HWY_ALIGN float out_buf[kMaxLanes];
+  BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
   for (std::int64_t b = call.b0; b < call.b1; ++b) {
-    const std::size_t start = static_cast<std::size_t>(b) * block;
+    std::size_t start = static_cast<std::size_t>(b) * block;
+    std::size_t len = block;
+    if (!whole_blocks) cursor.next(&start, &len);
+    const std::size_t full = len - len % lanes;
     const std::uint8_t* xb = in + start * kInBytes;
     if constexpr (HWY_TARGET != HWY_SCALAR) {
-      for (std::size_t k = 0; k < block * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+      for (std::size_t k = 0; k < len * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
     }
     VU vmax = hn::Zero(du);
-    for (std::size_t k = 0; k < block; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
+    for (std::size_t k = 0; k < full; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
+    if (full != len) {
+      std::memset(tail_buf, 0, sizeof(tail_buf));
+      std::memcpy(tail_buf, xb + full * kInBytes, (len - full) * kInBytes);
+      vmax = hn::Max(vmax, hn::And(load_input<kIn>(tail_buf, 0), abs_mask));
+    }
     const std::uint32_t amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
     const int xe = amax_bits >= 0x7F800000U ? 0 : block_exponent(p, amax_bits);
     if (amax_bits >= 0x7F800000U || xe < kFastMinExponent) {
-      one_block<Rne, kOut>(p, call, c, fv, true, sink, in_buf, b, static_cast<std::int64_t>(start), block);
+      one_block<Rne, kOut>(p, call, c, fv, true, sink, in_buf, b, static_cast<std::int64_t>(start), len);
       continue;
     }
     if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(amax_bits);
@@ -173,13 +187,23 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
     const VF inverse = hn::Set(df, p.scale_inverse[xi]);
     const VF scale_v = hn::Set(df, p.pow2_value[xi]);
     if constexpr (kOut == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), scode);
-    for (std::size_t k = 0; k < block; k += lanes) {
-      const VU u = load_input<kIn>(xb, k);
+    for (std::size_t k = 0; k < len; k += lanes) {
+      const bool tail = k == full;  // only when len is not a multiple of lanes
+      const std::size_t count = tail ? len - full : lanes;
+      const VU u = load_input<kIn>(tail ? tail_buf : xb, tail ? 0 : k);
       MU over;
       VF r;
       const VU code = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
-      if constexpr (kOut == BlockOut::Packed) sink.put(du, code, start + k, lanes);
-      if constexpr (kOut == BlockOut::Fake) store_values(call, fast_rne_values(p, u, code, r, over, scale_v), call.fake + start + k);
+      if constexpr (kOut == BlockOut::Packed) sink.put(du, code, start + k, count);
+      if constexpr (kOut == BlockOut::Fake) {
+        const VF value = fast_rne_values(p, u, code, r, over, scale_v);
+        if (!tail) {
+          store_values(call, value, call.fake + start + k);
+        } else {
+          hn::Store(value, df, out_buf);
+          std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
+        }
+      }
     }
   }
 }
@@ -196,10 +220,11 @@ HWY_NOINLINE void pow2_loop(const BlockParams& p, const BlockCall& call) {
   const bool fast_ok = kRne && p.fast.on && default_fp_environment();
   CodeSink sink(p, call);
   const bool uniform = call.metrics == nullptr && p.rule == ScaleRule::Floor &&
-                       static_cast<std::size_t>(call.block) % lanes == 0 && call.row % call.block == 0;
+                       static_cast<std::size_t>(call.block) % lanes == 0;
   if (kOut != BlockOut::None && fast_ok && uniform) {
     // Whole blocks of whole vectors from an even element: 4-bit codes go straight to the output.
-    sink.direct4 = HWY_TARGET != HWY_SCALAR && p.bits == 4 && !p.remap && lanes % 2 == 0 && call.block % 2 == 0;
+    sink.direct4 = HWY_TARGET != HWY_SCALAR && p.bits == 4 && !p.remap && lanes % 2 == 0 && call.block % 2 == 0 &&
+                   call.row % call.block == 0;
     if constexpr (kRne && kOut != BlockOut::None) {
       switch (call.input) {
         case InputKind::F32: fast_floor_loop<InputKind::F32, kOut>(p, call, c, fv, sink); break;

@@ -1,9 +1,11 @@
 // ops::quantize_fake, quantize_packed, dequantize: the kernels where they cover the format, the scalar
 // reference where not; both give the reference's codes and values.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "mxlab/core/random.hpp"
+#include "mxlab/core/transpose.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/quantize/pack.hpp"
@@ -137,9 +139,90 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
   return result;
 }
 
+namespace {
+
+/// The same format with one block per row along the last axis, where running it over the tensor as one row (a
+/// per-tensor scale) or over every 2-D tile's elements gathered into a row is the reference's computation of
+/// the format itself. mxlab::quantize reads the layout only to give each element its block: a block's amax,
+/// NaN and Inf, its scale and its elements' casts depend on the block's elements, not on where they lie, and
+/// the metrics are exact sums and maxima, whatever their order. The exceptions:
+///  - stochastic rounding takes the random word stochastic_bits(seed, element index). The tensor as one row
+///    keeps every index (row-major order); gathered tiles do not, so 2-D tiles under stochastic element rounding
+///    stay on the reference (scale casts take no random word);
+///  - N:M sparsity groups elements along the tensor's last axis, and subtiles lie on the tile's own axes: both
+///    stay on the reference;
+///  - the peers' float32 sums in element order (Transformer Engine's 4over6 metrics): a gathered row takes each
+///    tile's rows in order, so a block's elements keep their order.
+/// Tensor-level quantities (a tensor scale over the block scales, the NaN of policy tensor-nan) come from the
+/// whole gathered tensor, the same elements as the reference's.
+std::optional<BlockFormat> whole_row_format(const BlockFormat& f) {
+  const ScaleLayout& l = f.layout;
+  if (!l.scale || l.channel_axis != ScaleLayout::kNoAxis || l.sparse_m > 0 || l.tiles.size() == 1) return std::nullopt;
+  if (l.tiles.size() == 2 &&
+      (l.tiles[0].subtile > 0 || l.tiles[1].subtile > 0 || f.options.element.rounding == Rounding::Stochastic))
+    return std::nullopt;
+  BlockFormat g = f;
+  g.layout.tiles = {TileDim{0, 0}};
+  g.layout.axis = -1;
+  if (!BlockKernel::supports(g)) return std::nullopt;
+  return g;
+}
+
+/// Tiles of one shape (whole tiles, or the partial ones of the last tile column, the last tile row, the corner).
+struct TileClass {
+  std::int64_t count = 0;  ///< tiles
+  std::int64_t size = 0;   ///< elements per tile
+};
+
+/// The 2-D tiles of layout l over the last two axes of shape (a leading axis indexes whole matrices; a missing
+/// axis has extent 1), class by class as TileClass lists them, and in each class tile by tile in row-major
+/// order of the tile grid: row(first, length) for each of a tile's rows, top to bottom, with its first element's
+/// index in the tensor. Returns the classes that hold tiles.
+template <class Row>
+std::vector<TileClass> for_each_tile_row(const std::vector<std::int64_t>& shape, const ScaleLayout& l, Row&& row) {
+  const std::size_t n = shape.size();
+  const std::int64_t rows = n >= 2 ? shape[n - 2] : 1;
+  const std::int64_t cols = n >= 1 ? shape[n - 1] : 1;
+  std::int64_t matrices = 1;
+  for (std::size_t a = 0; a + 2 < n; ++a) matrices *= shape[a];
+  const std::int64_t th = l.tiles[0].size == 0 ? std::max<std::int64_t>(rows, 1) : l.tiles[0].size;
+  const std::int64_t tw = l.tiles[1].size == 0 ? std::max<std::int64_t>(cols, 1) : l.tiles[1].size;
+  const std::int64_t full_rows = rows / th, full_cols = cols / tw;
+  std::vector<TileClass> classes;
+  // Tile rows [i0, i1) of height h by tile columns [j0, j1) of width w.
+  const auto visit = [&](std::int64_t i0, std::int64_t i1, std::int64_t h, std::int64_t j0, std::int64_t j1,
+                         std::int64_t w) {
+    const std::int64_t count = matrices * (i1 - i0) * (j1 - j0);
+    if (count == 0 || h == 0 || w == 0) return;
+    for (std::int64_t m = 0; m < matrices; ++m)
+      for (std::int64_t i = i0; i < i1; ++i)
+        for (std::int64_t j = j0; j < j1; ++j)
+          for (std::int64_t r = 0; r < h; ++r)
+            row(static_cast<std::size_t>((m * rows + i * th + r) * cols + j * tw), static_cast<std::size_t>(w));
+    classes.push_back({count, h * w});
+  };
+  const std::int64_t part_h = rows % th, part_w = cols % tw;
+  const std::int64_t last_row = full_rows + (part_h > 0 ? 1 : 0), last_col = full_cols + (part_w > 0 ? 1 : 0);
+  visit(0, full_rows, th, 0, full_cols, tw);
+  visit(0, full_rows, th, full_cols, last_col, part_w);
+  visit(full_rows, last_row, part_h, 0, full_cols, tw);
+  visit(full_rows, last_row, part_h, full_cols, last_col, part_w);
+  return classes;
+}
+
+std::int64_t element_count(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
 FakeQuantizer::FakeQuantizer(const BlockFormat& f) : format_(f) {
   if (BlockKernel::supports(f)) {
     if (auto kernel = BlockKernel::make(f)) kernel_ = std::make_shared<const BlockKernel>(std::move(*kernel));
+  } else if (auto rows = whole_row_format(f)) {
+    if (auto kernel = BlockKernel::make(*rows)) rows_ = std::make_shared<const BlockKernel>(std::move(*kernel));
   }
   // A plain element cast (no scale, no N:M pruning, no -0 rule for integers) is the cast kernel's job; the
   // reference casts every element with cast(element, x, options, stochastic_bits(seed, i)), as it does.
@@ -185,6 +268,8 @@ Result<std::size_t> FakeQuantizer::run(std::span<const float> x, const std::vect
     return make_error("fake quantization: output holds " + std::to_string(out.size()) + " values for " +
                       std::to_string(x.size()) + " inputs");
   if (cast_) return run_elements(x, out, run, result);
+  if (rows_ && !x.empty() && element_count(shape) == static_cast<std::int64_t>(x.size()))
+    return run_gathered(x, shape, out, run, result);
   if (kernel_) {
     const BlockKernel& kernel = *kernel_;
     BlockMetrics m;
@@ -202,6 +287,113 @@ Result<std::size_t> FakeQuantizer::run(std::span<const float> x, const std::vect
   if (!q) return q.error();
   for (std::size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(q->values[i]);
   if (result != nullptr) *result = QuantizeResult{engine_for(format_), analyze(format_, xd, *q).total};
+  return x.size();
+}
+
+Result<std::size_t> FakeQuantizer::run_gathered(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                                std::span<float> out, const Run& run, QuantizeResult* result) const {
+  const BlockKernel& kernel = *rows_;
+  const bool tiles = format_.layout.tiles.size() == 2;
+  // A per-tensor scale: the tensor is one row as it lies. 2-D tiles: each tile's rows one after the other.
+  std::span<const float> in = x;
+  std::span<float> values = out.first(x.size());
+  std::vector<TileClass> classes{{1, static_cast<std::int64_t>(x.size())}};
+  thread_local std::vector<float> gathered, gathered_values;
+  if (tiles) {
+    gathered.resize(x.size());
+    gathered_values.resize(x.size());
+    std::size_t at = 0;
+    classes = for_each_tile_row(shape, format_.layout, [&](std::size_t first, std::size_t len) {
+      std::copy_n(x.data() + first, len, gathered.data() + at);
+      at += len;
+    });
+    in = gathered;
+    values = gathered_values;
+  }
+  BlockRun br{detail::resolve_threads(run.threads)};
+  BlockTensorFacts facts;
+  if (kernel.needs_tensor_facts()) {
+    auto got = kernel.tensor_facts(BlockInput(in), {static_cast<std::int64_t>(in.size())}, br);
+    if (!got) return got.error();
+    facts = *got;
+    br.facts = &facts;
+  }
+  ErrorStats stats;
+  std::size_t first = 0;
+  for (const TileClass& c : classes) {
+    const auto len = static_cast<std::size_t>(c.count * c.size);
+    BlockMetrics m;
+    auto r = kernel.fake_quantize(BlockInput(in.subspan(first, len)), {c.count, c.size}, values.subspan(first, len), br,
+                                  result != nullptr ? &m : nullptr);
+    if (!r) return r.error();
+    if (result != nullptr) detail::add_metrics(stats, m);
+    first += len;
+  }
+  if (tiles) {
+    std::size_t at = 0;
+    for_each_tile_row(shape, format_.layout, [&](std::size_t first_out, std::size_t len) {
+      std::copy_n(gathered_values.data() + at, len, out.data() + first_out);
+      at += len;
+    });
+  }
+  if (result != nullptr) *result = QuantizeResult{detail::simd_engine(), std::move(stats)};
+  return x.size();
+}
+
+Result<std::size_t> FakeQuantizer::run_transposed(std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                                                  std::span<float> out, const Run& run, QuantizeResult* result) const {
+  if (rows < 0 || cols < 0 || x.size() != static_cast<std::size_t>(rows * cols) || out.size() < x.size()) {
+    std::string what = "transposed fake quantization: ";
+    what += std::to_string(x.size());
+    what += " inputs and room for ";
+    what += std::to_string(out.size());
+    what += " outputs for a ";
+    what += std::to_string(rows);
+    what += " x ";
+    what += std::to_string(cols);
+    what += " matrix";
+    return make_error(what);
+  }
+  const ScaleLayout& l = format_.layout;
+  const bool strips = kernel_ && !x.empty() && l.tiles.size() == 1 && l.tiles[0].size > 0 && l.tiles[0].subtile == 0 &&
+                      l.sparse_m == 0 && format_.options.element.rounding != Rounding::Stochastic;
+  if (!strips) {
+    thread_local std::vector<float> transposed;
+    transposed.resize(x.size());
+    transpose(x.data(), rows, cols, cols, transposed.data(), rows);
+    return this->run(transposed, {cols, rows}, out, run, result);
+  }
+  // Row r of x^T is column r of x, and its blocks are runs of `block` rows of x: a strip of w rows of x (w a
+  // multiple of the block, about 8192 elements) holds whole blocks of every row of x^T, the last strip the
+  // partial last blocks. The tensor-level quantities come from all of x (the same elements as x^T).
+  const BlockKernel& kernel = *kernel_;
+  const std::int64_t block = l.tiles[0].size;
+  const std::int64_t w = std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(cols, 1) / block) * block;
+  BlockRun br{detail::resolve_threads(run.threads)};
+  BlockTensorFacts facts;
+  if (kernel.needs_tensor_facts()) {
+    auto got = kernel.tensor_facts(BlockInput(x), {rows, cols}, br);
+    if (!got) return got.error();
+    facts = *got;
+    br.facts = &facts;
+  }
+  thread_local std::vector<float> strip, strip_values;
+  strip.resize(static_cast<std::size_t>(cols * std::min(w, rows)));
+  strip_values.resize(strip.size());
+  ErrorStats stats;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += w) {
+    const std::int64_t h = std::min(w, rows - r0);
+    const auto len = static_cast<std::size_t>(cols * h);
+    transpose(x.data() + r0 * cols, h, cols, cols, strip.data(), h);
+    BlockMetrics m;
+    auto r = kernel.fake_quantize(BlockInput(std::span<const float>(strip.data(), len)), {cols, h},
+                                  std::span<float>(strip_values.data(), len), br, result != nullptr ? &m : nullptr);
+    if (!r) return r.error();
+    if (result != nullptr) detail::add_metrics(stats, m);
+    for (std::int64_t c = 0; c < cols; ++c)
+      std::copy_n(strip_values.data() + c * h, h, out.data() + c * rows + r0);
+  }
+  if (result != nullptr) *result = QuantizeResult{detail::simd_engine(), std::move(stats)};
   return x.size();
 }
 

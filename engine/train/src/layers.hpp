@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "mxlab/core/transpose.hpp"
 #include "quant.hpp"
 
 namespace mxlab::train::detail {
@@ -51,24 +52,16 @@ const Mat<T>& quantized(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& bu
   }
 }
 
-/// out = x^T, copied in 32 x 32 tiles so that both the reads and the writes stay within a few cache lines.
+/// out = x^T (mxlab::transpose: 32 x 32 tiles of 4 x 4 squares).
 template <typename T>
 void transpose_into(const Mat<T>& x, Mat<T>& out) {
-  constexpr std::int64_t kTile = 32;
-  const std::int64_t rows = x.rows(), cols = x.cols();
-  out.resize(cols, rows);
-  const T* src = x.data();
-  T* dst = out.data();
-  for (std::int64_t i0 = 0; i0 < rows; i0 += kTile)
-    for (std::int64_t j0 = 0; j0 < cols; j0 += kTile) {
-      const std::int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
-      for (std::int64_t i = i0; i < i1; ++i)
-        for (std::int64_t j = j0; j < j1; ++j) dst[j * rows + i] = src[i * cols + j];
-    }
+  out.resize(x.cols(), x.rows());
+  transpose(x.data(), x.rows(), x.cols(), x.cols(), out.data(), x.rows());
 }
 
 /// out = x^T quantized with f (blocks along x's first axis), tmp a scratch buffer; a 2-D tile format quantizes x
-/// and transposes, which gives the same values as tiles of x^T.
+/// and transposes, which gives the same values as tiles of x^T; 1-D blocks go through
+/// FakeQuantizer::run_transposed.
 template <typename T>
 void quantized_transpose(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& out, Mat<T>& tmp, QuantContext& ctx,
                          const std::string& key) {
@@ -76,9 +69,12 @@ void quantized_transpose(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& o
     transpose_into(x, out);
   } else if (is_2d(f)) {
     transpose_into(quantized(x, f, tmp, ctx, key), out);
+  } else if constexpr (std::is_same_v<T, float>) {
+    out.resize(x.cols(), x.rows());
+    quantize_operand(*f, std::span<const float>(x.data(), static_cast<std::size_t>(x.size())), x.rows(), x.cols(),
+                     std::span<float>(out.data(), static_cast<std::size_t>(out.size())), ctx, key, true);
   } else {
-    transpose_into(x, tmp);
-    quantized(tmp, f, out, ctx, key);
+    throw std::logic_error("quantized GEMM operands are float32");
   }
 }
 
@@ -93,7 +89,8 @@ template <typename T>
 struct QGemm {
   std::string name;
   const LayerFormats* formats = nullptr;
-  Mat<T> bx, bw, bg, bwk, bgt, bxt, tmp;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles)
+  Mat<T> bx, bw, bg, bwk, bgt, bxt;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles)
+  Mat<T> tmp_w, tmp_g, tmp_x;        ///< the transposes before quantization, one per operand (sizes kept across steps)
   bool saved_x = false, saved_w = false;
   /// The roles of the second operand (Wt) forward and backward: the weight roles, or the activation roles for
   /// attention's products of two activations.
@@ -130,7 +127,7 @@ struct QGemm {
       } else if (saved_w) {
         dx->noalias() = qg * bw;  // forward's 2-D tiles of Wt are the tiles of W
       } else {
-        quantized_transpose(wt, fw, bwk, tmp, ctx, key(w_bp_role));  // Wt^T (K x N) quantized along N
+        quantized_transpose(wt, fw, bwk, tmp_w, ctx, key(w_bp_role));  // Wt^T (K x N) quantized along N
         dx->noalias() = qg * bwk.transpose();
       }
     }
@@ -140,8 +137,8 @@ struct QGemm {
         return;
       }
       // dY^T (N x M) and X^T (K x M), both quantized along M; 2-D tiles reuse the untransposed copies.
-      if (!g_2d) quantized_transpose(dy, fg, bgt, tmp, ctx, key(Role::G));
-      if (!saved_x) quantized_transpose(x, fa, bxt, tmp, ctx, key(Role::ABp));
+      if (!g_2d) quantized_transpose(dy, fg, bgt, tmp_g, ctx, key(Role::G));
+      if (!saved_x) quantized_transpose(x, fa, bxt, tmp_x, ctx, key(Role::ABp));
       if (g_2d && saved_x) dwt->noalias() = qg.transpose() * bx;
       else if (g_2d) dwt->noalias() = qg.transpose() * bxt.transpose();
       else if (saved_x) dwt->noalias() = bgt * bx;

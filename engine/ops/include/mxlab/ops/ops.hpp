@@ -112,13 +112,26 @@ class FakeQuantizer {
   /// As fake_quantize(format(), x, shape, out, run, result).
   Result<std::size_t> run(std::span<const float> x, const std::vector<std::int64_t>& shape, std::span<float> out,
                           const Run& run = {}, QuantizeResult* result = nullptr) const;
+  /// The fake quantization of x^T (x: rows x cols, row-major; out: cols x rows), bit for bit run() of the
+  /// transposed matrix with shape {cols, rows}: blocks along x's first axis (a GEMM operand whose reduction axis
+  /// is its first). Blocks of a fixed size on the kernel (without stochastic rounding, whose random words follow
+  /// the transposed positions, N:M sparsity or subtiles) take x in strips of whole blocks' rows, each transposed
+  /// and quantized while it is in the caches; other formats transpose x first.
+  Result<std::size_t> run_transposed(std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                                     std::span<float> out, const Run& run = {}, QuantizeResult* result = nullptr) const;
 
  private:
   /// Formats without a scale (a plain element cast): the SIMD cast and decode kernels.
   Result<std::size_t> run_elements(std::span<const float> x, std::span<float> out, const Run& run,
                                    QuantizeResult* result) const;
+  /// A per-tensor scale or 2-D tiles: the block kernel of the same format with one block per row, run over
+  /// the tensor as one row, or over each tile's elements gathered into a row (quantize.cpp says when that is
+  /// the reference's computation).
+  Result<std::size_t> run_gathered(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                   std::span<float> out, const Run& run, QuantizeResult* result) const;
   BlockFormat format_;
   std::shared_ptr<const BlockKernel> kernel_;  ///< the SIMD kernel when it covers the format, else the reference
+  std::shared_ptr<const BlockKernel> rows_;    ///< per-tensor scales and 2-D tiles: the kernel of whole-row blocks
   std::shared_ptr<const CastKernel> cast_;     ///< formats without a scale: the cast kernel, when it covers them
   std::shared_ptr<const DecodeKernel> decode_;
   CastOptions element_options_;
