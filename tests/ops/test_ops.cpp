@@ -238,6 +238,8 @@ TEST_CASE("ops: microxcaling's NaN blocks of a shared exponent above 127 and its
   std::vector<float> x = corner_input(12, 7 * 200, true);
   for (std::size_t i = 0; i < x.size(); i += 97) x[i] = (i % 2 != 0) ? -FLT_MAX : FLT_MAX;
   for (std::size_t i = 5; i < x.size(); i += 13) x[i] = -std::ldexp(1.0F, -130 - static_cast<int>(i % 19));
+  x[50] = std::numeric_limits<float>::quiet_NaN();
+  x[777] = -std::numeric_limits<float>::infinity();
   for (const auto& target : simd_targets()) {
     const ScopedSimdTarget forced(target);
     INFO("target " << target.name);
@@ -245,6 +247,28 @@ TEST_CASE("ops: microxcaling's NaN blocks of a shared exponent above 127 and its
       auto f = apply_profile(parse(name), "microxcaling");
       REQUIRE(f.ok());
       check_against_reference(*f, x, kShape, 2, 256);
+      // Its NaN values are PyTorch's 2 ** NaN, 0xFFFFFFFF, from every fake-quant entry point.
+      std::vector<float> direct(x.size()), transposed(x.size());
+      REQUIRE(ops::fake_quantize(*f, x, kShape, direct).ok());
+      REQUIRE(ops::FakeQuantizer(*f).run_transposed(x, kShape.back(), kShape.front(), transposed).ok());
+      std::vector<float> streamed(x.size());
+      auto tensor = Tensor::from_f32(kShape, x);
+      REQUIRE(tensor.ok());
+      ops::QuantizeSink sink;
+      sink.fake = [&](std::size_t first, std::span<const float> v) -> std::optional<Error> {
+        std::memcpy(streamed.data() + first, v.data(), v.size() * sizeof(float));
+        return std::nullopt;
+      };
+      REQUIRE(ops::quantize_fake(*f, ops::TensorSource::of(*tensor), sink).ok());
+      std::size_t nans = 0, other_bits = 0;
+      for (const auto* v : {&direct, &transposed, &streamed})
+        for (float y : *v)
+          if (std::isnan(y)) {
+            ++nans;
+            if (std::bit_cast<std::uint32_t>(y) != 0xFFFFFFFFU) ++other_bits;
+          }
+      CHECK(other_bits == 0);
+      CHECK(nans > 0);
     }
   }
 }

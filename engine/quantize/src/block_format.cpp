@@ -35,6 +35,7 @@ constexpr Named<Code0Multiplier> kCode0[] = {
     {"exact", Code0Multiplier::Exact}, {"one", Code0Multiplier::One}, {"min-normal", Code0Multiplier::MinNormal}};
 constexpr Named<AmaxSubnormal> kAmaxSubnormal[] = {
     {"keep", AmaxSubnormal::Keep}, {"flush", AmaxSubnormal::Flush}, {"flush-positive", AmaxSubnormal::FlushPositive}};
+constexpr Named<FakeNan> kFakeNan[] = {{"quiet", FakeNan::Quiet}, {"all-ones", FakeNan::AllOnes}};
 constexpr Named<ZeroSign> kZeroSign[] = {
     {"keep", ZeroSign::Keep}, {"minus-zero-plus", ZeroSign::MinusZeroPlus}, {"zero-minus", ZeroSign::ZeroMinus}};
 constexpr Named<NearestArith> kNearestArith[] = {
@@ -218,6 +219,8 @@ Result<AmaxSubnormal> parse_amax_subnormal(std::string_view t) {
 }
 std::string_view to_string(AmaxSubnormal a) { return name_of(a, kAmaxSubnormal); }
 Result<ZeroSign> parse_zero_sign(std::string_view t) { return parse_named(t, kZeroSign, "zero sign"); }
+Result<FakeNan> parse_fake_nan(std::string_view t) { return parse_named(t, kFakeNan, "fake-quant NaN"); }
+std::string_view to_string(FakeNan n) { return name_of(n, kFakeNan); }
 std::string_view to_string(ZeroSign z) { return name_of(z, kZeroSign); }
 Result<NearestArith> parse_nearest_arith(std::string_view t) {
   return parse_named(t, kNearestArith, "nearest-rounding arithmetic");
@@ -458,6 +461,7 @@ constexpr Profile kProfiles[] = {
        o.zero_sign = ZeroSign::MinusZeroPlus;
        // shared_exp[shared_exp > scale_emax] = NaN: reached by int8 (emax 0) when log2 rounds up to 128.
        o.scale.overflow = Overflow::Nan;
+       o.fake_nan = FakeNan::AllOnes;  // A * 2**shared_exp with 2**NaN = 0xFFFFFFFF (PyTorch on the CPU)
      }},
     {"microxcaling-cuda",
      "MX formats with E8M0 scales and 1-D blocks: fp8_e4m3, fp8_e5m2, fp6_e3m2, fp6_e2m3, fp4, int8, int4, int2",
