@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "mxlab/core/transpose.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/formats/parse.hpp"
+#include "mxlab/io/mapped.hpp"
 #include "mxlab/io/npy.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/packed_file.hpp"
@@ -590,6 +592,48 @@ TEST_CASE("ops: several formats read the input in one pass and equal each format
       }
     }
   }
+}
+
+TEST_CASE("ops: a mapped file gives the same results as the tensor in memory, tensor scales found chunk by chunk",
+          "[ops]") {
+  const std::vector<std::int64_t> shape = {48, 200};
+  std::vector<float> x = corner_input(13, 48 * 200, true);
+  x[4321] = 1e30F;  // the tensor amax in a late chunk
+  const auto path = (std::filesystem::temp_directory_path() / "mxlab_test_ops_mapped.npy").string();
+  REQUIRE(write_npy(path, std::span<const float>(x), shape).ok());
+  auto mapped = MappedTensor::open_npy(path);
+  REQUIRE(mapped.ok());
+  const auto file = ops::TensorSource::of(std::move(*mapped));
+  auto t = Tensor::from_f32(shape, x);
+  REQUIRE(t.ok());
+  const auto memory = ops::TensorSource::of(*t);
+  std::vector<BlockFormat> formats;
+  for (const char* name : {"nvfp4", "e4m3:float32_t128", "mxfp4"}) formats.push_back(parse(name));
+  auto te = apply_profile(parse("nvfp4"), "transformer-engine-nvfp4");
+  REQUIRE(te.ok());
+  formats.push_back(*te);
+  ops::Run run;
+  run.chunk_elements = 1000;
+  auto a = ops::analyze(formats, file, ops::AnalyzeOptions{true, false}, run);
+  auto b = ops::analyze(formats, memory, ops::AnalyzeOptions{true, false}, run);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  for (std::size_t i = 0; i < formats.size(); ++i) {
+    INFO(formats[i].name);
+    check_stats((*a)[i].total, (*b)[i].total, true);
+    CHECK((*a)[i].gap_histogram == (*b)[i].gap_histogram);
+  }
+  for (const BlockFormat& f : formats) {
+    INFO(f.name);
+    auto pa = ops::quantize_packed(f, file, run);
+    auto pb = ops::quantize_packed(f, memory, run);
+    REQUIRE(pa.ok());
+    REQUIRE(pb.ok());
+    CHECK(pa->elements == pb->elements);
+    CHECK(pa->scales == pb->scales);
+    CHECK(pa->tensor_scale == pb->tensor_scale);
+  }
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("ops: a channel axis the tensor does not have is an error", "[ops]") {

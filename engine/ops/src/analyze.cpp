@@ -173,8 +173,8 @@ class KernelAnalysis {
     return e >= static_cast<std::int64_t>(input_.size()) || (e % row_) % k_ == 0;
   }
 
-  std::optional<Error> start() {
-    auto got = detail::facts_for(kernel_, x_, input_.shape(), br_);
+  std::optional<Error> start(const Run& run) {
+    auto got = detail::facts_for(kernel_, input_, x_, br_, run);
     if (!got) return got.error();
     facts_ = *got;
     br_.facts = &facts_;
@@ -301,7 +301,7 @@ std::optional<Error> run_jointly(std::vector<KernelAnalysis>& jobs, const Tensor
                                  std::vector<Result<FormatAnalysis>>& results) {
   std::string names;
   for (KernelAnalysis& j : jobs) {
-    if (auto e = j.start()) return e;
+    if (auto e = j.start(run)) return e;
     if (!names.empty()) names += ", ";
     names += j.format().name;
   }

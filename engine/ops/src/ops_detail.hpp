@@ -57,12 +57,12 @@ inline void add_metrics(ErrorStats& s, const BlockMetrics& m) {
   s.max_rel_error = std::max(s.max_rel_error, m.max_rel_error);
 }
 
-/// The tensor-level quantities of x for chunked kernel calls (none where the format needs none).
-inline Result<BlockTensorFacts> facts_for(const BlockKernel& k, const BlockInput& x,
-                                          const std::vector<std::int64_t>& shape, const BlockRun& br) {
-  if (!k.needs_tensor_facts()) return BlockTensorFacts{};
-  return k.tensor_facts(x, shape, br);
-}
+/// The tensor-level quantities of the input (x as the kernels read it) for chunked kernel calls (none where
+/// the format needs none). A tensor scale from the tensor's amax alone is found chunk by chunk, giving a mapped
+/// file's pages back as it goes (the largest of the blocks' amaxes is the tensor's); the other facts (NVFP4
+/// peers, tensor-nan) come from one kernel pass over the whole tensor.
+Result<BlockTensorFacts> facts_for(const BlockKernel& k, const TensorSource& input, const BlockInput& x,
+                                   const BlockRun& br, const Run& run);
 
 /// An error when the format's block axis is outside the tensor (1-D tiles only).
 inline std::optional<Error> check_axis(const BlockFormat& f, const TensorSource& input) {

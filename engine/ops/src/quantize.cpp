@@ -49,6 +49,37 @@ BlockInput kernel_input(const TensorSource& input) {
   return BlockInput(std::span<const float>(static_cast<const float*>(m.data()), m.size()));
 }
 
+Result<BlockTensorFacts> facts_for(const BlockKernel& k, const TensorSource& input, const BlockInput& x,
+                                   const BlockRun& br, const Run& run) {
+  if (!k.needs_tensor_facts()) return BlockTensorFacts{};
+  const BlockFormat& f = k.format();
+  const auto& shape = input.shape();
+  if (input.mapped() == nullptr || !f.layout.tensor_scale || f.options.nvfp4_arith != Nvfp4Arith::Exact ||
+      f.options.specials == SpecialsPolicy::TensorNan || f.layout.sparse_m > 0)
+    return k.tensor_facts(x, shape, br);
+  const std::int64_t blocks = k.block_count(shape);
+  std::vector<float> amax;
+  float tensor_amax = 0;
+  BlockRun part = br;
+  for (std::int64_t b0 = 0; b0 < blocks;) {
+    if (run.reporter.cancelled()) return make_error(kCancelled);
+    const std::int64_t b1 = chunk_end(k, shape, b0, run);
+    part.first_block = b0;
+    part.end_block = b1;
+    amax.resize(static_cast<std::size_t>(b1 - b0));
+    auto a = k.block_amax(x, shape, amax, part);
+    if (!a) return a.error();
+    for (float v : amax) tensor_amax = std::max(tensor_amax, v);
+    input.release(static_cast<std::size_t>(k.block_first_element(b1, shape.empty() ? 1 : shape.back())));
+    b0 = b1;
+  }
+  auto ts = choose_tensor_scale(f, static_cast<double>(tensor_amax));
+  if (!ts) return ts.error();
+  BlockTensorFacts facts;
+  facts.scale = *ts;
+  return facts;
+}
+
 std::int64_t chunk_end(const BlockKernel& k, const std::vector<std::int64_t>& shape, std::int64_t b0, const Run& run) {
   const std::int64_t blocks = k.block_count(shape);
   if (k.format().layout.sparse_m > 0) return blocks;
@@ -113,7 +144,7 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
   result.engine = detail::simd_engine();
   const BlockInput x = detail::kernel_input(input);
   BlockRun br{detail::resolve_threads(run.threads)};
-  auto got_facts = detail::facts_for(*kernel, x, shape, br);
+  auto got_facts = detail::facts_for(*kernel, input, x, br, run);
   if (!got_facts) return got_facts.error();
   const BlockTensorFacts facts = *got_facts;
   br.facts = &facts;
@@ -431,7 +462,7 @@ Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& i
   res.engine = detail::simd_engine();
   const BlockInput x = detail::kernel_input(input);
   BlockRun br{detail::resolve_threads(run.threads)};
-  auto got_facts = detail::facts_for(*kernel, x, shape, br);
+  auto got_facts = detail::facts_for(*kernel, input, x, br, run);
   if (!got_facts) return got_facts.error();
   const BlockTensorFacts facts = *got_facts;
   br.facts = &facts;
