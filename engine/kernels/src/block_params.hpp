@@ -272,17 +272,12 @@ class FastExactSum {
     const int shift = pos & 31;
     const std::uint64_t low = m << shift;
     const std::uint64_t high = shift == 0 ? 0 : m >> (64 - shift);
-    const bool neg = (u >> 63) != 0;
+    // Without a branch on the sign (signed errors have random signs): v -> (v ^ s) - s negates v when s = -1.
+    const auto s = -static_cast<std::int64_t>(u >> 63);
     auto* l = limbs_.data() + limb;
-    if (neg) {
-      l[0] -= static_cast<std::int64_t>(low & 0xFFFFFFFFU);
-      l[1] -= static_cast<std::int64_t>(low >> 32);
-      l[2] -= static_cast<std::int64_t>(high);
-    } else {
-      l[0] += static_cast<std::int64_t>(low & 0xFFFFFFFFU);
-      l[1] += static_cast<std::int64_t>(low >> 32);
-      l[2] += static_cast<std::int64_t>(high);
-    }
+    l[0] += (static_cast<std::int64_t>(low & 0xFFFFFFFFU) ^ s) - s;
+    l[1] += (static_cast<std::int64_t>(low >> 32) ^ s) - s;
+    l[2] += (static_cast<std::int64_t>(high) ^ s) - s;
     if (++pending_ >= (1 << 24)) normalize();
   }
 
