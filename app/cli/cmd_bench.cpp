@@ -260,7 +260,7 @@ const std::vector<BlockRowKind>& block_row_kinds() {
 /// power-of-two path, the NVFP4 float32 arithmetic), a subtile format (MX9-like), a codebook (NF4) and float32
 /// block scales get the quantize rows.
 constexpr std::pair<const char*, const char*> kBlockFormats[] = {
-    {"mxfp8_e4m3", ""},        {"mxfp4", ""},          {"nvfp4", ""},
+    {"mxfp8_e4m3", ""},        {"mxfp4", ""},          {"nvfp4", ""},          {"mxint8", ""},  {"mxsf", ""},
     {"mxfp8_e4m3", "microxcaling"}, {"mxfp4", "torchao-floor"}, {"mxint8:e8m0_t16s2", ""},
     {"nvfp4", "modelopt"},     {"nvfp4", "transformer-engine-nvfp4-4over6-mse"},
     {"nf4:e4m3_t64", ""},      {"e4m3:float32_t128", ""}};
