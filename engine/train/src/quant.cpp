@@ -36,13 +36,9 @@ void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, Qua
 }
 
 void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
-                      std::span<float> out, QuantContext& ctx, const std::string& key, bool transposed) {
+                      std::span<float> out, QuantContext& ctx, const std::string& key) {
   ops::Run run;
   run.threads = ctx.threads;
-  const auto quantize = [&](std::span<const float> in) {
-    auto r = transposed ? f.run_transposed(in, rows, cols, out, run) : f.run(in, {rows, cols}, out, run);
-    if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
-  };
   AmaxHistory* delayed = ctx.delayed_state(key);
   std::int64_t saturated = 0;
   if (delayed != nullptr) {
@@ -57,12 +53,14 @@ void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std
       scaled[i] = x[i] * scale;
       saturated += std::fabs(scaled[i]) > limit ? 1 : 0;
     }
-    quantize(scaled);
+    auto r = f.run(scaled, {rows, cols}, out, run);
+    if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
     const float inv = delayed->scale_inv();
     for (float& v : out) v *= inv;
     if (ctx.training) delayed->record(amax);
   } else {
-    quantize(x);
+    auto r = f.run(x, {rows, cols}, out, run);
+    if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
   }
   if (!ctx.collect) return;
   OperandStats& s = ctx.at(key);
@@ -73,20 +71,12 @@ void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std
   }
   std::int64_t nonzero = 0, underflow = 0;
   double sse = 0;
-  // In the order of the quantized tensor's elements (x^T's when transposed): the double sum depends on it.
-  const auto add = [&](float xi, float oi) {
-    const bool nz = xi != 0.0F;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const bool nz = x[i] != 0.0F;
     nonzero += nz ? 1 : 0;
-    underflow += (nz && oi == 0.0F) ? 1 : 0;
-    const double e = static_cast<double>(oi) - static_cast<double>(xi);
+    underflow += (nz && out[i] == 0.0F) ? 1 : 0;
+    const double e = static_cast<double>(out[i]) - static_cast<double>(x[i]);
     sse += e * e;
-  };
-  if (transposed) {
-    for (std::int64_t c = 0; c < cols; ++c)
-      for (std::int64_t r = 0; r < rows; ++r)
-        add(x[static_cast<std::size_t>(r * cols + c)], out[static_cast<std::size_t>(c * rows + r)]);
-  } else {
-    for (std::size_t i = 0; i < x.size(); ++i) add(x[i], out[i]);
   }
   s.count += static_cast<std::int64_t>(x.size());
   s.nonzero += nonzero;
