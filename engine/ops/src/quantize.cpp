@@ -239,7 +239,8 @@ FakeQuantizer::FakeQuantizer(const BlockFormat& f) : format_(f) {
 Result<std::size_t> FakeQuantizer::run_elements(std::span<const float> x, std::span<float> out, const Run& run,
                                                 QuantizeResult* result) const {
   const KernelRun kr{detail::resolve_threads(run.threads), format_.options.seed, 0};
-  std::vector<std::uint16_t> codes(x.size());
+  thread_local std::vector<std::uint16_t> codes;  // kept across calls: training casts operands of the same sizes
+  codes.resize(x.size());
   if (auto r = cast_->cast_f32(x, codes, kr); !r) return r.error();
   if (auto r = decode_->decode(codes, out.first(x.size()), kr); !r) return r.error();
   if (result == nullptr) return x.size();
