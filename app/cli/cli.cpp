@@ -117,14 +117,26 @@ std::vector<OptionSpec> table_output_options() {
           {"columns", true, "A,B,...", "only these columns, in this order, or all"}};
 }
 
+std::optional<Error> check_table_options(const Args& args, const Table& header) {
+  const int chosen = int{args.flag("csv")} + int{args.flag("json")} + int{args.flag("md")};
+  if (chosen > 1) return make_error("choose one of --csv, --json, --md");
+  if (const auto columns = args.value("columns")) {
+    auto c = parse_columns(*columns, header);
+    if (!c) return c.error();
+  }
+  if (const auto out = args.value("out"); out && *out != "-") {
+    if (auto problem = output_path_problem(*out)) return make_error("cannot write '" + *out + "': " + *problem);
+  }
+  return std::nullopt;
+}
+
 int emit_table(Io io, const std::string& command, const Args& args, const Table& table, Provenance provenance,
                const TerminalView& view) {
-  int chosen = 0;
   TableFormat fmt = TableFormat::Text;
-  if (args.flag("csv")) ++chosen, fmt = TableFormat::Csv;
-  if (args.flag("json")) ++chosen, fmt = TableFormat::Json;
-  if (args.flag("md")) ++chosen, fmt = TableFormat::Markdown;
-  if (chosen > 1) return bad_input(io, command, "choose one of --csv, --json, --md");
+  if (args.flag("csv")) fmt = TableFormat::Csv;
+  if (args.flag("json")) fmt = TableFormat::Json;
+  if (args.flag("md")) fmt = TableFormat::Markdown;
+  if (auto e = check_table_options(args, table)) return bad_input(io, command, e->message);
   const auto out_path = args.value("out");
   const bool terminal = fmt == TableFormat::Text && !out_path;
   const auto columns_arg = args.value("columns");

@@ -55,6 +55,11 @@ std::string simd_target_of(const std::string& engine);
 /// --columns) at full precision; text on standard output shows the view's columns in engineering notation,
 /// fitted to the terminal's width (terminal_table.hpp), and says on standard error which columns it left out.
 /// Returns an exit code.
+/// The table options' problems that need no results: several of --csv/--json/--md, a --columns name the table
+/// (here: its header) lacks, an --out path that names no regular file. Commands that compute for long check
+/// them first.
+std::optional<Error> check_table_options(const Args& args, const Table& header);
+
 int emit_table(Io io, const std::string& command, const Args& args, const Table& table, Provenance provenance,
                const TerminalView& view = {});
 

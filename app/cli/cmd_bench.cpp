@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "cli/cli.hpp"
-#include "mxlab/io/atomic_file.hpp"
+#include "mxlab/core/atomic_file.hpp"
 #include "mxlab/io/npy.hpp"
 #include "mxlab/core/random.hpp"
 #include "mxlab/formats/catalogue.hpp"
@@ -487,6 +487,7 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   if (!max_mib_opt) return bad_input(io, "bench", max_mib_opt.error().message);
   const auto threads = static_cast<unsigned>(*threads_opt);
   const auto max_mib = static_cast<std::size_t>(*max_mib_opt);
+  if (auto e = check_table_options(*args, bench_table())) return bad_input(io, "bench", e->message);
   Args out_args = *args;
   if (auto o = args->value("out"); o && o->size() > 5 && o->substr(o->size() - 5) == ".json" && !args->flag("csv") &&
                                    !args->flag("md"))

@@ -10,7 +10,7 @@
 #include "cli/cli.hpp"
 #include "cli/inputs.hpp"
 #include "cli/terminal_table.hpp"
-#include "mxlab/io/atomic_file.hpp"
+#include "mxlab/core/atomic_file.hpp"
 #include "mxlab/exact/exact.hpp"
 #include "mxlab/formats/codepoints.hpp"
 #include "mxlab/formats/parse.hpp"

@@ -9,16 +9,20 @@
 
 #include "cli/cli.hpp"
 #include "cli/inputs.hpp"
+#include "cli/progress_bar.hpp"
 #include "cli/quant_options.hpp"
 #include "mxlab/exact/exact.hpp"
 #include "mxlab/formats/catalogue.hpp"
-#include "mxlab/io/atomic_file.hpp"
+#include "mxlab/core/atomic_file.hpp"
 #include "mxlab/io/npy.hpp"
 #include "mxlab/quantize/analysis.hpp"
 #include "mxlab/quantize/pack.hpp"
 
 namespace mxlab::cli {
 namespace {
+
+/// Inputs from this size on show a progress bar on a terminal (counts, rate, ETA).
+constexpr std::size_t kProgressElements = std::size_t{1} << 24;
 
 /// Several output files that appear together or not at all: every path is checked, all are written to
 /// temporary files, then renamed; on any failure the temporaries and the files already renamed are removed.
@@ -200,6 +204,8 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
   if (!t) return bad_input(io, "quantize", t.error().message);
   ops::Run run;
   run.threads = *threads;
+  ProgressBar bar(io.err, "elements", true);
+  if (t->size() >= kProgressElements && ProgressBar::stderr_is_tty()) run.reporter = bar.reporter();
   OutputSet outputs;
   Provenance prov = build_provenance();
   prov.inputs = describe_options(*f);
@@ -210,6 +216,7 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
     ops::QuantizeSink sink;
     sink.fake = [&](std::size_t, std::span<const float> v) { return writer->write(v); };
     auto q = ops::quantize_fake(*f, *t, sink, run);
+    bar.finish();
     if (!q) return bad_input(io, "quantize", q.error().message);
     // The provenance beside the .npy (FILE.provenance.json), as beside every CSV; both appear or neither.
     prov.simd_target = simd_target_of(q->engine);
@@ -228,6 +235,7 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
   const std::string base = strip_npy(*out);
   ops::QuantizeResult engine;  // which engine ran, for the provenance
   auto packed = ops::quantize_packed(*f, *t, run, &engine);
+  bar.finish();
   if (!packed) return bad_input(io, "quantize", packed.error().message);
   prov.simd_target = simd_target_of(engine.engine);
   const PackedTensor& p = *packed;
@@ -267,6 +275,20 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
   outputs.add(base + ".json", json);
   if (auto e = outputs.commit()) return bad_input(io, "quantize", e->message);
   return kExitOk;
+}
+
+/// The columns of analyze's table.
+Table analyze_header(bool per_block, bool gaps) {
+  Table table;
+  table.add_column("format");
+  if (per_block) table.add_column("block", true), table.add_column("amax", true), table.add_column("scale", true);
+  if (gaps) table.add_column("gap", true);
+  for (const char* c : {"elements", "bits_per_element", "mse", "rmse", "sqnr_db", "bias", "max_abs_error",
+                        "max_rel_error", "underflow_ratio", "saturation_ratio", "nan_count"})
+    table.add_column(c, true);
+  table.add_column("sse_exact");
+  table.add_column("engine");
+  return table;
 }
 
 int cmd_analyze(const std::vector<std::string>& argv, Io io) {
@@ -332,23 +354,20 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
   }
 
   const bool per_block = args->flag("per-block"), gaps = args->flag("gaps");
+  // Options that need no results are checked before the (possibly long) analysis.
+  if (auto e = check_table_options(*args, analyze_header(per_block, gaps))) return bad_input(io, "analyze", e->message);
   ops::AnalyzeOptions options;
   options.gaps = gaps;
   options.per_block = per_block;
   ops::Run run;
   run.threads = *threads;
+  ProgressBar bar(io.err, "elements", true);
+  if (t->size() >= kProgressElements && ProgressBar::stderr_is_tty()) run.reporter = bar.reporter();
   auto results = ops::analyze(formats, *t, options, run);
+  bar.finish();
   if (!results) return bad_input(io, "analyze", results.error().message);
 
-  Table table;
-  table.add_column("format");
-  if (per_block) table.add_column("block", true), table.add_column("amax", true), table.add_column("scale", true);
-  if (gaps) table.add_column("gap", true);
-  for (const char* c : {"elements", "bits_per_element", "mse", "rmse", "sqnr_db", "bias", "max_abs_error",
-                        "max_rel_error", "underflow_ratio", "saturation_ratio", "nan_count"})
-    table.add_column(c, true);
-  table.add_column("sse_exact");
-  table.add_column("engine");
+  Table table = analyze_header(per_block, gaps);
   auto row = [&](const ops::FormatAnalysis& a, const ErrorStats& s, std::vector<std::string> lead, bool saturation) {
     std::vector<std::string> r = {a.format.name};
     for (auto& l : lead) r.push_back(std::move(l));

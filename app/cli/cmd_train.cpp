@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "cli/cli.hpp"
-#include "mxlab/io/atomic_file.hpp"
+#include "mxlab/core/atomic_file.hpp"
 #include "mxlab/io/datasets.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/train/trainer.hpp"

@@ -508,6 +508,10 @@ TEST_CASE("bad input over every command: exit code 2, one message, no file left"
       {{"merge", d + "/runs"}, "missing --out DIR"},
       {{"golden", "extra"}, "unexpected argument 'extra'"},
       {{"bench", "--max-mib", "x"}, "--max-mib"},
+      // checked before measuring or analyzing (the bench would otherwise run for minutes first)
+      {{"bench", "--columns", "name,nope"}, "unknown column 'nope'"},
+      {{"bench", "--out", d + "/outdir"}, "is a directory"},
+      {{"analyze", "mxfp4", gen, "--columns", "format,nope"}, "unknown column 'nope'"},
       {{"bounds", "mxint8", "boost_e2m5", "--max-gap", "-9"}, "--max-gap -9"},
   };
   for (const auto& c : cases) {

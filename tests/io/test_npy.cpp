@@ -15,7 +15,7 @@
 #include <csignal>
 
 #include "io_test_support.hpp"
-#include "mxlab/io/atomic_file.hpp"
+#include "mxlab/core/atomic_file.hpp"
 #include "mxlab/io/npy.hpp"
 
 using namespace mxlab;

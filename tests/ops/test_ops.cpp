@@ -2,6 +2,7 @@
 // whichever engine ops picks, codes, scales, values and every metric are the reference's, bit for bit, on
 // every compiled SIMD target, for any thread count and chunk size.
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -230,6 +231,46 @@ TEST_CASE("ops: every peer profile equals the reference", "[ops]") {
   CHECK(covered >= 20);
 }
 
+TEST_CASE("ops: microxcaling's NaN blocks of a shared exponent above 127 and its underflowed quotients", "[ops]") {
+  // Blocks holding FLT_MAX (MXINT8: fl32(log2) reads 128) and negative subnormals beside large values, on every
+  // target: the kernels equal the reference.
+  std::vector<float> x = corner_input(12, 7 * 200, true);
+  for (std::size_t i = 0; i < x.size(); i += 97) x[i] = (i % 2 != 0) ? -FLT_MAX : FLT_MAX;
+  for (std::size_t i = 5; i < x.size(); i += 13) x[i] = -std::ldexp(1.0F, -130 - static_cast<int>(i % 19));
+  x[50] = std::numeric_limits<float>::quiet_NaN();
+  x[777] = -std::numeric_limits<float>::infinity();
+  for (const auto& target : simd_targets()) {
+    const ScopedSimdTarget forced(target);
+    INFO("target " << target.name);
+    for (const char* name : {"mxint8", "mxfp8_e4m3", "mxfp4"}) {
+      auto f = apply_profile(parse(name), "microxcaling");
+      REQUIRE(f.ok());
+      check_against_reference(*f, x, kShape, 2, 256);
+      // Its NaN values are PyTorch's 2 ** NaN, 0xFFFFFFFF, from every fake-quant entry point.
+      std::vector<float> direct(x.size());
+      REQUIRE(ops::fake_quantize(*f, x, kShape, direct).ok());
+      std::vector<float> streamed(x.size());
+      auto tensor = Tensor::from_f32(kShape, x);
+      REQUIRE(tensor.ok());
+      ops::QuantizeSink sink;
+      sink.fake = [&](std::size_t first, std::span<const float> v) -> std::optional<Error> {
+        std::memcpy(streamed.data() + first, v.data(), v.size() * sizeof(float));
+        return std::nullopt;
+      };
+      REQUIRE(ops::quantize_fake(*f, ops::TensorSource::of(*tensor), sink).ok());
+      std::size_t nans = 0, other_bits = 0;
+      for (const auto* v : {&direct, &streamed})
+        for (float y : *v)
+          if (std::isnan(y)) {
+            ++nans;
+            if (std::bit_cast<std::uint32_t>(y) != 0xFFFFFFFFU) ++other_bits;
+          }
+      CHECK(other_bits == 0);
+      CHECK(nans > 0);
+    }
+  }
+}
+
 TEST_CASE("ops: formats the kernels refuse run on the reference with the same results", "[ops]") {
   const auto x = corner_input(5, 16 * 64, false);
   for (const char* name : {"mxsf@8x8", "e2m1:e8m0_c0", "int8:float32_t16_t16", "e4m3:float32_tensor"}) {
@@ -404,6 +445,64 @@ TEST_CASE("ops: progress reaches the element count", "[ops]") {
   REQUIRE(a.ok());
   CHECK(last == 8192);
   CHECK(reports >= 8);
+}
+
+TEST_CASE("ops: several formats read the input in one pass and equal each format alone", "[ops]") {
+  // Block sizes 32, 16, 128 and 200 (whole rows) over rows of 200: the joint chunks end where every format's
+  // blocks start; a refused format (2-D tiles), blocks along the first axis and N:M sparsity run on their own.
+  const std::vector<std::string> names = {"mxfp4", "nvfp4", "mxfp8_e4m3", "mxint8", "mxsf", "e4m3:float32_t128",
+                                          "e2m1:e8m0_t200", "mxsf@8x8", "mxfp4_axis0", "mxfp4_2:4"};
+  std::vector<BlockFormat> formats;
+  for (const auto& name : names) {
+    auto f = parse_block_format(name == "mxfp4_axis0" ? std::string("mxfp4") : name == "mxfp4_2:4" ? std::string("mxfp4") : name);
+    REQUIRE(f.ok());
+    if (name == "mxfp4_axis0") f->layout.axis = 0;
+    if (name == "mxfp4_2:4") {
+      f->layout.sparse_n = 2;
+      f->layout.sparse_m = 4;
+    }
+    formats.push_back(*f);
+  }
+  const std::vector<std::int64_t> shape = {48, 200};
+  auto t = Tensor::from_f32(shape, corner_input(11, 48 * 200, true));
+  REQUIRE(t.ok());
+  const auto src = ops::TensorSource::of(*t);
+  for (const std::int64_t chunk : {std::int64_t{0}, std::int64_t{1}, std::int64_t{333}, std::int64_t{4096}}) {
+    for (const bool gaps : {false, true}) {
+      INFO("chunk " << chunk << " gaps " << gaps);
+      ops::Run run;
+      run.threads = 2;
+      run.chunk_elements = chunk;
+      std::int64_t last = 0;
+      bool monotonic = true;
+      run.reporter.on_progress = [&](const Progress& p) {
+        if (p.stage.find(", ") != std::string::npos) {  // the joint pass reports once per chunk, in order
+          monotonic = monotonic && p.done > last;
+          last = p.done;
+        }
+      };
+      auto all = ops::analyze(formats, src, ops::AnalyzeOptions{gaps, false}, run);
+      REQUIRE(all.ok());
+      REQUIRE(all->size() == formats.size());
+      CHECK(monotonic);
+      CHECK(last == 48 * 200);
+      for (std::size_t i = 0; i < formats.size(); ++i) {
+        INFO(names[i]);
+        ops::Run alone_run;
+        alone_run.threads = 1;
+        auto alone = ops::analyze({formats[i]}, src, ops::AnalyzeOptions{gaps, false}, alone_run);
+        REQUIRE(alone.ok());
+        const ops::FormatAnalysis& a = (*all)[i];
+        const ops::FormatAnalysis& b = alone->front();
+        CHECK(a.format.name == b.format.name);
+        CHECK(a.engine == b.engine);
+        check_stats(a.total, b.total, true);
+        CHECK(a.gap_histogram == b.gap_histogram);
+        REQUIRE(a.by_gap.size() == b.by_gap.size());
+        for (const auto& [g, s] : b.by_gap) check_stats(a.by_gap.at(g), s, true);
+      }
+    }
+  }
 }
 
 TEST_CASE("ops: a channel axis the tensor does not have is an error", "[ops]") {

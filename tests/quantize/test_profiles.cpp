@@ -830,6 +830,36 @@ TEST_CASE("the smallest scale: clamp to 2^-127 and what code 0x00 multiplies by"
   }
 }
 
+TEST_CASE("microxcaling Python: a shared exponent above 127 is a NaN block; an underflowed quotient gives +0",
+          "[profiles]") {
+  // fl32(log2(FLT_MAX)) rounds to 128; MXINT8's emax is 0, so shared_exp = 128 > scale_emax = 127 and
+  // _quantize_mx sets it to NaN: the whole block is NaN. FP8 (emax 8) stays in range.
+  const std::vector<float> big = {FLT_MAX, 1.0F, -2.0F, 0.0F};
+  const auto mi = qz(prof("mxint8", "microxcaling"), big);
+  CHECK(mi.scale_codes[0] == 0xFF);
+  for (double v : mi.values) CHECK(std::isnan(v));
+  CHECK(qz(prof("mxint8", "microxcaling-cuda"), big).scale_codes[0] == 0xFE);  // field reading: 127
+  CHECK(qz(plain("mxint8"), big).scale_codes[0] == 0xFE);
+  CHECK(qz(prof("mxfp8_e4m3", "microxcaling"), big).scale_codes[0] == 127 + 128 - 8);  // 120: in range
+  // Just below the power of two where fl32(log2) still reads 127: an ordinary block.
+  CHECK(qz(prof("mxint8", "microxcaling"), {0x1p127F, 1.0F}).scale_codes[0] == 0xFE);
+
+  // Negative inputs that become zero in MXINT8 (scale 2^60): sign(A) * floor(|A| * 64 + 0.5) is -0 when the
+  // float32 quotient A / 2^60 is a negative number, but +0 when that quotient underflowed to -0
+  // (torch.sign(-0.0) is 0): |A| <= 2^(60 - 150) does.
+  const float tiny = -0x1p-91F;  // quotient 2^-151: underflows
+  const float edge = -0x1p-90F;  // quotient 2^-150: the tie goes to 0 as well
+  const float small = -0x1.8p-90F;  // quotient 1.5 x 2^-150: the subnormal 2^-149
+  const float sub = -0x1p-140F;  // a float32 subnormal input
+  const auto nz = qz(prof("mxint8", "microxcaling"), {0x1p60F, tiny, edge, small, sub, -0x1p40F});
+  REQUIRE(nz.scale_codes[0] == 127 + 60);
+  CHECK(std::bit_cast<std::uint64_t>(nz.values[1]) == std::bit_cast<std::uint64_t>(0.0));
+  CHECK(std::bit_cast<std::uint64_t>(nz.values[2]) == std::bit_cast<std::uint64_t>(0.0));
+  CHECK(std::bit_cast<std::uint64_t>(nz.values[3]) == std::bit_cast<std::uint64_t>(-0.0));
+  CHECK(std::bit_cast<std::uint64_t>(nz.values[4]) == std::bit_cast<std::uint64_t>(0.0));
+  CHECK(std::bit_cast<std::uint64_t>(nz.values[5]) == std::bit_cast<std::uint64_t>(-0.0));
+}
+
 TEST_CASE("all-zero blocks", "[profiles]") {
   const std::vector<float> z = {0.0F, -0.0F};
   // microxcaling Python replaces a zero amax by 2^-126: X = max(-126 - emax, -127), -126 for MXINT8.

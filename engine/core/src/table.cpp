@@ -1,6 +1,8 @@
 // Table writers and atomic file output.
 #include "mxlab/core/table.hpp"
 
+#include "mxlab/core/atomic_file.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -246,27 +248,9 @@ std::optional<std::string> output_path_problem(const std::string& path) {
 }
 
 std::optional<Error> write_file_atomic(const std::string& path, std::string_view content) {
-  if (auto problem = output_path_problem(path)) return make_error("cannot write '" + path + "': " + *problem);
-  const std::size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return make_error("cannot write '" + path + "': " + std::strerror(errno) + " (directory '" + dir + "')");
-    f.write(content.data(), static_cast<std::streamsize>(content.size()));
-    f.flush();
-    if (!f) {
-      const std::string why = std::strerror(errno);
-      f.close();
-      std::remove(tmp.c_str());
-      return make_error("cannot write '" + path + "': " + why);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return make_error("cannot write '" + path + "': " + why);
-  }
+  // A hidden temporary next to the target, removed on failure and on SIGINT/SIGTERM (core/atomic_file.hpp).
+  auto w = write_file_atomic(path, content, "cannot write");
+  if (!w) return w.error();
   return std::nullopt;
 }
 

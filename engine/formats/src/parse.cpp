@@ -131,8 +131,10 @@ std::vector<std::string> suggest_format_names(std::string_view text, std::size_t
   const std::string key = lower_trim(text);
   std::vector<std::pair<std::size_t, std::string>> scored;
   auto consider = [&](std::string_view name) {
-    const std::size_t d = edit_distance(key, name);
     const std::size_t limit = std::max<std::size_t>(2, name.size() / 3);
+    // The lengths' difference bounds the distance from below: long text is no near miss of a short name.
+    if (key.size() > name.size() + limit || name.size() > key.size() + limit) return;
+    const std::size_t d = edit_distance(key, name);
     if (d <= limit) scored.emplace_back(d, std::string(name));
   };
   for (const auto& r : catalogue_rows()) {

@@ -18,7 +18,7 @@
 #include <set>
 #include <system_error>
 
-#include "mxlab/io/atomic_file.hpp"
+#include "mxlab/core/atomic_file.hpp"
 #include "mxlab/io/sha256.hpp"
 
 namespace mxlab {

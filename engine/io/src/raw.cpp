@@ -8,7 +8,7 @@
 
 #include "binary.hpp"
 #include "input_file.hpp"
-#include "mxlab/io/atomic_file.hpp"
+#include "mxlab/core/atomic_file.hpp"
 
 namespace mxlab {
 

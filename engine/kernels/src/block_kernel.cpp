@@ -90,14 +90,38 @@ std::vector<RunPart> make_parts(unsigned threads, std::int64_t rb0, std::int64_t
 }
 
 /// Fake-quantized values of zero whose input is negative become -0 (each part's elements, in parallel).
-void negative_zeros(const std::vector<RunPart>& parts, std::int64_t row, std::int64_t k, BlockInput x, float* fake) {
+void negative_zeros(const BlockParams& p, const std::vector<RunPart>& parts, std::int64_t row, std::int64_t k,
+                    BlockInput x, bool any_nan, float* fake) {
   const std::int64_t per_row = (row + k - 1) / k;
-  auto first = [&](std::int64_t b) { return b / per_row * row + (b % per_row) * k; };  // block_first_element
+  auto first = [&](std::int64_t b) { return b / per_row * row + std::min((b % per_row) * k, row); };
   kernel_detail::run_parts(static_cast<unsigned>(parts.size()), [&](unsigned t) {
-    const std::int64_t i0 = first(parts[t].b0);
-    const std::int64_t i1 = first(parts[t].b1);
-    for (std::int64_t i = i0; i < i1; ++i)
-      if (fake[i] == 0.0F && x.value(static_cast<std::size_t>(i)) < 0) fake[i] = -0.0F;
+    for (std::int64_t b = parts[t].b0; b < parts[t].b1; ++b) {
+      const std::int64_t i0 = first(b), i1 = b % per_row == per_row - 1 ? (b / per_row + 1) * row : first(b + 1);
+      int divisor = 0;
+      bool planned = false;
+      for (std::int64_t i = i0; i < i1; ++i) {
+        const double v = x.value(static_cast<std::size_t>(i));
+        if (fake[i] != 0.0F || !(v < 0)) continue;
+        if (!planned && p.float_scales) {
+          divisor = QuantizedTensor::kNoExponent;  // as the reference: no power-of-two divisor to consult
+          planned = true;
+        }
+        if (!planned) {
+          // The block's plan, as the reference makes it: its divisor decides whether the float32 quotient was -0.
+          double amax = 0;
+          bool nan = false, inf = false;
+          for (std::int64_t j = i0; j < i1; ++j) {
+            const double a = std::fabs(x.value(static_cast<std::size_t>(j)));
+            if (std::isnan(a)) nan = true;
+            else if (std::isinf(a)) inf = true;
+            else amax = std::max(amax, a);
+          }
+          divisor = pow2_block_plan(*p.owner, amax, nan, inf, any_nan, p.x_min, p.x_max).divisor_exponent;
+          planned = true;
+        }
+        if (negative_zero_value(*p.owner, v, divisor)) fake[i] = -0.0F;
+      }
+    }
   });
 }
 
@@ -293,7 +317,7 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
   kernel_detail::run_parts(threads, [&](unsigned t) { work(parts[t]); });
 
   // Integer elements under ZeroSign::MinusZeroPlus: a negative input that became zero has the value -0.
-  if (mode == Mode::Fake && negative_zero_values(format_)) negative_zeros(parts, row, k, x, fake);
+  if (mode == Mode::Fake && negative_zero_values(format_)) negative_zeros(p, parts, row, k, x, any_nan, fake);
   if (mode == Mode::Packed) merge_packed_edges(parts, elements);
   if (mode == Mode::TensorAmax) merge_tensor_facts(parts, o.tensor_amax, o.tensor_nan, o.tensor_inf);
   if (o.metrics != nullptr) merge_metrics(parts, o.metrics);

@@ -95,7 +95,9 @@ bool needs_plan(const BlockFormat& f) {
   std::string why;
   const bool plain_policy = o.specials == SpecialsPolicy::BlockNan || o.specials == SpecialsPolicy::BlockNanAny ||
                             o.specials == SpecialsPolicy::Element;
-  return f.layout.tiles[0].subtile > 0 || !plain_policy || !is_default_peer(o, &why);
+  // A scale exponent above the scale's largest is a NaN block under --scale-overflow nan (the plan's decision).
+  return f.layout.tiles[0].subtile > 0 || !plain_policy || !is_default_peer(o, &why) ||
+         o.scale.overflow == Overflow::Nan;
 }
 
 /// How the kernels read scale codes of sf: a table of every code's value (NaN past the format's codes) for

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "mxlab/core/bits.hpp"
@@ -135,100 +138,202 @@ Result<FormatAnalysis> analyze_reference(const BlockFormat& f, const TensorSourc
   return r;
 }
 
-Result<FormatAnalysis> analyze_kernel(const BlockKernel& kernel, const BlockFormat& f, const TensorSource& input,
-                                      const AnalyzeOptions& o, const Run& run) {
-  FormatAnalysis r;
-  r.format = f;
-  r.engine = detail::simd_engine();
-  const auto& shape = input.shape();
-  const auto n = static_cast<std::int64_t>(input.size());
-  r.bits_per_element = f.stored_bits_per_element(shape);
-  const BlockInput x = detail::kernel_input(input);
-  const unsigned threads = detail::resolve_threads(run.threads);
-  BlockRun br{threads};
-  auto got_facts = detail::facts_for(kernel, x, shape, br);
-  if (!got_facts) return got_facts.error();
-  const BlockTensorFacts facts = *got_facts;
-  br.facts = &facts;
-  const std::int64_t blocks = kernel.block_count(shape);
-  const std::int64_t row = shape.empty() ? 1 : shape.back();
-  const std::int64_t k = kernel.block_size(row);
-  const std::int64_t per_row = k > 0 ? (row + k - 1) / k : 0;
-  std::vector<float> deq;
-  std::vector<double> deq64;
-  std::vector<float> amax;
-  // Errors by gap take the exact values: for float scales, decode(code) * s * g from the packed codes.
-  const bool exact_from_codes = o.gaps && float_scaled(f) && f.layout.scale.has_value();
-  std::vector<double> table;
-  if (exact_from_codes) {
-    table.resize(std::size_t{1} << f.element.bits());
-    for (std::size_t c = 0; c < table.size(); ++c) table[c] = f.element.decode(static_cast<std::uint32_t>(c));
+/// One block format's analysis on the kernels, fed chunk by chunk: start() computes the tensor-level facts
+/// (a pass over the input for two-level formats), chunk() adds elements [e0, e1) (on block boundaries, e0 a
+/// multiple of 8), finish() merges the threads' gap statistics.
+class KernelAnalysis {
+ public:
+  KernelAnalysis(BlockKernel kernel, BlockFormat f, const TensorSource& input, const AnalyzeOptions& o,
+                 unsigned threads)
+      : kernel_(std::move(kernel)), input_(input), o_(o), threads_(threads), br_{threads} {
+    r_.format = std::move(f);
+    r_.engine = detail::simd_engine();
+    const auto& shape = input.shape();
+    r_.bits_per_element = r_.format.stored_bits_per_element(shape);
+    x_ = detail::kernel_input(input);
+    blocks_ = kernel_.block_count(shape);
+    row_ = shape.empty() ? 1 : shape.back();
+    k_ = kernel_.block_size(row_);
+    per_row_ = k_ > 0 ? (row_ + k_ - 1) / k_ : 0;
+    // Errors by gap take the exact values: for float scales, decode(code) * s * g from the packed codes.
+    exact_from_codes_ = o.gaps && float_scaled(r_.format) && r_.format.layout.scale.has_value();
+    if (exact_from_codes_) {
+      table_.resize(std::size_t{1} << r_.format.element.bits());
+      for (std::size_t c = 0; c < table_.size(); ++c)
+        table_[c] = r_.format.element.decode(static_cast<std::uint32_t>(c));
+    }
+    extra_.resize(o.gaps ? threads : 0);
   }
-  const double tensor_g = facts.scale.value;
-  std::vector<GapExtra> extra(o.gaps ? threads : 0);
-  for (std::int64_t b0 = 0; b0 < blocks;) {
-    if (run.reporter.cancelled()) return make_error(kCancelled);
-    const std::int64_t b1 = detail::chunk_end(kernel, shape, b0, run);
-    br.first_block = b0;
-    br.end_block = b1;
-    const std::int64_t e0 = kernel.block_first_element(b0, row);
-    const std::int64_t e1 = kernel.block_first_element(b1, row);
-    deq.resize(static_cast<std::size_t>(e1 - e0));
+
+  const BlockFormat& format() const { return r_.format; }
+  /// Elements per block along the last axis.
+  std::int64_t block_size() const { return k_; }
+  /// Whether element e starts a block (or is the end of the tensor).
+  bool starts_block(std::int64_t e) const {
+    return e >= static_cast<std::int64_t>(input_.size()) || (e % row_) % k_ == 0;
+  }
+
+  std::optional<Error> start() {
+    auto got = detail::facts_for(kernel_, x_, input_.shape(), br_);
+    if (!got) return got.error();
+    facts_ = *got;
+    br_.facts = &facts_;
+    return std::nullopt;
+  }
+
+  /// Adds elements [e0, e1); false where the exact values are not code times scale (finish() then runs the
+  /// reference).
+  std::optional<Error> chunk(std::int64_t e0, std::int64_t e1) {
+    if (fallback_) return std::nullopt;
+    const auto& shape = input_.shape();
+    const std::int64_t b0 = block_at(e0), b1 = block_at(e1);
+    br_.first_block = b0;
+    br_.end_block = b1;
     BlockMetrics m;
-    auto q = kernel.fake_quantize(x, shape, deq, br, &m);
-    if (!q) return make_error("format '" + f.name + "': " + q.error().message);
-    detail::add_metrics(r.total, m);
-    if (o.gaps) {
-      amax.resize(static_cast<std::size_t>(b1 - b0));
-      auto a = kernel.block_amax(x, shape, amax, br);
-      if (!a) return make_error("format '" + f.name + "': " + a.error().message);
-      if (exact_from_codes && !exact_chunk_values(kernel, f, x, shape, br, f.layout.tensor_scale ? tensor_g : 1.0,
-                                                  table, e0, e1, b0, b1, deq, deq64))
-        return analyze_reference(f, input, o, "reference (values other than code times scale)");
-      const std::int64_t len = e1 - e0;
-      const auto parts = static_cast<unsigned>(std::min<std::int64_t>(threads, std::max<std::int64_t>(1, len / 65536)));
-      detail::run_parts(parts, [&](unsigned t) {
-        const std::int64_t i0 = e0 + len * t / parts, i1 = e0 + len * (t + 1) / parts;
-        if (exact_from_codes)
-          gap_pass(input, deq64.data(), e0, i0, i1, amax.data(), row, k, per_row, b0, extra[t]);
-        else
-          gap_pass(input, deq.data(), e0, i0, i1, amax.data(), row, k, per_row, b0, extra[t]);
-      });
+    if (!o_.gaps) {
+      auto q = kernel_.metrics(x_, shape, br_);
+      if (!q) return fail(q.error());
+      detail::add_metrics(r_.total, *q);
+      return std::nullopt;
     }
+    deq_.resize(static_cast<std::size_t>(e1 - e0));
+    auto q = kernel_.fake_quantize(x_, shape, deq_, br_, &m);
+    if (!q) return fail(q.error());
+    detail::add_metrics(r_.total, m);
+    amax_.resize(static_cast<std::size_t>(b1 - b0));
+    auto a = kernel_.block_amax(x_, shape, amax_, br_);
+    if (!a) return fail(a.error());
+    if (exact_from_codes_ &&
+        !exact_chunk_values(kernel_, r_.format, x_, shape, br_, r_.format.layout.tensor_scale ? facts_.scale.value : 1.0,
+                            table_, e0, e1, b0, b1, deq_, deq64_)) {
+      fallback_ = "reference (values other than code times scale)";
+      return std::nullopt;
+    }
+    const std::int64_t len = e1 - e0;
+    const auto parts = static_cast<unsigned>(std::min<std::int64_t>(threads_, std::max<std::int64_t>(1, len / 65536)));
+    detail::run_parts(parts, [&](unsigned t) {
+      const std::int64_t i0 = e0 + len * t / parts, i1 = e0 + len * (t + 1) / parts;
+      if (exact_from_codes_)
+        gap_pass(input_, deq64_.data(), e0, i0, i1, amax_.data(), row_, k_, per_row_, b0, extra_[t]);
+      else
+        gap_pass(input_, deq_.data(), e0, i0, i1, amax_.data(), row_, k_, per_row_, b0, extra_[t]);
+    });
+    return std::nullopt;
+  }
+
+  Result<FormatAnalysis> finish() {
+    if (fallback_) return analyze_reference(r_.format, input_, o_, *fallback_);
+    for (GapExtra& e : extra_) {
+      if (e.beyond_float32) {
+        // A fake value beyond the float32 range: only the reference's exact doubles measure its error.
+        return analyze_reference(r_.format, input_, o_, "reference (values beyond the float32 range)");
+      }
+      for (int g = 0; g < GapExtra::kGaps; ++g) {
+        const auto gi = static_cast<std::size_t>(g);
+        if (e.histogram[gi] == 0) continue;
+        r_.gap_histogram[g] += e.histogram[gi];
+        r_.by_gap[g].merge(e.by_gap[gi]);
+      }
+      for (const auto& [g, c] : e.other_histogram) r_.gap_histogram[g] += c;
+      for (const auto& [g, st] : e.other_by_gap) r_.by_gap[g].merge(st);
+    }
+    if (o_.per_block) {
+      // Per-block summaries are a diagnostic whose size grows with the blocks: the reference supplies them.
+      auto ref = analyze_reference(r_.format, input_, AnalyzeOptions{false, true}, r_.engine);
+      if (!ref) return ref.error();
+      r_.blocks = std::move(ref->blocks);
+    }
+    return std::move(r_);
+  }
+
+ private:
+  std::int64_t block_at(std::int64_t e) const {
+    if (e >= static_cast<std::int64_t>(input_.size())) return blocks_;
+    const std::int64_t r = e / row_;
+    return r * per_row_ + (e - r * row_) / k_;
+  }
+  Error fail(const Error& e) const { return make_error("format '" + r_.format.name + "': " + e.message); }
+
+  BlockKernel kernel_;
+  const TensorSource& input_;
+  AnalyzeOptions o_;
+  unsigned threads_;
+  BlockRun br_;
+  BlockInput x_{std::span<const float>{}};
+  BlockTensorFacts facts_;
+  FormatAnalysis r_;
+  std::int64_t blocks_ = 0, row_ = 1, k_ = 1, per_row_ = 0;
+  bool exact_from_codes_ = false;
+  std::vector<double> table_;
+  std::vector<float> deq_, amax_;
+  std::vector<double> deq64_;
+  std::vector<GapExtra> extra_;
+  std::optional<std::string> fallback_;
+};
+
+/// The end of the chunk that starts at element e0: about `target` elements on, at an element that starts a
+/// block of every job and is a multiple of 8 (packed codes of every width start on a byte), or the tensor's end.
+std::int64_t joint_chunk_end(const std::vector<KernelAnalysis*>& jobs, std::int64_t e0, std::int64_t n,
+                             std::int64_t row, std::int64_t target) {
+  // Offsets in a row that start a block of every job: multiples of the block sizes' least common multiple
+  // (only the row's start where that exceeds the row).
+  std::int64_t step = 1;
+  for (const KernelAnalysis* j : jobs) {
+    step = std::lcm(step, std::max<std::int64_t>(1, j->block_size()));
+    if (step >= row) {
+      step = row;
+      break;
+    }
+  }
+  std::int64_t e = std::min(n, e0 + std::max<std::int64_t>(1, target));
+  while (e < n) {
+    const std::int64_t o = e % row;
+    if (o % step == 0 && e % 8 == 0) break;
+    const std::int64_t next = (o / step + 1) * step;
+    e += (next < row ? next : row) - o;
+  }
+  return std::min(e, n);
+}
+
+/// The jobs that take the kernels on the input as it is, in one pass: the input is read once for all of them
+/// (plus a first pass per two-level format for its tensor scale), chunk by chunk.
+std::optional<Error> run_jointly(std::vector<KernelAnalysis>& jobs, const TensorSource& input, const Run& run,
+                                 std::vector<Result<FormatAnalysis>>& results) {
+  std::string names;
+  for (KernelAnalysis& j : jobs) {
+    if (auto e = j.start()) return e;
+    if (!names.empty()) names += ", ";
+    names += j.format().name;
+  }
+  std::vector<KernelAnalysis*> ptrs;
+  for (KernelAnalysis& j : jobs) ptrs.push_back(&j);
+  const auto n = static_cast<std::int64_t>(input.size());
+  const std::int64_t row = input.shape().empty() ? 1 : std::max<std::int64_t>(1, input.shape().back());
+  const std::int64_t target = run.chunk_elements > 0 ? run.chunk_elements : detail::kChunkElements;
+  for (std::int64_t e0 = 0; e0 < n;) {
+    if (run.reporter.cancelled()) return make_error(kCancelled);
+    const std::int64_t e1 = joint_chunk_end(ptrs, e0, n, row, target);
+    for (KernelAnalysis& j : jobs)
+      if (auto e = j.chunk(e0, e1)) return e;
     input.release(static_cast<std::size_t>(e1));
-    run.reporter.report(e1, n, f.name);
-    b0 = b1;
+    run.reporter.report(e1, n, names);
+    e0 = e1;
   }
-  for (GapExtra& e : extra) {
-    if (e.beyond_float32) {
-      // A fake value beyond the float32 range: only the reference's exact doubles measure its error.
-      return analyze_reference(f, input, o, "reference (values beyond the float32 range)");
-    }
-    for (int g = 0; g < GapExtra::kGaps; ++g) {
-      const auto gi = static_cast<std::size_t>(g);
-      if (e.histogram[gi] == 0) continue;
-      r.gap_histogram[g] += e.histogram[gi];
-      r.by_gap[g].merge(e.by_gap[gi]);
-    }
-    for (const auto& [g, c] : e.other_histogram) r.gap_histogram[g] += c;
-    for (const auto& [g, st] : e.other_by_gap) r.by_gap[g].merge(st);
-  }
-  if (o.per_block) {
-    // Per-block summaries are a diagnostic whose size grows with the blocks: the reference supplies them.
-    auto ref = analyze_reference(f, input, AnalyzeOptions{false, true}, r.engine);
-    if (!ref) return ref.error();
-    r.blocks = std::move(ref->blocks);
-  }
-  return r;
+  for (KernelAnalysis& j : jobs) results.push_back(j.finish());
+  return std::nullopt;
 }
 
 }  // namespace
 
 Result<std::vector<FormatAnalysis>> analyze(const std::vector<BlockFormat>& formats, const TensorSource& input,
                                             const AnalyzeOptions& options, const Run& run) {
-  std::vector<FormatAnalysis> out;
-  out.reserve(formats.size());
-  for (const BlockFormat& f : formats) {
+  // Each format's result, in the order given: a job of the joint pass (index into `joint`) or a result.
+  std::vector<std::optional<Result<FormatAnalysis>>> done(formats.size());
+  std::vector<KernelAnalysis> joint;
+  std::vector<std::size_t> joint_index;
+  const unsigned threads = detail::resolve_threads(run.threads);
+  for (std::size_t i = 0; i < formats.size(); ++i) {
+    const BlockFormat& f = formats[i];
     if (run.reporter.cancelled()) return make_error(kCancelled);
     if (auto e = detail::check_axis(f, input)) return *e;
     // 1-D blocks along another axis than the last: the same blocks, in the same element order, along the last
@@ -243,19 +348,42 @@ Result<std::vector<FormatAnalysis>> analyze(const std::vector<BlockFormat>& form
       last.layout.axis = -1;
       std::string why;
       if (auto kernel = detail::kernel_for(last, *moved, &why)) {
-        auto a = analyze_kernel(*kernel, last, *moved, options, run);
-        if (!a) return a.error();
-        a->format = f;
-        out.push_back(std::move(*a));
+        std::vector<KernelAnalysis> one;
+        one.emplace_back(std::move(*kernel), last, *moved, options, threads);
+        std::vector<Result<FormatAnalysis>> r;
+        if (auto e = run_jointly(one, *moved, run, r)) return *e;
+        if (r[0]) r[0]->format = f;
+        done[i] = std::move(r[0]);
         continue;
       }
     }
     std::string why;
     auto kernel = detail::kernel_for(f, input, &why);
-    Result<FormatAnalysis> a = kernel ? analyze_kernel(*kernel, f, input, options, run)
-                                      : analyze_reference(f, input, options, "reference (" + why + ")");
-    if (!a) return a.error();
-    out.push_back(std::move(*a));
+    if (!kernel) {
+      done[i] = analyze_reference(f, input, options, "reference (" + why + ")");
+    } else if (f.layout.sparse_m > 0) {
+      // N:M sparsity prunes the whole tensor at once: a pass of its own.
+      std::vector<KernelAnalysis> one;
+      one.emplace_back(std::move(*kernel), f, input, options, threads);
+      std::vector<Result<FormatAnalysis>> r;
+      if (auto e = run_jointly(one, input, run, r)) return *e;
+      done[i] = std::move(r[0]);
+    } else {
+      joint.emplace_back(std::move(*kernel), f, input, options, threads);
+      joint_index.push_back(i);
+    }
+    if (done[i] && !*done[i]) return done[i]->error();
+  }
+  if (!joint.empty()) {
+    std::vector<Result<FormatAnalysis>> r;
+    if (auto e = run_jointly(joint, input, run, r)) return *e;
+    for (std::size_t j = 0; j < r.size(); ++j) done[joint_index[j]] = std::move(r[j]);
+  }
+  std::vector<FormatAnalysis> out;
+  out.reserve(formats.size());
+  for (auto& d : done) {
+    if (!*d) return d->error();
+    out.push_back(std::move(**d));
   }
   return out;
 }

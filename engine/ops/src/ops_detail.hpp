@@ -2,6 +2,8 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
+#include <span>
 #include <cstdint>
 #include <optional>
 #include <thread>
@@ -80,6 +82,14 @@ inline std::optional<Error> check_axis(const BlockFormat& f, const TensorSource&
                       " is outside the tensor's " + std::to_string(rank) + " axes (shape " +
                       format_shape(input.shape()) + ")");
   return std::nullopt;
+}
+
+/// NaN fake-quant values take the format's bits (QuantOptions::fake_nan); nothing to do for quiet NaNs.
+inline void apply_fake_nan(const BlockFormat& f, std::span<float> v) {
+  if (f.options.fake_nan != FakeNan::AllOnes) return;
+  const float all_ones = std::bit_cast<float>(std::uint32_t{0xFFFFFFFFU});
+  for (float& x : v)
+    if (x != x) x = all_ones;  // NaN
 }
 
 /// The SIMD target name the kernels run on now ("simd:AVX2").

@@ -103,6 +103,7 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
       const std::int64_t e1 = std::min(n, e0 + detail::kChunkElements);
       buf.resize(static_cast<std::size_t>(e1 - e0));
       for (std::int64_t i = e0; i < e1; ++i) buf[static_cast<std::size_t>(i - e0)] = static_cast<float>(q->values[static_cast<std::size_t>(i)]);
+      detail::apply_fake_nan(f, buf);
       if (auto e = sink.fake(static_cast<std::size_t>(e0), buf)) return *e;
       run.reporter.report(e1, n, f.name);
     }
@@ -130,6 +131,7 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
     auto r = kernel->fake_quantize(x, shape, buf, br, with_stats ? &m : nullptr);
     if (!r) return r.error();
     if (with_stats) detail::add_metrics(result.stats, m);
+    detail::apply_fake_nan(f, buf);
     if (auto e = sink.fake(static_cast<std::size_t>(e0), buf)) return *e;
     input.release(static_cast<std::size_t>(e1));
     run.reporter.report(e1, n, f.name);
@@ -264,6 +266,13 @@ Result<std::size_t> FakeQuantizer::run_elements(std::span<const float> x, std::s
 
 Result<std::size_t> FakeQuantizer::run(std::span<const float> x, const std::vector<std::int64_t>& shape,
                                        std::span<float> out, const Run& run, QuantizeResult* result) const {
+  auto r = run_values(x, shape, out, run, result);
+  if (r) detail::apply_fake_nan(format_, out.first(x.size()));
+  return r;
+}
+
+Result<std::size_t> FakeQuantizer::run_values(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                              std::span<float> out, const Run& run, QuantizeResult* result) const {
   if (out.size() < x.size())
     return make_error("fake quantization: output holds " + std::to_string(out.size()) + " values for " +
                       std::to_string(x.size()) + " inputs");

@@ -30,13 +30,14 @@ const std::vector<FormatOptionInfo>& format_options() {
       {"min-block-scale", "V", "smallest float block scale (NVFP4), e.g. 0x1p-6; default none"},
       {"int-encoding", "ENC", "MX integer elements when packed: twos-complement (default) or sign-magnitude"},
       {"nibble-order", "ORDER", "two FP4 codes per byte: low-first (default) or high-first"},
-      {"scale-overflow", "POLICY", "overflow of float scales: saturate (default) or nan (non-saturating E4M3 cast)"},
+      {"scale-overflow", "POLICY", "overflow of scales: saturate (default) or nan (a non-saturating E4M3 cast; an E8M0 exponent above 127 makes the block NaN)"},
       {"input-precision", "P", "exact (default) or float32: inputs rounded to float32 first"},
       {"amax-log2", "M", "exponent of amax: exact (default), field (float32 exponent bits), float32 (float32 log2)"},
       {"rceil-quotient", "Q", "amax/max for rceil: exact (default), f32-div, f32-mul-rcp"},
       {"code0-multiplier", "M", "elements of an E8M0 0x00 block scaled by: exact (default), one, min-normal"},
       {"amax-subnormal", "M", "block with an FP32-subnormal amax: keep (default), flush, flush-positive"},
       {"zero-sign", "M", "zero codes: keep (default), minus-zero-plus, zero-minus"},
+      {"fake-nan", "N", "float32 bits of NaN fake-quant values: quiet (default) or all-ones (0xFFFFFFFF)"},
       {"nearest-arith", "M", "nearest-away arithmetic: exact (default) or float32-add-half"},
       {"nvfp4-arith", "M", "NVFP4 scale arithmetic: exact (default), te, modelopt"},
       {"four-over-six", "M", "4over6 candidate metric: exact-sse (default), mae, mse"},
@@ -92,6 +93,7 @@ std::optional<Error> set_option(BlockFormat& f, std::string_view name, std::stri
   if (name == "code0-multiplier") return parsed(parse_code0_multiplier, o.code0_multiplier);
   if (name == "amax-subnormal") return parsed(parse_amax_subnormal, o.amax_subnormal);
   if (name == "zero-sign") return parsed(parse_zero_sign, o.zero_sign);
+  if (name == "fake-nan") return parsed(parse_fake_nan, o.fake_nan);
   if (name == "nearest-arith") return parsed(parse_nearest_arith, o.nearest_arith);
   if (name == "nvfp4-arith") return parsed(parse_nvfp4_arith, o.nvfp4_arith);
   if (name == "four-over-six") return parsed(parse_four_over_six_metric, o.four_over_six);
@@ -188,6 +190,7 @@ std::vector<std::pair<std::string, std::string>> describe_options(const BlockFor
       {"code0_multiplier", s(o.code0_multiplier)},
       {"amax_subnormal", s(o.amax_subnormal)},
       {"zero_sign", s(o.zero_sign)},
+      {"fake_nan", s(o.fake_nan)},
       {"nearest_arith", s(o.nearest_arith)},
       {"nvfp4_arith", s(o.nvfp4_arith)},
       {"four_over_six", s(o.four_over_six)},

@@ -35,6 +35,7 @@ constexpr Named<Code0Multiplier> kCode0[] = {
     {"exact", Code0Multiplier::Exact}, {"one", Code0Multiplier::One}, {"min-normal", Code0Multiplier::MinNormal}};
 constexpr Named<AmaxSubnormal> kAmaxSubnormal[] = {
     {"keep", AmaxSubnormal::Keep}, {"flush", AmaxSubnormal::Flush}, {"flush-positive", AmaxSubnormal::FlushPositive}};
+constexpr Named<FakeNan> kFakeNan[] = {{"quiet", FakeNan::Quiet}, {"all-ones", FakeNan::AllOnes}};
 constexpr Named<ZeroSign> kZeroSign[] = {
     {"keep", ZeroSign::Keep}, {"minus-zero-plus", ZeroSign::MinusZeroPlus}, {"zero-minus", ZeroSign::ZeroMinus}};
 constexpr Named<NearestArith> kNearestArith[] = {
@@ -218,6 +219,8 @@ Result<AmaxSubnormal> parse_amax_subnormal(std::string_view t) {
 }
 std::string_view to_string(AmaxSubnormal a) { return name_of(a, kAmaxSubnormal); }
 Result<ZeroSign> parse_zero_sign(std::string_view t) { return parse_named(t, kZeroSign, "zero sign"); }
+Result<FakeNan> parse_fake_nan(std::string_view t) { return parse_named(t, kFakeNan, "fake-quant NaN"); }
+std::string_view to_string(FakeNan n) { return name_of(n, kFakeNan); }
 std::string_view to_string(ZeroSign z) { return name_of(z, kZeroSign); }
 Result<NearestArith> parse_nearest_arith(std::string_view t) {
   return parse_named(t, kNearestArith, "nearest-rounding arithmetic");
@@ -320,6 +323,7 @@ Result<BlockFormat> parse_block_format(std::string_view text_in) {
   std::string best;
   std::size_t best_d = 3;
   for (const auto& n : names) {
+    if (base.size() >= n.size() + best_d || n.size() >= base.size() + best_d) continue;  // too far by length alone
     const std::size_t d = edit_distance(base, n);
     if (d < best_d) best_d = d, best = n;
   }
@@ -455,6 +459,9 @@ constexpr Profile kProfiles[] = {
        o.nearest_arith = NearestArith::Float32AddHalf;  // torch.floor(torch.abs(A) + 0.5) in float32
        // sign(A) * floor(|A| + 0.5): torch.sign(-0.0) is 0, so -0 becomes +0; a negative that rounds to 0 is -0.
        o.zero_sign = ZeroSign::MinusZeroPlus;
+       // shared_exp[shared_exp > scale_emax] = NaN: reached by int8 (emax 0) when log2 rounds up to 128.
+       o.scale.overflow = Overflow::Nan;
+       o.fake_nan = FakeNan::AllOnes;  // A * 2**shared_exp with 2**NaN = 0xFFFFFFFF (PyTorch on the CPU)
      }},
     {"microxcaling-cuda",
      "MX formats with E8M0 scales and 1-D blocks: fp8_e4m3, fp8_e5m2, fp6_e3m2, fp6_e2m3, fp4, int8, int4, int2",

@@ -785,6 +785,12 @@ std::optional<Error> check_block_options(const BlockFormat& f) {
   return check_options(f, f.options.rule != ScaleRule::Amax && f.options.rule != ScaleRule::FourOverSix);
 }
 
+int pow2_divisor_exponent(const QuantOptions& o, int exponent, int x_min) {
+  if (exponent == x_min && o.code0_multiplier == Code0Multiplier::One) return 0;
+  if (o.code0_multiplier == Code0Multiplier::MinNormal) return std::max(exponent, -126);
+  return exponent;
+}
+
 Pow2BlockPlan pow2_block_plan(const BlockFormat& f, double amax, bool nan, bool inf, bool tensor_nan, int x_min,
                               int x_max) {
   const QuantOptions& o = f.options;
@@ -827,11 +833,17 @@ Pow2BlockPlan pow2_block_plan(const BlockFormat& f, double amax, bool nan, bool 
   } else {
     xe = scale_exponent(f.element, amax, o);
   }
+  if (xe > x_max && o.scale.overflow == Overflow::Nan && sf.has_nan() && !amax_inf) {
+    // A scale exponent above the scale format's largest (a float32 log2 that rounds up to 2^128 for an amax
+    // just below it, minus emax 0 of an integer element) under --scale-overflow nan: the block is NaN, as
+    // microxcaling's shared_exp[shared_exp > scale_emax] = NaN.
+    plan.nan_scale = true;
+    plan.kind = Pow2BlockPlan::Kind::NanCodes;
+    return plan;
+  }
   xe = std::clamp(xe, x_min, x_max);
   plan.exponent = xe;
-  plan.divisor_exponent = xe;
-  if (xe == x_min && o.code0_multiplier == Code0Multiplier::One) plan.divisor_exponent = 0;
-  if (o.code0_multiplier == Code0Multiplier::MinNormal) plan.divisor_exponent = std::max(xe, -126);
+  plan.divisor_exponent = pow2_divisor_exponent(o, xe, x_min);
   if (o.specials == SpecialsPolicy::IgnoreNan && xe == x_max) {
     // Transformer Engine's exp2f_rcp builds 2^(127 - code) from bits; for code 0xFE that is the
     // pattern 0, so the block is multiplied by 0.0 (Inf becomes NaN, finite values +-0).
@@ -1216,9 +1228,22 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> i
   if (f.options.input == InputPrecision::Float32)
     for (double& v : x) v = static_cast<double>(static_cast<float>(v));
   if (f.layout.sparse_m > 0 && !shape.empty()) apply_nm_sparsity(x, shape.back(), f.layout.sparse_n, f.layout.sparse_m);
-  for (std::size_t i = 0; i < x.size(); ++i)
-    if (q->values[i] == 0 && x[i] < 0) q->values[i] = -0.0;
+  const int x_min = floor_log2(f.layout.scale->min_positive());
+  std::vector<std::int64_t> block_of;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (q->values[i] != 0 || !(x[i] < 0)) continue;
+    if (block_of.empty()) block_of = BlockIndexer(shape, f.layout).block_of_all();
+    const int xe = q->shared_exponents[static_cast<std::size_t>(block_of[i])];
+    if (negative_zero_value(f, x[i], pow2_divisor_exponent(f.options, xe, x_min))) q->values[i] = -0.0;
+  }
   return q;
+}
+
+bool negative_zero_value(const BlockFormat& f, double x, int divisor_exponent) {
+  if (!(x < 0)) return false;
+  if (f.options.input != InputPrecision::Float32 || divisor_exponent == QuantizedTensor::kNoExponent) return true;
+  // fl32(|x| / 2^d) is 0 up to half the smallest float32 subnormal (2^-150, a tie that goes to 0).
+  return -x > std::ldexp(1.0, divisor_exponent - 150);
 }
 
 }  // namespace mxlab

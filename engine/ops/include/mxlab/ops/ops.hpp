@@ -114,6 +114,9 @@ class FakeQuantizer {
                           const Run& run = {}, QuantizeResult* result = nullptr) const;
 
  private:
+  /// run() before NaN values take the format's bits (QuantOptions::fake_nan).
+  Result<std::size_t> run_values(std::span<const float> x, const std::vector<std::int64_t>& shape,
+                                 std::span<float> out, const Run& run, QuantizeResult* result) const;
   /// Formats without a scale (a plain element cast): the SIMD cast and decode kernels.
   Result<std::size_t> run_elements(std::span<const float> x, std::span<float> out, const Run& run,
                                    QuantizeResult* result) const;

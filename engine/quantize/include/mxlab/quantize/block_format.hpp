@@ -91,6 +91,12 @@ enum class AmaxSubnormal : std::uint8_t {
   FlushPositive,  ///< every element becomes +0 (microxcaling C++: scaled_in = 0)
 };
 
+/// The float32 bits of a NaN in fake-quantized (float32) outputs.
+enum class FakeNan : std::uint8_t {
+  Quiet,    ///< a quiet NaN as the arithmetic gives it (the kernels write 0x7FC00000)
+  AllOnes,  ///< 0xFFFFFFFF: what PyTorch's CPU `2 ** NaN` gives (microxcaling Python's NaN shared exponent)
+};
+
 /// Which zero code an element whose scaled value is zero (or rounds to zero) gets.
 enum class ZeroSign : std::uint8_t {
   Keep,          ///< the cast's own: the sign of the scaled value (-0 stays -0)
@@ -186,6 +192,7 @@ struct QuantOptions {
   Code0Multiplier code0_multiplier = Code0Multiplier::Exact;
   AmaxSubnormal amax_subnormal = AmaxSubnormal::Keep;
   ZeroSign zero_sign = ZeroSign::Keep;
+  FakeNan fake_nan = FakeNan::Quiet;
   NearestArith nearest_arith = NearestArith::Exact;
   Nvfp4Arith nvfp4_arith = Nvfp4Arith::Exact;
   FourOverSixMetric four_over_six = FourOverSixMetric::ExactSse;
@@ -249,6 +256,8 @@ std::string_view to_string(Code0Multiplier c);
 Result<AmaxSubnormal> parse_amax_subnormal(std::string_view text);
 std::string_view to_string(AmaxSubnormal a);
 Result<ZeroSign> parse_zero_sign(std::string_view text);
+Result<FakeNan> parse_fake_nan(std::string_view text);
+std::string_view to_string(FakeNan n);
 std::string_view to_string(ZeroSign z);
 Result<NearestArith> parse_nearest_arith(std::string_view text);
 std::string_view to_string(NearestArith n);

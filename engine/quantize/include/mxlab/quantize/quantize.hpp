@@ -64,6 +64,11 @@ Result<QuantizedTensor> quantize(const BlockFormat& f, std::span<const double> x
 /// (integer elements under ZeroSign::MinusZeroPlus: microxcaling's sign(x) * 0).
 bool negative_zero_values(const BlockFormat& f);
 
+/// Under negative_zero_values: whether a negative input x that became zero, in a block whose elements are
+/// divided by 2^divisor_exponent, has the value -0. It is sign(x) * 0 unless the peer's float32 quotient
+/// fl32(x / 2^divisor_exponent) is itself -0 (torch.sign(-0.0) is 0, so that gives +0).
+bool negative_zero_value(const BlockFormat& f, double x, int divisor_exponent);
+
 /// Dequantizes element codes with their block scales (the inverse of the packed form), exactly.
 std::vector<double> dequantize(const BlockFormat& f, const QuantizedTensor& q);
 
@@ -116,6 +121,9 @@ struct Pow2BlockPlan {
 /// smallest positive and largest finite values). The rule must be a power-of-two rule.
 Pow2BlockPlan pow2_block_plan(const BlockFormat& f, double amax, bool nan, bool inf, bool tensor_nan, int x_min,
                               int x_max);
+
+/// log2 of what the elements of a block with scale 2^exponent are divided by (the code-0 multiplier's rule).
+int pow2_divisor_exponent(const QuantOptions& o, int exponent, int x_min);
 
 /// The element code of input x in a block with power-of-two plan `plan`, in a subtile with microexponent
 /// offset `offset` (0 without subtiles): the reference's element step for the power-of-two rules, peer

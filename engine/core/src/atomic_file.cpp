@@ -1,5 +1,5 @@
 // Atomic file replacement: temporary file in the same directory, fsync, rename(2).
-#include "mxlab/io/atomic_file.hpp"
+#include "mxlab/core/atomic_file.hpp"
 
 #include "mxlab/core/table.hpp"
 
