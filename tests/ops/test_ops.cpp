@@ -13,7 +13,6 @@
 #include <catch2/catch.hpp>
 
 #include "mxlab/core/random.hpp"
-#include "mxlab/core/transpose.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/io/mapped.hpp"
@@ -250,9 +249,8 @@ TEST_CASE("ops: microxcaling's NaN blocks of a shared exponent above 127 and its
       REQUIRE(f.ok());
       check_against_reference(*f, x, kShape, 2, 256);
       // Its NaN values are PyTorch's 2 ** NaN, 0xFFFFFFFF, from every fake-quant entry point.
-      std::vector<float> direct(x.size()), transposed(x.size());
+      std::vector<float> direct(x.size());
       REQUIRE(ops::fake_quantize(*f, x, kShape, direct).ok());
-      REQUIRE(ops::FakeQuantizer(*f).run_transposed(x, kShape.back(), kShape.front(), transposed).ok());
       std::vector<float> streamed(x.size());
       auto tensor = Tensor::from_f32(kShape, x);
       REQUIRE(tensor.ok());
@@ -263,7 +261,7 @@ TEST_CASE("ops: microxcaling's NaN blocks of a shared exponent above 127 and its
       };
       REQUIRE(ops::quantize_fake(*f, ops::TensorSource::of(*tensor), sink).ok());
       std::size_t nans = 0, other_bits = 0;
-      for (const auto* v : {&direct, &transposed, &streamed})
+      for (const auto* v : {&direct, &streamed})
         for (float y : *v)
           if (std::isnan(y)) {
             ++nans;
@@ -373,91 +371,6 @@ TEST_CASE("ops: per-tensor scales and 2-D tiles run on the block kernel over gat
       }
     }
   }
-}
-
-TEST_CASE("mxlab::transpose equals the element-by-element transpose, with strides", "[ops]") {
-  // Whole and partial 32 x 32 tiles and 4 x 4 squares, single rows and columns, the CNN's im2col shapes.
-  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1, 1},  {1, 37},  {37, 1},    {3, 5},
-                                                                     {4, 4},  {31, 33}, {64, 96},   {67, 9},
-                                                                     {896, 9}, {50176, 9}, {12544, 144}};
-  for (const auto& [rows, cols] : shapes) {
-    for (const std::int64_t pad : {0, 3}) {  // source and destination rows longer than the matrix
-      INFO(rows << " x " << cols << " pad " << pad);
-      const std::int64_t src_stride = cols + pad, dst_stride = rows + pad;
-      std::vector<float> x(static_cast<std::size_t>(rows * src_stride));
-      for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
-      std::vector<float> out(static_cast<std::size_t>(cols * dst_stride), -1.0F);
-      transpose(x.data(), rows, cols, src_stride, out.data(), dst_stride);
-      std::int64_t mismatches = 0;
-      for (std::int64_t j = 0; j < cols; ++j)
-        for (std::int64_t i = 0; i < dst_stride; ++i) {
-          const float want = i < rows ? x[static_cast<std::size_t>(i * src_stride + j)] : -1.0F;
-          mismatches += out[static_cast<std::size_t>(j * dst_stride + i)] == want ? 0 : 1;
-        }
-      CHECK(mismatches == 0);
-    }
-  }
-}
-
-TEST_CASE("ops: run_transposed equals run on the transposed matrix and the reference", "[ops]") {
-  // Strips on the kernel, and the formats that transpose first: stochastic rounding, a per-tensor scale, 2-D
-  // tiles, subtiles, a plain element cast, a block of the whole axis.
-  const std::vector<FormatCase> cases = {
-      {"mxfp8_e4m3", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-      {"mxfp8_e5m2", SpecialsPolicy::Element, Rounding::NearestEven},
-      {"mxfp4", SpecialsPolicy::BlockNan, Rounding::NearestAway},
-      {"mxint8", SpecialsPolicy::BlockNan, Rounding::TowardZero},
-      {"nvfp4", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-      {"mxfp6_e2m3@16", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-      {"mxfp8_e4m3", SpecialsPolicy::BlockNan, Rounding::Stochastic},
-      {"e4m3:float32", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-      {"mxfp8_e4m3@32x32", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-      {"mxint8:e8m0_t16s2", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-      {"e4m3:e8m0_t0", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-  };
-  // rows x cols of x: x^T's rows end in partial blocks or are shorter than one, strips of several blocks.
-  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{100, 9}, {70, 144}, {33, 1}, {1, 40},
-                                                                     {1000, 16}, {64, 300}};
-  for (const auto& target : simd_targets()) {
-    const ScopedSimdTarget forced(target);
-    for (const FormatCase& c : cases) {
-      const BlockFormat f = c.format(7);
-      const ops::FakeQuantizer fq(f);
-      for (const auto& [rows, cols] : shapes) {
-        for (const bool finite : {false, true}) {
-          INFO("target " << target.name << " format " << c.name << " rounding " << to_string(c.rounding) << " x "
-                         << rows << " x " << cols << " finite " << finite);
-          const auto xf = corner_input(41, static_cast<std::size_t>(rows * cols), finite);
-          std::vector<float> xt(xf.size());
-          transpose(xf.data(), rows, cols, cols, xt.data(), rows);
-          const std::vector<double> x(xt.begin(), xt.end());
-          auto q = quantize(f, x, {cols, rows});
-          REQUIRE(q.ok());
-          const Analysis ref = analyze(f, x, *q);
-          for (unsigned threads : {1U, 3U}) {
-            ops::Run run;
-            run.threads = threads;
-            std::vector<float> out(xf.size(), -1.0F), want(xf.size(), -2.0F);
-            ops::QuantizeResult r, rw;
-            REQUIRE(fq.run_transposed(xf, rows, cols, out, run, &r).ok());
-            REQUIRE(fq.run(xt, {cols, rows}, want, run, &rw).ok());
-            CHECK(std::memcmp(out.data(), want.data(), out.size() * sizeof(float)) == 0);
-            CHECK(r.engine == rw.engine);
-            std::size_t mismatches = 0;
-            for (std::size_t i = 0; i < out.size(); ++i)
-              if (std::bit_cast<std::uint32_t>(out[i]) != std::bit_cast<std::uint32_t>(static_cast<float>(q->values[i])))
-                ++mismatches;
-            CHECK(mismatches == 0);
-            check_stats(r.stats, ref.total, true);
-          }
-        }
-      }
-    }
-  }
-  const ops::FakeQuantizer fq(parse("mxfp8_e4m3"));
-  std::vector<float> x(12), out(12);
-  CHECK_FALSE(fq.run_transposed(x, 5, 2, out).ok());  // the shape does not match
-  CHECK_FALSE(fq.run_transposed(x, 3, 4, std::span<float>(out).first(11)).ok());  // output too short
 }
 
 TEST_CASE("ops: blocks along another axis equal the reference's, and an axis outside the tensor is an error", "[ops]") {

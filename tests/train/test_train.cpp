@@ -10,6 +10,7 @@
 #include <map>
 
 #include "mxlab/core/random.hpp"
+#include "mxlab/core/transpose.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/train/gradient_check.hpp"
 #include "mxlab/train/scaling.hpp"
@@ -654,4 +655,29 @@ TEST_CASE("a run resumed from any checkpoint continues bit-identically", "[train
   auto failed = run_training(img, o);
   REQUIRE_FALSE(failed);
   CHECK(failed.error().message == "disk full");
+}
+
+TEST_CASE("mxlab::transpose equals the element-by-element transpose, with strides", "[train]") {
+  // The transposes of the GEMM operands: whole and partial 32 x 32 tiles and 4 x 4 squares, single rows and
+  // columns, the CNN's im2col shapes.
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1, 1},  {1, 37},  {37, 1},    {3, 5},
+                                                                     {4, 4},  {31, 33}, {64, 96},   {67, 9},
+                                                                     {896, 9}, {50176, 9}, {12544, 144}};
+  for (const auto& [rows, cols] : shapes) {
+    for (const std::int64_t pad : {0, 3}) {  // source and destination rows longer than the matrix
+      INFO(rows << " x " << cols << " pad " << pad);
+      const std::int64_t src_stride = cols + pad, dst_stride = rows + pad;
+      std::vector<float> x(static_cast<std::size_t>(rows * src_stride));
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+      std::vector<float> out(static_cast<std::size_t>(cols * dst_stride), -1.0F);
+      transpose(x.data(), rows, cols, src_stride, out.data(), dst_stride);
+      std::int64_t mismatches = 0;
+      for (std::int64_t j = 0; j < cols; ++j)
+        for (std::int64_t i = 0; i < dst_stride; ++i) {
+          const float want = i < rows ? x[static_cast<std::size_t>(i * src_stride + j)] : -1.0F;
+          mismatches += out[static_cast<std::size_t>(j * dst_stride + i)] == want ? 0 : 1;
+        }
+      CHECK(mismatches == 0);
+    }
+  }
 }

@@ -140,9 +140,11 @@ HWY_INLINE void one_block(const BlockParams& p, const BlockCall& call, const Cas
 }
 
 /// The common MX case in a tight loop: nearest-even fast path, rule floor, no metrics, blocks of whole vectors.
-/// Rows whose last block is partial (or shorter than a block) take their blocks from a BlockCursor, and a
-/// block's last partial vector goes through a zero-padded buffer (zeros change neither amax nor the other
-/// lanes), as in one_block. A block holding NaN or Inf goes through one_block.
+/// Rows whose last block is partial (or shorter than a block) take their blocks from a BlockCursor. A block's
+/// last partial vector is read as the block's last whole vector (lanes it shares with the vector before it
+/// give the same values again, written over the same places), or, in a block shorter than a vector or for
+/// packed codes, through a zero-padded buffer (zeros change neither amax nor the other lanes), as in one_block.
+/// A block holding NaN or Inf goes through one_block.
 template <InputKind kIn, BlockOut kOut>
 HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, const CastVectors& c,
                                   const FastVectors& fv, CodeSink& sink) {
@@ -164,13 +166,17 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
     std::size_t len = block;
     if (!whole_blocks) cursor.next(&start, &len);
     const std::size_t full = len - len % lanes;
+    // The last partial vector: the block's last whole vector, or the zero-padded buffer.
+    const bool overlap = full != len && len >= lanes && kOut == BlockOut::Fake;
+    const bool buffered = full != len && !overlap;
     const std::uint8_t* xb = in + start * kInBytes;
     if constexpr (HWY_TARGET != HWY_SCALAR) {
       for (std::size_t k = 0; k < len * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
     }
     VU vmax = hn::Zero(du);
     for (std::size_t k = 0; k < full; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
-    if (full != len) {
+    if (overlap) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, len - lanes), abs_mask));
+    if (buffered) {
       std::memset(tail_buf, 0, sizeof(tail_buf));
       std::memcpy(tail_buf, xb + full * kInBytes, (len - full) * kInBytes);
       vmax = hn::Max(vmax, hn::And(load_input<kIn>(tail_buf, 0), abs_mask));
@@ -189,8 +195,9 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
     if constexpr (kOut == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), scode);
     for (std::size_t k = 0; k < len; k += lanes) {
       const bool tail = k == full;  // only when len is not a multiple of lanes
-      const std::size_t count = tail ? len - full : lanes;
-      const VU u = load_input<kIn>(tail ? tail_buf : xb, tail ? 0 : k);
+      const std::size_t at = tail && overlap ? len - lanes : k;
+      const std::size_t count = tail && buffered ? len - full : lanes;
+      const VU u = tail && buffered ? load_input<kIn>(tail_buf, 0) : load_input<kIn>(xb, at);
       MU over;
       VF r;
       const VU code = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
@@ -199,6 +206,8 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
         const VF value = fast_rne_values(p, u, code, r, over, scale_v);
         if (!tail) {
           store_values(call, value, call.fake + start + k);
+        } else if (overlap) {
+          hn::StoreU(value, df, call.fake + start + at);
         } else {
           hn::Store(value, df, out_buf);
           std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));

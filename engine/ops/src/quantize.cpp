@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "mxlab/core/random.hpp"
-#include "mxlab/core/transpose.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/quantize/pack.hpp"
@@ -273,7 +272,8 @@ FakeQuantizer::FakeQuantizer(const BlockFormat& f) : format_(f) {
 Result<std::size_t> FakeQuantizer::run_elements(std::span<const float> x, std::span<float> out, const Run& run,
                                                 QuantizeResult* result) const {
   const KernelRun kr{detail::resolve_threads(run.threads), format_.options.seed, 0};
-  std::vector<std::uint16_t> codes(x.size());
+  thread_local std::vector<std::uint16_t> codes;  // kept across calls: training casts operands of the same sizes
+  codes.resize(x.size());
   if (auto r = cast_->cast_f32(x, codes, kr); !r) return r.error();
   if (auto r = decode_->decode(codes, out.first(x.size()), kr); !r) return r.error();
   if (result == nullptr) return x.size();
@@ -377,64 +377,6 @@ Result<std::size_t> FakeQuantizer::run_gathered(std::span<const float> x, const 
     });
   }
   if (result != nullptr) *result = QuantizeResult{detail::simd_engine(), std::move(stats)};
-  return x.size();
-}
-
-Result<std::size_t> FakeQuantizer::run_transposed(std::span<const float> x, std::int64_t rows, std::int64_t cols,
-                                                  std::span<float> out, const Run& run, QuantizeResult* result) const {
-  if (rows < 0 || cols < 0 || x.size() != static_cast<std::size_t>(rows * cols) || out.size() < x.size()) {
-    std::string what = "transposed fake quantization: ";
-    what += std::to_string(x.size());
-    what += " inputs and room for ";
-    what += std::to_string(out.size());
-    what += " outputs for a ";
-    what += std::to_string(rows);
-    what += " x ";
-    what += std::to_string(cols);
-    what += " matrix";
-    return make_error(what);
-  }
-  const ScaleLayout& l = format_.layout;
-  const bool strips = kernel_ && !x.empty() && l.tiles.size() == 1 && l.tiles[0].size > 0 && l.tiles[0].subtile == 0 &&
-                      l.sparse_m == 0 && format_.options.element.rounding != Rounding::Stochastic;
-  if (!strips) {
-    thread_local std::vector<float> transposed;
-    transposed.resize(x.size());
-    transpose(x.data(), rows, cols, cols, transposed.data(), rows);
-    return this->run(transposed, {cols, rows}, out, run, result);
-  }
-  // Row r of x^T is column r of x, and its blocks are runs of `block` rows of x: a strip of w rows of x (w a
-  // multiple of the block, about 8192 elements) holds whole blocks of every row of x^T, the last strip the
-  // partial last blocks. The tensor-level quantities come from all of x (the same elements as x^T).
-  const BlockKernel& kernel = *kernel_;
-  const std::int64_t block = l.tiles[0].size;
-  const std::int64_t w = std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(cols, 1) / block) * block;
-  BlockRun br{detail::resolve_threads(run.threads)};
-  BlockTensorFacts facts;
-  if (kernel.needs_tensor_facts()) {
-    auto got = kernel.tensor_facts(BlockInput(x), {rows, cols}, br);
-    if (!got) return got.error();
-    facts = *got;
-    br.facts = &facts;
-  }
-  thread_local std::vector<float> strip, strip_values;
-  strip.resize(static_cast<std::size_t>(cols * std::min(w, rows)));
-  strip_values.resize(strip.size());
-  ErrorStats stats;
-  for (std::int64_t r0 = 0; r0 < rows; r0 += w) {
-    const std::int64_t h = std::min(w, rows - r0);
-    const auto len = static_cast<std::size_t>(cols * h);
-    transpose(x.data() + r0 * cols, h, cols, cols, strip.data(), h);
-    BlockMetrics m;
-    auto r = kernel.fake_quantize(BlockInput(std::span<const float>(strip.data(), len)), {cols, h},
-                                  std::span<float>(strip_values.data(), len), br, result != nullptr ? &m : nullptr);
-    if (!r) return r.error();
-    if (result != nullptr) detail::add_metrics(stats, m);
-    for (std::int64_t c = 0; c < cols; ++c)
-      std::copy_n(strip_values.data() + c * h, h, out.data() + c * rows + r0);
-  }
-  if (result != nullptr) *result = QuantizeResult{detail::simd_engine(), std::move(stats)};
-  detail::apply_fake_nan(format_, out.first(x.size()));
   return x.size();
 }
 

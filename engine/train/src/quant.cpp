@@ -36,13 +36,9 @@ void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, Qua
 }
 
 void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
-                      std::span<float> out, QuantContext& ctx, const std::string& key, bool transposed) {
+                      std::span<float> out, QuantContext& ctx, const std::string& key) {
   ops::Run run;
   run.threads = ctx.threads;
-  const auto quantize = [&](std::span<const float> in) {
-    auto r = transposed ? f.run_transposed(in, rows, cols, out, run) : f.run(in, {rows, cols}, out, run);
-    if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
-  };
   AmaxHistory* delayed = ctx.delayed_state(key);
   std::int64_t saturated = 0;
   if (delayed != nullptr) {
@@ -51,18 +47,29 @@ void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std
     thread_local std::vector<float> scaled;
     scaled.resize(x.size());
     const float scale = delayed->scale(), limit = delayed->fp8_max();
-    float amax = 0.0F;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      amax = std::fmax(amax, std::fabs(x[i]));
-      scaled[i] = x[i] * scale;
-      saturated += std::fabs(scaled[i]) > limit ? 1 : 0;
-    }
-    quantize(scaled);
+    // Three simple loops that vectorize: the amax (NaN ignored, as fmax does) over kParts interleaved partial
+    // maxima (a maximum does not depend on the order it is taken in), the scaled values, the saturations.
+    constexpr std::size_t kParts = 8;
+    const std::size_t n = x.size();
+    float part[kParts] = {};
+    std::size_t i = 0;
+    for (; i + kParts <= n; i += kParts)
+      for (std::size_t j = 0; j < kParts; ++j) {
+        const float a = std::fabs(x[i + j]);
+        part[j] = part[j] < a ? a : part[j];
+      }
+    for (; i < n; ++i) part[0] = std::max(part[0], std::fabs(x[i]));
+    const float amax = *std::max_element(part, part + kParts);
+    for (std::size_t k = 0; k < n; ++k) scaled[k] = x[k] * scale;
+    for (std::size_t k = 0; k < n; ++k) saturated += std::fabs(scaled[k]) > limit ? 1 : 0;
+    auto r = f.run(scaled, {rows, cols}, out, run);
+    if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
     const float inv = delayed->scale_inv();
     for (float& v : out) v *= inv;
     if (ctx.training) delayed->record(amax);
   } else {
-    quantize(x);
+    auto r = f.run(x, {rows, cols}, out, run);
+    if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
   }
   if (!ctx.collect) return;
   OperandStats& s = ctx.at(key);
@@ -73,20 +80,12 @@ void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std
   }
   std::int64_t nonzero = 0, underflow = 0;
   double sse = 0;
-  // In the order of the quantized tensor's elements (x^T's when transposed): the double sum depends on it.
-  const auto add = [&](float xi, float oi) {
-    const bool nz = xi != 0.0F;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const bool nz = x[i] != 0.0F;
     nonzero += nz ? 1 : 0;
-    underflow += (nz && oi == 0.0F) ? 1 : 0;
-    const double e = static_cast<double>(oi) - static_cast<double>(xi);
+    underflow += (nz && out[i] == 0.0F) ? 1 : 0;
+    const double e = static_cast<double>(out[i]) - static_cast<double>(x[i]);
     sse += e * e;
-  };
-  if (transposed) {
-    for (std::int64_t c = 0; c < cols; ++c)
-      for (std::int64_t r = 0; r < rows; ++r)
-        add(x[static_cast<std::size_t>(r * cols + c)], out[static_cast<std::size_t>(c * rows + r)]);
-  } else {
-    for (std::size_t i = 0; i < x.size(); ++i) add(x[i], out[i]);
   }
   s.count += static_cast<std::int64_t>(x.size());
   s.nonzero += nonzero;

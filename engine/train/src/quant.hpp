@@ -61,12 +61,11 @@ inline bool is_2d(const ops::FakeQuantizer* q) { return q != nullptr && q->forma
 void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, QuantContext& ctx);
 
 /// out = fake quantization of x (rows x cols, row-major, blocks along the last axis or 2-D tiles) through
-/// ops (FakeQuantizer, as ops::fake_quantize), or of x^T (cols x rows, blocks along x's first axis) when
-/// transposed (FakeQuantizer::run_transposed); with ctx.collect, adds the operand's counts to ctx.stats[key].
+/// ops (FakeQuantizer, as ops::fake_quantize); with ctx.collect, adds the operand's counts to ctx.stats[key].
 /// An operand with a delayed scaling state is cast as Transformer Engine casts it: fl32(x * scale) through the
 /// (saturating) element quantizer, times fl32(1 / scale); its amax is recorded while training.
 /// Throws std::runtime_error with the engine's message on failure.
 void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
-                      std::span<float> out, QuantContext& ctx, const std::string& key, bool transposed = false);
+                      std::span<float> out, QuantContext& ctx, const std::string& key);
 
 }  // namespace mxlab::train::detail

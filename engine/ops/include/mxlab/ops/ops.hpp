@@ -112,13 +112,6 @@ class FakeQuantizer {
   /// As fake_quantize(format(), x, shape, out, run, result).
   Result<std::size_t> run(std::span<const float> x, const std::vector<std::int64_t>& shape, std::span<float> out,
                           const Run& run = {}, QuantizeResult* result = nullptr) const;
-  /// The fake quantization of x^T (x: rows x cols, row-major; out: cols x rows), bit for bit run() of the
-  /// transposed matrix with shape {cols, rows}: blocks along x's first axis (a GEMM operand whose reduction axis
-  /// is its first). Blocks of a fixed size on the kernel (without stochastic rounding, whose random words follow
-  /// the transposed positions, N:M sparsity or subtiles) take x in strips of whole blocks' rows, each transposed
-  /// and quantized while it is in the caches; other formats transpose x first.
-  Result<std::size_t> run_transposed(std::span<const float> x, std::int64_t rows, std::int64_t cols,
-                                     std::span<float> out, const Run& run = {}, QuantizeResult* result = nullptr) const;
 
  private:
   /// run() before NaN values take the format's bits (QuantOptions::fake_nan).
