@@ -53,8 +53,12 @@ HWY_INLINE void add_metric(MetricsAcc& m, double x, double deq, bool over) {
   m.signal.add(x * x);  // exact: a float32 squared has at most 48 significant bits
   const double ae = std::fabs(s);
   if (ae > m.max_abs_error) m.max_abs_error = ae;
-  if (x != 0) {
-    const double re = ae / std::fabs(x);
+  // The relative error's division only where it can exceed the largest so far: ae <= max |x| (1 - 2^-50) in
+  // double arithmetic (a product rounded once, relative error below 2^-52) means ae / |x| < max exactly, so
+  // the rounded quotient does not exceed max either.
+  const double ax = std::fabs(x);
+  if (x != 0 && ae > m.max_rel_error * ax * (1 - 0x1p-50)) {
+    const double re = ae / ax;
     if (re > m.max_rel_error) m.max_rel_error = re;
   }
 }
