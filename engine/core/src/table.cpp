@@ -4,10 +4,8 @@
 #include "mxlab/core/atomic_file.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <cctype>
 #include <sstream>
 #include <sys/stat.h>

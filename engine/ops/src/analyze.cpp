@@ -17,7 +17,6 @@
 namespace mxlab::ops {
 namespace {
 
-
 /// What one thread's share of a chunk adds to the fused metrics under --gaps: the exponent-gap histogram and
 /// errors by gap. A gap floor(log2 amax) - floor(log2 |x|) of float32 numbers lies in [0, kGaps).
 struct GapExtra {
@@ -168,10 +167,6 @@ class KernelAnalysis {
   const BlockFormat& format() const { return r_.format; }
   /// Elements per block along the last axis.
   std::int64_t block_size() const { return k_; }
-  /// Whether element e starts a block (or is the end of the tensor).
-  bool starts_block(std::int64_t e) const {
-    return e >= static_cast<std::int64_t>(input_.size()) || (e % row_) % k_ == 0;
-  }
 
   std::optional<Error> start(const Run& run) {
     auto got = detail::facts_for(kernel_, input_, x_, br_, run);
@@ -181,15 +176,14 @@ class KernelAnalysis {
     return std::nullopt;
   }
 
-  /// Adds elements [e0, e1); false where the exact values are not code times scale (finish() then runs the
-  /// reference).
+  /// Adds elements [e0, e1). Where the exact values are not code times scale, the rest is skipped and finish()
+  /// runs the reference.
   std::optional<Error> chunk(std::int64_t e0, std::int64_t e1) {
     if (fallback_) return std::nullopt;
     const auto& shape = input_.shape();
     const std::int64_t b0 = block_at(e0), b1 = block_at(e1);
     br_.first_block = b0;
     br_.end_block = b1;
-    BlockMetrics m;
     if (!o_.gaps) {
       auto q = kernel_.metrics(x_, shape, br_);
       if (!q) return fail(q.error());
@@ -197,6 +191,7 @@ class KernelAnalysis {
       return std::nullopt;
     }
     deq_.resize(static_cast<std::size_t>(e1 - e0));
+    BlockMetrics m;
     auto q = kernel_.fake_quantize(x_, shape, deq_, br_, &m);
     if (!q) return fail(q.error());
     detail::add_metrics(r_.total, m);
