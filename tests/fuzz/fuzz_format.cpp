@@ -10,8 +10,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   auto f = mxlab::parse_format(text);
   if (!f) {
+    // The message already ran the near-miss suggestions over the catalogue.
     if (f.error().message.empty()) std::abort();
-    (void)mxlab::suggest_format_names(text.substr(0, 256));
     return 0;
   }
   auto again = mxlab::parse_format(f->name());

@@ -159,6 +159,16 @@ void merge_metrics(const std::vector<RunPart>& parts, BlockMetrics* m) {
     a.error.add_to(m->error_sum);
     m->max_abs_error = std::max(m->max_abs_error, a.max_abs_error);
     m->max_rel_error = std::max(m->max_rel_error, a.max_rel_error);
+    for (std::size_t i = 0; i < kernel_detail::MetricsAcc::kSlots; ++i) {
+      m->sse.add(a.lane_sse.hi[i]);
+      m->sse.add(a.lane_sse.lo[i]);
+      m->signal.add(a.lane_signal.hi[i]);
+      m->signal.add(a.lane_signal.lo[i]);
+      m->error_sum.add(a.lane_error.hi[i]);
+      m->error_sum.add(a.lane_error.lo[i]);
+      m->max_abs_error = std::max(m->max_abs_error, a.lane_max_abs[i]);
+      m->max_rel_error = std::max(m->max_rel_error, a.lane_max_rel[i]);
+    }
   }
 }
 

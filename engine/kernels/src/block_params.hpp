@@ -335,6 +335,19 @@ struct alignas(64) MetricsAcc {
   ExactSum rare;  ///< the cross terms of errors that are not exact doubles (rounding far from x)
   double max_abs_error = 0;
   double max_rel_error = 0;
+
+  /// The vector path's running sums (block_metrics-inl.h), one slot per 32-bit lane of the widest target.
+  static constexpr std::size_t kSlots = 16;
+  /// Per slot a double sum and the double sum of its rounding errors, both kept by error-free additions;
+  /// the rounding errors of the second sum go to the scalar accumulator. Their exact total, hi + lo over
+  /// every slot, is the lanes' share of the sum.
+  struct LaneSums {
+    alignas(64) double hi[kSlots] = {};
+    alignas(64) double lo[kSlots] = {};
+  };
+  LaneSums lane_sse, lane_signal, lane_error;
+  alignas(64) double lane_max_abs[kSlots] = {};
+  alignas(64) double lane_max_rel[kSlots] = {};
 };
 
 /// The element output of one kernel call (amax and metrics are optional on top of any).
