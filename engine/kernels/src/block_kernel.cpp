@@ -327,7 +327,9 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
   kernel_detail::run_parts(threads, [&](unsigned t) { work(parts[t]); });
 
   // Integer elements under ZeroSign::MinusZeroPlus: a negative input that became zero has the value -0.
-  if (mode == Mode::Fake && negative_zero_values(format_)) negative_zeros(p, parts, row, k, x, any_nan, fake);
+  // (The planned path without subtiles does it in its loop.)
+  if (mode == Mode::Fake && negative_zero_values(format_) && !(p.planned && p.plan_negative_zeros))
+    negative_zeros(p, parts, row, k, x, any_nan, fake);
   if (mode == Mode::Packed) merge_packed_edges(parts, elements);
   if (mode == Mode::TensorAmax) merge_tensor_facts(parts, o.tensor_amax, o.tensor_nan, o.tensor_inf);
   if (o.metrics != nullptr) merge_metrics(parts, o.metrics);

@@ -266,6 +266,7 @@ void pow2_path_params(const BlockFormat& f, BlockParams* p) {
     p->planned = true;
     p->subtile = f.layout.tiles[0].subtile;
     p->subtile_dmax = (1 << f.layout.subtile_bits) - 1;
+    p->plan_negative_zeros = negative_zero_values(f) && p->subtile == 0;
   }
 }
 

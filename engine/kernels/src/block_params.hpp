@@ -108,6 +108,9 @@ struct BlockParams {
   /// model: the peers' float32 arithmetic, the NaN/Inf policies that feed Inf into the scale or multiply
   /// blocks by special factors, and subtiles. Each block's decision is mxlab::pow2_block_plan's.
   bool planned = false;
+  /// Integer elements under ZeroSign::MinusZeroPlus on the planned path without subtiles: plan_loop gives
+  /// the fake-quantized zeros of negative inputs their sign (mxlab::negative_zero_value) itself.
+  bool plan_negative_zeros = false;
   bool peer = false;      ///< InputPrecision::Float32: elements are cast from fl32(x / 2^X)
   bool add_half = false;  ///< NearestArith::Float32AddHalf under a nearest rounding mode
   bool half_float = false;        ///< add-half: a float element (else an integer one, exponent 0)

@@ -38,7 +38,19 @@ struct PlanBlock {
   bool zero_block = false;    ///< Pow2BlockPlan::Kind::Zero
   int factor_e = 0;           ///< log2 of a multiply plan's nonzero factor
   bool deep_scales = false;   ///< scales below 2^-127 (float32 scale formats)
+  /// BlockParams::plan_negative_zeros: a zero value of a negative input whose magnitude exceeds this is -0.
+  float negative_zero_above = 0;
 };
+
+/// mxlab::negative_zero_value's bound for a block: fl32(|x| / 2^d) is 0 up to 2^(d - 150), as a float32
+/// (0 below float32's subnormals, where every nonzero input exceeds it; Inf above its range, where none does).
+inline float negative_zero_bound(const BlockFormat& f, int divisor_exponent) {
+  if (f.options.input != InputPrecision::Float32 || divisor_exponent == QuantizedTensor::kNoExponent) return 0;
+  const int e = divisor_exponent - 150;
+  if (e < -149) return 0;
+  if (e > 127) return std::numeric_limits<float>::infinity();
+  return std::ldexp(1.0F, e);
+}
 
 /// Per-call buffers of the path: subtiles' |x| bits and each element's subtile offset.
 struct PlanScratch {
@@ -234,10 +246,24 @@ HWY_INLINE void plan_vector_outputs(const BlockParams& p, const BlockCall& call,
     HWY_ALIGN float out_buf[kMaxLanes];
     const VF s = pb.plan.nan_scale ? hn::Set(df, std::numeric_limits<float>::quiet_NaN())
                                    : pow2_lanes(hn::Sub(hn::Set(di, pb.plan.exponent), off));
-    hn::Store(hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(di, code)), s), df, out_buf);
+    VF v = hn::Mul(hn::GatherIndex(df, p.decode_f32.data(), hn::BitCast(di, code)), s);
+    if (p.plan_negative_zeros) {
+      const VU sign = hn::Set(du, 0x80000000U);
+      const VU vb = hn::BitCast(du, v);
+      const auto minus = hn::And(hn::Eq(hn::AndNot(sign, vb), hn::Zero(du)),
+                                 hn::And(hn::Ne(hn::And(u, sign), hn::Zero(du)),
+                                         hn::RebindMask(du, hn::Gt(hn::Abs(hn::BitCast(df, u)),
+                                                                   hn::Set(df, pb.negative_zero_above)))));
+      v = hn::BitCast(df, hn::Or(vb, hn::IfThenElseZero(minus, sign)));
+    }
+    hn::Store(v, df, out_buf);
     std::memcpy(call.fake + index, out_buf, count * sizeof(float));
   }
   if (call.metrics == nullptr) return;
+  if (p.subtile == 0) {  // one scale for every lane
+    add_lane_metrics(p, call, index, count, du, u, code, hn::VecFromMask(du, over), pb.scale_d);
+    return;
+  }
   HWY_ALIGN std::uint32_t lane_x[kMaxLanes];
   HWY_ALIGN std::uint32_t lane_codes[kMaxLanes];
   HWY_ALIGN std::uint32_t lane_over[kMaxLanes];
@@ -310,6 +336,7 @@ HWY_NOINLINE inline void plan_loop(const BlockParams& p, const BlockCall& call) 
     pb.zero_block = pb.plan.kind == Pow2BlockPlan::Kind::Zero;
     pb.factor_e = pb.multiply && pb.plan.factor != 0 ? std::ilogb(pb.plan.factor) : 0;
     pb.deep_scales = p.x_min < -127;
+    if (p.plan_negative_zeros) pb.negative_zero_above = negative_zero_bound(*p.owner, pb.plan.divisor_exponent);
     for (std::size_t k = 0; k < len; k += lanes) {
       const bool tail = k == full;
       const VU u = tail ? load_any(call.input, in_buf, 0) : load_any(call.input, xb, k);

@@ -88,8 +88,8 @@ inline std::optional<Error> check_axis(const BlockFormat& f, const TensorSource&
 inline void apply_fake_nan(const BlockFormat& f, std::span<float> v) {
   if (f.options.fake_nan != FakeNan::AllOnes) return;
   const float all_ones = std::bit_cast<float>(std::uint32_t{0xFFFFFFFFU});
-  for (float& x : v)
-    if (x != x) x = all_ones;  // NaN
+  // A select with an unconditional store, which the compiler turns into vector blends.
+  for (float& x : v) x = x != x ? all_ones : x;  // NaN
 }
 
 /// The SIMD target name the kernels run on now ("simd:AVX2").
