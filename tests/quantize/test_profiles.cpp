@@ -1077,6 +1077,29 @@ TEST_CASE("float32 log2: the float32 rounding of the double log2 matches long do
   }
 }
 
+TEST_CASE("float32 log2: the floor rule's exponent equals floor(fl32(log2 amax)) for every exponent", "[profiles]") {
+  // The floor rule reads the exponent field where the mantissa keeps log2 below the next integer; every
+  // exponent field, the mantissas next to that bound exhaustively and others spread over the binade.
+  for (const Elem* el : {&kE4M3, &kE2M1, &kInt8}) {
+    auto f = plain(el->block);
+    f.options.amax_log2 = AmaxLog2::Float32;
+    f.options.rule = ScaleRule::Floor;
+    const int emax = f.element.emax();
+    for (std::uint32_t field = 0; field <= 254; ++field) {
+      auto check = [&](std::uint32_t m) {
+        const std::uint32_t b = field << 23 | m;
+        if (b == 0) return;
+        const float a = f32(b);
+        const int want = static_cast<int>(std::floor(torch_log2(a))) - emax;
+        if (scale_exponent(f.element, a, f.options) != want) FAIL_CHECK(el->block << " a = 0x" << std::hex << b);
+      };
+      for (std::uint32_t m = 0x7FE000U; m <= 0x7FFFFFU; ++m) check(m);
+      for (std::uint32_t m = 0; m < 0x7FE000U; m += 4099) check(m);
+      for (std::uint32_t m = 0; m < 64; ++m) check(m);
+    }
+  }
+}
+
 // ================================================================================================
 // Seeded random tensors: every profile equals the transcription of its peer, code for code
 // ================================================================================================

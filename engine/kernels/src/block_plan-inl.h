@@ -49,7 +49,9 @@ inline float negative_zero_bound(const BlockFormat& f, int divisor_exponent) {
   const int e = divisor_exponent - 150;
   if (e < -149) return 0;
   if (e > 127) return std::numeric_limits<float>::infinity();
-  return std::ldexp(1.0F, e);
+  // 2^e from its bits (a normal or a subnormal float32).
+  const std::uint32_t bits = e >= -126 ? static_cast<std::uint32_t>(e + 127) << 23 : std::uint32_t{1} << (e + 149);
+  return std::bit_cast<float>(bits);
 }
 
 /// Per-call buffers of the path: subtiles' |x| bits and each element's subtile offset.

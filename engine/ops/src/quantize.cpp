@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <future>
 
 #include "mxlab/core/random.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
@@ -149,7 +150,18 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
   br.facts = &facts;
   const std::int64_t blocks = kernel->block_count(shape);
   const std::int64_t row = shape.empty() ? 1 : shape.back();
-  std::vector<float> buf;
+  // Two buffers: the sink takes one chunk (a file write) on a thread of its own while the kernel fills the
+  // other. The sink's calls stay one at a time and in order; every return waits for the call under way.
+  std::vector<float> bufs[2];
+  std::future<std::optional<Error>> pending;
+  struct Wait {
+    std::future<std::optional<Error>>& f;
+    ~Wait() {
+      if (f.valid()) f.wait();
+    }
+  } wait_pending{pending};
+  auto finish_pending = [&]() -> std::optional<Error> { return pending.valid() ? pending.get() : std::nullopt; };
+  int next = 0;
   for (std::int64_t b0 = 0; b0 < blocks;) {
     if (auto e = cancelled(run)) return *e;
     const std::int64_t b1 = detail::chunk_end(*kernel, shape, b0, run);
@@ -157,17 +169,22 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
     br.end_block = b1;
     const std::int64_t e0 = kernel->block_first_element(b0, row);
     const std::int64_t e1 = kernel->block_first_element(b1, row);
+    std::vector<float>& buf = bufs[next];
+    next ^= 1;
     buf.resize(static_cast<std::size_t>(e1 - e0));
     BlockMetrics m;
     auto r = kernel->fake_quantize(x, shape, buf, br, with_stats ? &m : nullptr);
     if (!r) return r.error();
     if (with_stats) detail::add_metrics(result.stats, m);
     detail::apply_fake_nan(f, buf);
-    if (auto e = sink.fake(static_cast<std::size_t>(e0), buf)) return *e;
+    if (auto e = finish_pending()) return *e;
+    const std::span<const float> chunk(buf);
+    pending = std::async(std::launch::async, [&sink, e0, chunk] { return sink.fake(static_cast<std::size_t>(e0), chunk); });
     input.release(static_cast<std::size_t>(e1));
     run.reporter.report(e1, n, f.name);
     b0 = b1;
   }
+  if (auto e = finish_pending()) return *e;
   return result;
 }
 

@@ -178,7 +178,16 @@ int floor_of(double a, AmaxLog2 m) {
   switch (m) {
     case AmaxLog2::Exact: return floor_log2(a);
     case AmaxLog2::Field: return field_exponent(static_cast<float>(a));
-    case AmaxLog2::Float32: return floor_to_int(fl32_log2(static_cast<float>(a)));
+    case AmaxLog2::Float32: {
+      const auto f = static_cast<float>(a);
+      const std::uint32_t b = float_bits(f);
+      const std::uint32_t field = (b >> 23) & 0xFFU;
+      // A normal f = 2^e m with m < 2 - 2^-11 has log2 f in [e, e + 1 - 3.5e-4]: the double log2 (faithful,
+      // exact at 2^e) and its float32 rounding (within 2^-17 for |e + 1| <= 128) stay in [e, e + 1), so the
+      // floor is the exponent field and the logarithm need not be computed.
+      if (field != 0 && field != 0xFFU && (b & 0x7FFFFFU) < 0x7FF000U) return static_cast<int>(field) - 127;
+      return floor_to_int(fl32_log2(f));
+    }
   }
   return floor_log2(a);
 }
