@@ -1,9 +1,10 @@
 // `mxlab codepoints`: every code of a format with fields, class, exact value and gap to the next value.
+#include <bit>
 #include <charconv>
 #include <cmath>
-#include <iostream>
-
 #include <cstdio>
+#include <future>
+#include <iostream>
 #include <optional>
 #include <thread>
 
@@ -68,6 +69,91 @@ namespace {
 /// The columns a terminal shows first (--columns chooses others; files have every column).
 const std::vector<std::string> kCodepointColumns = {"code", "hex", "bits", "class", "value", "gap_up", "exact"};
 
+/// g17(v) appended to out (std::to_chars with precision 17 prints as printf's %.17g does).
+void append_g17(std::string& out, double v) {
+  if (std::isnan(v)) {
+    out += "nan";
+  } else if (std::isinf(v)) {
+    out += v < 0 ? "-inf" : "inf";
+  } else {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 17);
+    out.append(buf, r.ptr);
+  }
+}
+
+/// The exact decimal expansion of the double v, as exact::Rational::to_decimal writes it: v = n 2^-k with n
+/// odd has exactly k digits after the point, which std::to_chars in fixed notation with precision k gives
+/// digit for digit (as printf's %.*f does).
+void append_exact_decimal(std::string& out, double v) {
+  if (v == 0) {
+    out += std::signbit(v) ? "-0" : "0";
+    return;
+  }
+  const auto u = std::bit_cast<std::uint64_t>(v);
+  const auto field = static_cast<int>((u >> 52) & 0x7FF);
+  std::uint64_t m = u & ((std::uint64_t{1} << 52) - 1);
+  int e = -1074;
+  if (field != 0) {
+    m |= std::uint64_t{1} << 52;
+    e = field - 1075;
+  }
+  e += std::countr_zero(m);
+  char buf[1500];  // up to 309 integer digits, or up to 1074 after the point
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, e < 0 ? -e : 0);
+  out.append(buf, r.ptr);
+}
+
+/// The CSV rows of codes a..b with the given columns (indices into codepoint_table's), appended to out: the
+/// text of to_csv(select_columns(codepoint_table(f, a, b), columns)) after its header line, written without
+/// a table, strings per cell or multiprecision. Every code's value is a double (CodePoint::value), so its
+/// exact decimal expansion is the double's. No cell holds a comma, quote or line break.
+void append_csv_rows(std::string& out, const Format& f, std::uint64_t a, std::uint64_t b,
+                     const std::vector<std::size_t>& columns) {
+  const bool is_float = f.kind() == FormatKind::Float;
+  const int hex_digits = (f.bits() + 3) / 4;
+  char buf[32];
+  auto append_int = [&](std::int64_t v) {
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, r.ptr);
+  };
+  for (const CodePoint& p : enumerate_codes(f, a, b)) {
+    const bool finite = p.cls != CodeClass::Nan && p.cls != CodeClass::Inf;
+    bool first = true;
+    for (const std::size_t c : columns) {
+      if (!first) out += ',';
+      first = false;
+      switch (c) {
+        case 0: append_int(p.code); break;
+        case 1: {
+          out += "0x";
+          for (int d = hex_digits - 1; d >= 0; --d) out += "0123456789ABCDEF"[(p.code >> (4 * d)) & 0xF];
+          break;
+        }
+        case 2: out += p.bits; break;
+        case 3: out += p.fields.sign ? '1' : '0'; break;
+        case 4:
+          if (is_float) append_int(p.fields.exponent);
+          break;
+        case 5:
+          if (is_float) append_int(static_cast<std::int64_t>(p.fields.mantissa));
+          break;
+        case 6: out += to_string(p.cls); break;
+        case 7: append_g17(out, p.value); break;
+        case 8:
+          if (finite) append_exact_decimal(out, p.value);
+          else append_g17(out, p.value);
+          break;
+        case 9:
+          if (!std::isnan(p.gap_up)) append_g17(out, p.gap_up);
+          break;
+        default: break;
+      }
+    }
+    out += '\n';
+  }
+}
+
 /// Ranges of at least this many codes are streamed.
 constexpr std::uint64_t kStreamCodes = std::uint64_t{1} << 16;
 
@@ -99,23 +185,34 @@ int stream_csv(Io io, const Args& args, const Format& f, std::uint64_t first, st
   bool ok = put(one.substr(0, header_end));
   const unsigned parts = threads == 0 ? std::max(1U, std::thread::hardware_concurrency()) : threads;
   constexpr std::uint64_t kPiece = std::uint64_t{1} << 14;
-  std::vector<std::string> texts(parts);
+  // Two sets of pieces: one is written (on a thread of its own) while the threads fill the other.
+  std::vector<std::string> texts[2] = {std::vector<std::string>(parts), std::vector<std::string>(parts)};
+  std::future<bool> writing;
+  auto written = [&] { return writing.valid() ? writing.get() : true; };
+  int set = 0;
   for (std::uint64_t start = first; ok && start <= last; start += kPiece * parts) {
+    std::vector<std::string>& mine = texts[set];
+    set ^= 1;
     std::vector<std::thread> pool;
     auto work = [&](unsigned t) {
       const std::uint64_t a = start + kPiece * t;
-      texts[t].clear();
+      mine[t].clear();
       if (a > last || a < start) return;
-      const std::uint64_t b = std::min(last, a + kPiece - 1);
-      const std::string csv = to_csv(select_columns(codepoint_table(f, a, b), columns));
-      texts[t] = csv.substr(csv.find('\n') + 1);
+      append_csv_rows(mine[t], f, a, std::min(last, a + kPiece - 1), columns);
     };
     for (unsigned t = 1; t < parts; ++t) pool.emplace_back(work, t);
     work(0);
     for (auto& th : pool) th.join();
-    for (const auto& t : texts) ok = ok && put(t);
+    ok = written();
+    if (!ok) break;
+    writing = std::async(std::launch::async, [&put, &mine] {
+      bool good = true;
+      for (const auto& t : mine) good = good && put(t);
+      return good;
+    });
     if (start + kPiece * parts < start) break;  // the last code of a 64-bit range
   }
+  ok = written() && ok;
   if (file && ok) {
     // Plain CSV; the provenance beside it, as every table command writes it.
     const std::string side = *out_path + ".provenance.json";

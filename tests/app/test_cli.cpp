@@ -125,6 +125,60 @@ TEST_CASE("codepoints: header, one row per code, exact values", "[cli]") {
   CHECK(split_csv(ls[1 + 0x7F])[cls] == "nan");
 }
 
+TEST_CASE("codepoints: streamed rows equal the table's, byte for byte", "[cli]") {
+  // Ranges of more than 65536 codes are written row by row without a table; windows of them through
+  // codepoint_table (exact values from multiprecision) must give the same rows.
+  auto rows = [](const std::string& csv) {  // after the comment lines and the header
+    std::size_t at = 0;
+    while (at < csv.size() && csv[at] == '#') at = csv.find('\n', at) + 1;
+    const std::size_t header_end = csv.find('\n', at);
+    REQUIRE(header_end != std::string::npos);
+    return csv.substr(header_end + 1);
+  };
+  auto hex = [](std::uint64_t v) {
+    std::ostringstream o;
+    o << "0x" << std::hex << v;
+    return o.str();
+  };
+  struct Case {
+    const char* format;
+    std::uint64_t first;
+    std::vector<std::string> extra;
+  };
+  const std::vector<Case> cases = {
+      {"float32", 0x00000000U, {}},  // zero and subnormals: decimals of up to 149 places
+      {"float32", 0x80000000U, {}},  // their negatives
+      {"float32", 0x3F7F8000U, {}},  // around 1
+      {"float32", 0x4B7F8000U, {}},  // integers around 2^24
+      {"float32", 0x7F7F8000U, {}},  // the largest values, Inf and NaN (in the middle window)
+      {"float32", 0x7F7F8000U, {"--columns", "exact,value,gap_up,code"}},
+      {"float32", 0xBF7F8000U, {}},  // around -1
+      {"e11m20ieee", 0x00000000U, {}},  // down to 2^-1042: decimals of over a thousand places
+      {"e11m20ieee", 0x7FEF8000U, {}},  // up to 2^1024 (1 - 2^-21), Inf, NaN: integers of 309 digits
+      {"e11m20ieee", 0x800FF800U, {}},  // negative subnormals and normals around 2^-1022
+  };
+  for (const Case& c : cases) {
+    INFO(c.format << " from " << hex(c.first));
+    auto with = [&](std::uint64_t a, std::uint64_t b) {
+      std::vector<std::string> args = {"codepoints", c.format, "--range", hex(a) + ":" + hex(b), "--csv"};
+      args.insert(args.end(), c.extra.begin(), c.extra.end());
+      const Run r = run(args);
+      REQUIRE(r.code == 0);
+      return lines(rows(r.out));
+    };
+    const std::vector<std::string> streamed = with(c.first, c.first + 0x10000);  // 65537 codes: streamed
+    REQUIRE(streamed.size() == 0x10001);
+    // Three windows of 4096 rows (the start, the middle, the end) through the table.
+    for (const std::uint64_t at : {std::uint64_t{0}, std::uint64_t{0x7800}, std::uint64_t{0xF001}}) {
+      const std::vector<std::string> table = with(c.first + at, c.first + at + 0xFFF);
+      REQUIRE(table.size() == 0x1000);
+      for (std::size_t i = 0; i < table.size(); ++i) {
+        if (streamed[at + i] != table[i]) FAIL_CHECK("row " << at + i << ": " << streamed[at + i] << " vs " << table[i]);
+      }
+    }
+  }
+}
+
 TEST_CASE("codepoints of float32 need a range", "[cli]") {
   const Run bad = run({"codepoints", "fp32"});
   CHECK(bad.code == 2);
