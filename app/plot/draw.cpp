@@ -294,23 +294,8 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
   }
 
   if (f.legend && !f.series.empty()) {
-    // Inside the plot, in the corner that covers the fewest points.
-    plot.replot();  // lays out the axis rect, so pixel positions are known
-    const QRect area = rect->rect();
-    int counts[4] = {0, 0, 0, 0};  // top-right, top-left, bottom-right, bottom-left
-    for (const auto& sr : f.series)
-      for (std::size_t k = 0; k < sr.x.size() && k < sr.y.size(); ++k) {
-        if (!std::isfinite(sr.x[k]) || !std::isfinite(sr.y[k])) continue;
-        const double px = x->coordToPixel(sr.x[k]), py = y->coordToPixel(sr.y[k]);
-        const bool right = px > area.left() + area.width() * 0.55, left = px < area.left() + area.width() * 0.45;
-        const bool top = py < area.top() + area.height() * 0.45, bottom = py > area.top() + area.height() * 0.55;
-        counts[0] += top && right, counts[1] += top && left, counts[2] += bottom && right, counts[3] += bottom && left;
-      }
-    const Qt::Alignment corners[4] = {Qt::AlignTop | Qt::AlignRight, Qt::AlignTop | Qt::AlignLeft,
-                                      Qt::AlignBottom | Qt::AlignRight, Qt::AlignBottom | Qt::AlignLeft};
-    const int best = bars ? 0 : static_cast<int>(std::min_element(std::begin(counts), std::end(counts)) - std::begin(counts));
     auto* legend = new QCPLegend;
-    rect->insetLayout()->addElement(legend, corners[best]);
+    rect->insetLayout()->addElement(legend, Qt::AlignTop | Qt::AlignRight);
     legend->setLayer("legend");
     QFont lf;
     lf.setPixelSize(static_cast<int>(std::lround(font_px * 0.9)));
@@ -325,9 +310,71 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
       legend->insertRow(0);
       auto* title = new QCPTextElement(&plot, label(f.legend_title), tf);
       title->setTextColor(Qt::black);
+      title->setLayer("legend");  // above the legend's translucent box, not under it on the main layer
       legend->addElement(0, 0, title);
     }
     legend->setVisible(true);
+    if (!bars) {
+      // Inside the plot where the legend hides the fewest data points and samples of the lines between them:
+      // the corners, then the middles of the top and bottom edges; right of the plot when each hides some.
+      const Qt::Alignment places[] = {Qt::AlignTop | Qt::AlignRight,    Qt::AlignTop | Qt::AlignLeft,
+                                      Qt::AlignBottom | Qt::AlignRight, Qt::AlignBottom | Qt::AlignLeft,
+                                      Qt::AlignTop | Qt::AlignHCenter,  Qt::AlignBottom | Qt::AlignHCenter};
+      auto hidden = [&]() {
+        plot.replot();  // lays the legend out at its place
+        const QRectF box = QRectF(legend->outerRect()).adjusted(-6, -6, 6, 6);
+        int n = 0;
+        for (const auto& sr : f.series) {
+          QPointF prev;
+          bool have_prev = false;
+          for (std::size_t k = 0; k < sr.x.size() && k < sr.y.size(); ++k) {
+            if (!std::isfinite(sr.x[k]) || !std::isfinite(sr.y[k])) {
+              have_prev = false;
+              continue;
+            }
+            const QPointF pt(x->coordToPixel(sr.x[k]), y->coordToPixel(sr.y[k]));
+            n += box.contains(pt) ? 4 : 0;  // a marker counts more than a piece of line
+            if (have_prev && f.kind != PlotKind::Scatter)
+              for (int j = 1; j < 16; ++j) n += box.contains(prev + (pt - prev) * (j / 16.0)) ? 1 : 0;
+            prev = pt;
+            have_prev = true;
+          }
+        }
+        return n;
+      };
+      // A widget that was never shown has not taken its size into its viewport (savePng sets it when it
+      // renders): the layout here must be the one the file gets.
+      plot.setViewport(plot.rect());
+      int best = 0, fewest = std::numeric_limits<int>::max();
+      for (int i = 0; i < 6 && fewest > 0; ++i) {
+        rect->insetLayout()->setInsetAlignment(0, places[i]);
+        const int n = hidden();
+        if (n < fewest) fewest = n, best = i;
+      }
+      rect->insetLayout()->setInsetAlignment(0, places[best]);
+      if (fewest > 0) {
+        // Each place hides some: the value axis grows upward by the legend's height, which then sits above
+        // every point, at the top right or left, whichever hides less.
+        const double room = legend->outerRect().height() + 12;
+        const double height = rect->rect().height();
+        if (room < 0.6 * height) {
+          const double keep = height / (height - room);
+          const QCPRange r = y->range();
+          if (y->scaleType() == QCPAxis::stLogarithmic)
+            y->setRange(r.lower, r.lower * std::pow(r.upper / r.lower, keep));
+          else
+            y->setRange(r.lower, r.lower + (r.upper - r.lower) * keep);
+          best = 0;
+          fewest = std::numeric_limits<int>::max();
+          for (int i = 0; i < 2; ++i) {
+            rect->insetLayout()->setInsetAlignment(0, places[i]);
+            const int n = hidden();
+            if (n < fewest) fewest = n, best = i;
+          }
+          rect->insetLayout()->setInsetAlignment(0, places[best]);
+        }
+      }
+    }
   }
   plot.replot();
 }
