@@ -1,4 +1,6 @@
 // `mxlab codepoints`: every code of a format with fields, class, exact value and gap to the next value.
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -69,27 +71,18 @@ namespace {
 /// The columns a terminal shows first (--columns chooses others; files have every column).
 const std::vector<std::string> kCodepointColumns = {"code", "hex", "bits", "class", "value", "gap_up", "exact"};
 
-/// g17(v) appended to out (std::to_chars with precision 17 prints as printf's %.17g does).
-void append_g17(std::string& out, double v) {
-  if (std::isnan(v)) {
-    out += "nan";
-  } else if (std::isinf(v)) {
-    out += v < 0 ? "-inf" : "inf";
-  } else {
-    char buf[64];
-    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 17);
-    out.append(buf, r.ptr);
-  }
+/// g17(v) written at p (std::to_chars with precision 17 prints as printf's %.17g does); returns the end.
+char* put_g17(char* p, char* end, double v) {
+  if (std::isnan(v)) return std::copy_n("nan", 3, p);
+  if (std::isinf(v)) return v < 0 ? std::copy_n("-inf", 4, p) : std::copy_n("inf", 3, p);
+  return std::to_chars(p, end, v, std::chars_format::general, 17).ptr;
 }
 
-/// The exact decimal expansion of the double v, as exact::Rational::to_decimal writes it: v = n 2^-k with n
-/// odd has exactly k digits after the point, which std::to_chars in fixed notation with precision k gives
-/// digit for digit (as printf's %.*f does).
-void append_exact_decimal(std::string& out, double v) {
-  if (v == 0) {
-    out += std::signbit(v) ? "-0" : "0";
-    return;
-  }
+/// The exact decimal expansion of the double v at p, as exact::Rational::to_decimal writes it: v = n 2^-k
+/// with n odd has exactly k digits after the point, which std::to_chars in fixed notation with precision k
+/// gives digit for digit (as printf's %.*f does). Returns the end.
+char* put_exact_decimal(char* p, char* end, double v) {
+  if (v == 0) return std::signbit(v) ? std::copy_n("-0", 2, p) : std::copy_n("0", 1, p);
   const auto u = std::bit_cast<std::uint64_t>(v);
   const auto field = static_cast<int>((u >> 52) & 0x7FF);
   std::uint64_t m = u & ((std::uint64_t{1} << 52) - 1);
@@ -99,9 +92,7 @@ void append_exact_decimal(std::string& out, double v) {
     e = field - 1075;
   }
   e += std::countr_zero(m);
-  char buf[1500];  // up to 309 integer digits, or up to 1074 after the point
-  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, e < 0 ? -e : 0);
-  out.append(buf, r.ptr);
+  return std::to_chars(p, end, v, std::chars_format::fixed, e < 0 ? -e : 0).ptr;
 }
 
 /// The CSV rows of codes a..b with the given columns (indices into codepoint_table's), appended to out: the
@@ -112,49 +103,51 @@ void append_csv_rows(std::string& out, const Format& f, std::uint64_t a, std::ui
                      const std::vector<std::size_t>& columns) {
   const bool is_float = f.kind() == FormatKind::Float;
   const int hex_digits = (f.bits() + 3) / 4;
-  char buf[32];
-  auto append_int = [&](std::int64_t v) {
-    const auto r = std::to_chars(buf, buf + sizeof buf, v);
-    out.append(buf, r.ptr);
-  };
-  for (const CodePoint& p : enumerate_codes(f, a, b)) {
-    const bool finite = p.cls != CodeClass::Nan && p.cls != CodeClass::Inf;
+  // One row at a time in a buffer: a value's exact decimal has at most 309 digits before the point or
+  // 1074 after it; the other cells are short.
+  std::array<char, 4096> row;
+  char* const end = row.data() + row.size();
+  for (const CodePoint& cp : enumerate_codes(f, a, b)) {
+    const bool finite = cp.cls != CodeClass::Nan && cp.cls != CodeClass::Inf;
+    char* p = row.data();
     bool first = true;
     for (const std::size_t c : columns) {
-      if (!first) out += ',';
+      if (!first) *p++ = ',';
       first = false;
       switch (c) {
-        case 0: append_int(p.code); break;
-        case 1: {
-          out += "0x";
-          for (int d = hex_digits - 1; d >= 0; --d) out += "0123456789ABCDEF"[(p.code >> (4 * d)) & 0xF];
+        case 0: p = std::to_chars(p, end, cp.code).ptr; break;
+        case 1:
+          *p++ = '0';
+          *p++ = 'x';
+          for (int d = hex_digits - 1; d >= 0; --d) *p++ = "0123456789ABCDEF"[(cp.code >> (4 * d)) & 0xF];
           break;
-        }
-        case 2: out += p.bits; break;
-        case 3: out += p.fields.sign ? '1' : '0'; break;
+        case 2: p = std::copy(cp.bits.begin(), cp.bits.end(), p); break;
+        case 3: *p++ = cp.fields.sign ? '1' : '0'; break;
         case 4:
-          if (is_float) append_int(p.fields.exponent);
+          if (is_float) p = std::to_chars(p, end, cp.fields.exponent).ptr;
           break;
         case 5:
-          if (is_float) append_int(static_cast<std::int64_t>(p.fields.mantissa));
+          if (is_float) p = std::to_chars(p, end, cp.fields.mantissa).ptr;
           break;
-        case 6: out += to_string(p.cls); break;
-        case 7: append_g17(out, p.value); break;
-        case 8:
-          if (finite) append_exact_decimal(out, p.value);
-          else append_g17(out, p.value);
+        case 6: {
+          const std::string_view name = to_string(cp.cls);
+          p = std::copy(name.begin(), name.end(), p);
           break;
+        }
+        case 7: p = put_g17(p, end, cp.value); break;
+        case 8: p = finite ? put_exact_decimal(p, end, cp.value) : put_g17(p, end, cp.value); break;
         case 9:
-          if (!std::isnan(p.gap_up)) append_g17(out, p.gap_up);
+          if (!std::isnan(cp.gap_up)) p = put_g17(p, end, cp.gap_up);
           break;
         default: break;
       }
     }
-    out += '\n';
+    *p++ = '\n';
+    out.append(row.data(), p);
   }
 }
 
-/// Ranges of at least this many codes are streamed.
+/// Ranges of more than this many codes are streamed.
 constexpr std::uint64_t kStreamCodes = std::uint64_t{1} << 16;
 
 int stream_csv(Io io, const Args& args, const Format& f, std::uint64_t first, std::uint64_t last, unsigned threads,
@@ -240,7 +233,7 @@ int cmd_codepoints(const std::vector<std::string>& argv, Io io) {
               "Every code of FORMAT: code, hex, bit string (sign.exponent.mantissa), sign, exponent and\n"
               "mantissa fields, class (zero, subnormal, normal, inf, nan, unused), value (%.17g), exact value\n"
               "(exact decimal), and gap_up, the distance to the next larger value (exact).\n"
-              "Formats above 16 bits (float32) need --range. Ranges of 65536 codes or more are written as CSV\n"
+              "Formats above 16 bits (float32) need --range. Ranges of more than 65536 codes are written as CSV\n"
               "(--csv) a piece at a time, on --threads N threads, in memory that does not grow with the range.\n"
            << terminal_columns_help({{"", kCodepointColumns}}) << "\n" << options_help(specs);
     return kExitOk;
