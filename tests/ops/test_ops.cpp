@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -372,78 +371,6 @@ TEST_CASE("ops: per-tensor scales and 2-D tiles run on the block kernel over gat
       }
     }
   }
-}
-
-TEST_CASE("ops: the fake quantization of a transpose equals quantizing the transposed copy", "[ops]") {
-  // Strips of rows transposed in cache for formats whose blocks stand alone; the whole transpose for the
-  // others (a tensor scale, tensor-wide NaN, per-tensor and 2-D scales, stochastic rounding, a whole-row
-  // block, N:M sparsity, a plain cast).
-  const std::vector<FormatCase> cases = {
-      {"mxfp8_e4m3", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-      {"mxfp4", SpecialsPolicy::BlockNan, Rounding::NearestAway},
-      {"mxint8", SpecialsPolicy::Element, Rounding::NearestEven},
-      {"mxfp4@16", SpecialsPolicy::BlockNan, Rounding::TowardZero},
-      {"mxfp6_e2m3@24", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-      {"nvfp4", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-      {"nvfp4", SpecialsPolicy::TensorNan, Rounding::NearestEven},
-      {"mxfp4", SpecialsPolicy::BlockNan, Rounding::Stochastic},
-      {"e4m3:float32", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-      {"mxfp8_e4m3@32x32", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-      {"e4m3:e8m0_t0", SpecialsPolicy::BlockNan, Rounding::NearestEven},
-  };
-  // Rows beyond one strip, ending in a partial strip and a partial block; a single strip; narrow matrices.
-  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{700, 37}, {200, 45}, {1100, 9}, {513, 1}};
-  std::vector<std::pair<std::string, BlockFormat>> formats;
-  for (const FormatCase& c : cases)
-    formats.emplace_back(std::string(c.name) + " specials " + std::string(to_string(c.specials)) + " rounding " +
-                             std::string(to_string(c.rounding)),
-                         c.format(3));
-  BlockFormat sparse = parse("mxfp4");
-  sparse.layout.sparse_n = 2;
-  sparse.layout.sparse_m = 4;
-  formats.emplace_back("mxfp4 with 2:4 sparsity", sparse);
-  auto element = parse_format("float8_e4m3fn");
-  REQUIRE(element.ok());
-  BlockFormat plain;  // no scale: a plain cast
-  plain.name = "float8_e4m3fn";
-  plain.element = *element;
-  formats.emplace_back("a plain float8_e4m3fn cast", plain);
-  for (const auto& [name, f] : formats) {
-    const ops::FakeQuantizer fq(f);
-    for (const auto& [rows, cols] : shapes) {
-      INFO("format " << name << " shape " << rows << "x" << cols);
-      const auto n = static_cast<std::size_t>(rows * cols);
-      const std::vector<float> x = corner_input(31, n, true);
-      std::vector<float> xt(n), want(n, -1.0F), got(n, -2.0F);
-      for (std::int64_t i = 0; i < rows; ++i)
-        for (std::int64_t j = 0; j < cols; ++j) xt[static_cast<std::size_t>(j * rows + i)] = x[static_cast<std::size_t>(i * cols + j)];
-      REQUIRE(fq.run(xt, {cols, rows}, want).ok());
-      std::size_t seen = 0;
-      bool aligned = true;
-      auto part = [&](std::span<const float> px, std::span<const float> pv) {
-        // Pieces come in order, each the columns i0 .. i0 + s of x^T (cols x s) with their values.
-        const std::size_t s = px.size() / static_cast<std::size_t>(cols), i0 = seen / static_cast<std::size_t>(cols);
-        for (std::size_t j = 0; j < static_cast<std::size_t>(cols); ++j)
-          for (std::size_t i = 0; i < s; ++i) {
-            const std::size_t at = j * static_cast<std::size_t>(rows) + i0 + i;
-            aligned = aligned && std::bit_cast<std::uint32_t>(px[j * s + i]) == std::bit_cast<std::uint32_t>(xt[at]) &&
-                      std::bit_cast<std::uint32_t>(pv[j * s + i]) == std::bit_cast<std::uint32_t>(want[at]);
-          }
-        seen += px.size();
-      };
-      REQUIRE(fq.run_transposed(x, rows, cols, got, {}, part).ok());
-      long first = -1;
-      for (std::size_t i = 0; i < n && first < 0; ++i)
-        if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i])) first = static_cast<long>(i);
-      INFO("first difference at " << first);
-      CHECK(first < 0);
-      CHECK(seen == n);
-      CHECK(aligned);
-    }
-  }
-  const ops::FakeQuantizer fq(parse("mxfp4"));
-  std::vector<float> out(6);
-  CHECK_FALSE(fq.run_transposed(std::vector<float>(5), 2, 3, out).ok());
 }
 
 TEST_CASE("ops: blocks along another axis equal the reference's, and an axis outside the tensor is an error", "[ops]") {

@@ -6,7 +6,6 @@
 #include <future>
 
 #include "mxlab/core/random.hpp"
-#include "mxlab/core/transpose.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/quantize/pack.hpp"
@@ -268,25 +267,9 @@ std::int64_t element_count(const std::vector<std::int64_t>& shape) {
 
 }  // namespace
 
-namespace {
-
-/// run_transposed's strip height for f: a multiple of the block size near 256 rows when every block of f
-/// depends on its own elements only (their positions neither in the tensor nor in the row), else 0.
-std::int64_t transposed_strip_rows(const BlockFormat& f) {
-  const ScaleLayout& l = f.layout;
-  if (!l.scale || l.tensor_scale || l.tiles.size() != 1 || l.tiles[0].size <= 0 || l.sparse_m > 0) return 0;
-  if (l.axis != -1 || l.channel_axis != ScaleLayout::kNoAxis) return 0;
-  if (f.options.specials == SpecialsPolicy::TensorNan || f.options.element.rounding == Rounding::Stochastic) return 0;
-  const std::int64_t k = l.tiles[0].size;
-  return k * std::max<std::int64_t>(1, 256 / k);
-}
-
-}  // namespace
-
 FakeQuantizer::FakeQuantizer(const BlockFormat& f) : format_(f) {
   if (BlockKernel::supports(f)) {
     if (auto kernel = BlockKernel::make(f)) kernel_ = std::make_shared<const BlockKernel>(std::move(*kernel));
-    strip_rows_ = kernel_ ? transposed_strip_rows(f) : 0;
   } else if (auto rows = whole_row_format(f)) {
     if (auto kernel = BlockKernel::make(*rows)) rows_ = std::make_shared<const BlockKernel>(std::move(*kernel));
   }
@@ -334,37 +317,6 @@ Result<std::size_t> FakeQuantizer::run(std::span<const float> x, const std::vect
   auto r = run_values(x, shape, out, run, result);
   if (r) detail::apply_fake_nan(format_, out.first(x.size()));
   return r;
-}
-
-Result<std::size_t> FakeQuantizer::run_transposed(std::span<const float> x, std::int64_t rows, std::int64_t cols,
-                                                  std::span<float> out, const Run& opts,
-                                                  const TransposedPart& part) const {
-  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(rows, 0) * std::max<std::int64_t>(cols, 0));
-  if (rows < 0 || cols < 0 || x.size() != n || out.size() < n)
-    return make_error("fake quantization of a transpose: " + std::to_string(x.size()) + " inputs and " +
-                      std::to_string(out.size()) + " outputs for " + std::to_string(rows) + " x " +
-                      std::to_string(cols));
-  thread_local std::vector<float> xt, values;  // kept across calls: training's operands repeat their sizes
-  if (strip_rows_ == 0 || rows <= strip_rows_) {
-    xt.resize(n);
-    transpose(x.data(), rows, cols, cols, xt.data(), rows);
-    auto r = run(xt, {cols, rows}, out.first(n), opts);
-    if (r && part) part(xt, out.first(n));
-    return r;
-  }
-  xt.resize(static_cast<std::size_t>(strip_rows_ * cols));
-  values.resize(xt.size());
-  for (std::int64_t i0 = 0; i0 < rows; i0 += strip_rows_) {
-    const std::int64_t s = std::min(strip_rows_, rows - i0);
-    const auto m = static_cast<std::size_t>(s * cols);
-    transpose(x.data() + i0 * cols, s, cols, cols, xt.data(), s);  // cols x s: x^T's columns i0 .. i0 + s
-    auto r = run(std::span<const float>(xt.data(), m), {cols, s}, std::span<float>(values.data(), m), opts);
-    if (!r) return r.error();
-    if (part) part(std::span<const float>(xt.data(), m), std::span<const float>(values.data(), m));
-    for (std::int64_t j = 0; j < cols; ++j)
-      std::memcpy(out.data() + j * rows + i0, values.data() + j * s, static_cast<std::size_t>(s) * sizeof(float));
-  }
-  return n;
 }
 
 Result<std::size_t> FakeQuantizer::run_values(std::span<const float> x, const std::vector<std::int64_t>& shape,

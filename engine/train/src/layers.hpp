@@ -59,9 +59,8 @@ void transpose_into(const Mat<T>& x, Mat<T>& out) {
   transpose(x.data(), x.rows(), x.cols(), x.cols(), out.data(), x.rows());
 }
 
-/// out = x^T quantized with f (blocks along x's first axis): 1-D blocks through ops' transposed quantization
-/// (strips transposed in cache); a 2-D tile format quantizes x into tmp and transposes, which gives the same
-/// values as tiles of x^T.
+/// out = x^T quantized with f (blocks along x's first axis), tmp a scratch buffer; a 2-D tile format quantizes x
+/// and transposes, which gives the same values as tiles of x^T.
 template <typename T>
 void quantized_transpose(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& out, Mat<T>& tmp, QuantContext& ctx,
                          const std::string& key) {
@@ -69,12 +68,9 @@ void quantized_transpose(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& o
     transpose_into(x, out);
   } else if (is_2d(f)) {
     transpose_into(quantized(x, f, tmp, ctx, key), out);
-  } else if constexpr (std::is_same_v<T, float>) {
-    out.resize(x.cols(), x.rows());
-    quantize_operand_transposed(*f, std::span<const float>(x.data(), static_cast<std::size_t>(x.size())), x.rows(),
-                                x.cols(), std::span<float>(out.data(), static_cast<std::size_t>(out.size())), ctx, key);
   } else {
-    throw std::logic_error("quantized GEMM operands are float32");
+    transpose_into(x, tmp);
+    quantized(tmp, f, out, ctx, key);
   }
 }
 

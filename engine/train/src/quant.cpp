@@ -6,7 +6,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "mxlab/core/transpose.hpp"
 #include "mxlab/ops/ops.hpp"
 
 namespace mxlab::train::detail {
@@ -35,27 +34,6 @@ void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, Qua
   if (!r) throw std::runtime_error("rounding a non-GEMM output with " + ctx.nongemm->format().name + ": " + r.error().message);
   std::copy(buf.begin(), buf.end(), x.begin());
 }
-
-namespace {
-
-/// Adds the element counts and squared errors of values against their inputs x to s.
-void add_counts(OperandStats& s, std::span<const float> x, std::span<const float> values) {
-  std::int64_t nonzero = 0, underflow = 0;
-  double sse = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const bool nz = x[i] != 0.0F;
-    nonzero += nz ? 1 : 0;
-    underflow += (nz && values[i] == 0.0F) ? 1 : 0;
-    const double e = static_cast<double>(values[i]) - static_cast<double>(x[i]);
-    sse += e * e;
-  }
-  s.count += static_cast<std::int64_t>(x.size());
-  s.nonzero += nonzero;
-  s.underflow += underflow;
-  s.sse += sse;
-}
-
-}  // namespace
 
 void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
                       std::span<float> out, QuantContext& ctx, const std::string& key) {
@@ -100,26 +78,19 @@ void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std
     s.saturated += saturated;
     s.scale = delayed->scale();
   }
-  add_counts(s, x, out);
-}
-
-void quantize_operand_transposed(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows,
-                                 std::int64_t cols, std::span<float> out, QuantContext& ctx, const std::string& key) {
-  if (ctx.delayed_state(key) != nullptr) {
-    // The delayed cast scales the whole tensor: transposed first, then as any operand.
-    thread_local std::vector<float> xt;
-    xt.resize(x.size());
-    transpose(x.data(), rows, cols, cols, xt.data(), rows);
-    quantize_operand(f, xt, cols, rows, out, ctx, key);
-    return;
+  std::int64_t nonzero = 0, underflow = 0;
+  double sse = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const bool nz = x[i] != 0.0F;
+    nonzero += nz ? 1 : 0;
+    underflow += (nz && out[i] == 0.0F) ? 1 : 0;
+    const double e = static_cast<double>(out[i]) - static_cast<double>(x[i]);
+    sse += e * e;
   }
-  ops::Run run;
-  run.threads = ctx.threads;
-  OperandStats* s = ctx.collect ? &ctx.at(key) : nullptr;
-  ops::FakeQuantizer::TransposedPart part;
-  if (s != nullptr) part = [s](std::span<const float> xt, std::span<const float> q) { add_counts(*s, xt, q); };
-  auto r = f.run_transposed(x, rows, cols, out, run, part);
-  if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
+  s.count += static_cast<std::int64_t>(x.size());
+  s.nonzero += nonzero;
+  s.underflow += underflow;
+  s.sse += sse;
 }
 
 }  // namespace mxlab::train::detail

@@ -68,9 +68,4 @@ void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, Qua
 void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
                       std::span<float> out, QuantContext& ctx, const std::string& key);
 
-/// out (cols x rows) = quantize_operand of x^T for x of rows x cols: blocks along x's first axis, through
-/// ops::FakeQuantizer::run_transposed (strips of x transposed in cache where the format allows it).
-void quantize_operand_transposed(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows,
-                                 std::int64_t cols, std::span<float> out, QuantContext& ctx, const std::string& key);
-
 }  // namespace mxlab::train::detail

@@ -113,18 +113,6 @@ class FakeQuantizer {
   Result<std::size_t> run(std::span<const float> x, const std::vector<std::int64_t>& shape, std::span<float> out,
                           const Run& run = {}, QuantizeResult* result = nullptr) const;
 
-  /// Pairs of a transposed input and its fake-quantized values, aligned element for element.
-  using TransposedPart = std::function<void(std::span<const float> xt, std::span<const float> values)>;
-  /// The values of run() on x^T (shape {cols, rows}) for x of rows x cols, row-major: blocks along x's first
-  /// axis (a GEMM operand whose reduction axis is x's first), written to out (cols x rows). A format whose
-  /// blocks depend on nothing beyond themselves (1-D tiles along the last axis, no tensor-wide quantity, no
-  /// per-element random bits) goes strip by strip: rows of x transposed into a buffer in cache and
-  /// quantized there, the same values without the whole transposed copy in memory. Other formats transpose
-  /// x whole first. part, if given, sees every piece of x^T with its values.
-  Result<std::size_t> run_transposed(std::span<const float> x, std::int64_t rows, std::int64_t cols,
-                                     std::span<float> out, const Run& run = {},
-                                     const TransposedPart& part = {}) const;
-
  private:
   /// run() before NaN values take the format's bits (QuantOptions::fake_nan).
   Result<std::size_t> run_values(std::span<const float> x, const std::vector<std::int64_t>& shape,
@@ -143,7 +131,6 @@ class FakeQuantizer {
   std::shared_ptr<const CastKernel> cast_;     ///< formats without a scale: the cast kernel, when it covers them
   std::shared_ptr<const DecodeKernel> decode_;
   CastOptions element_options_;
-  std::int64_t strip_rows_ = 0;  ///< run_transposed's rows of x per strip (0: the whole transposed tensor)
 };
 
 /// Packed quantization of the whole tensor (as mxlab::pack of mxlab::quantize); with a result, its engine and
