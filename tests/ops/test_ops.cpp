@@ -66,6 +66,20 @@ void check_stats(const ErrorStats& a, const ErrorStats& b, bool saturations, boo
   CHECK(std::bit_cast<std::uint64_t>(a.max_rel_error) == std::bit_cast<std::uint64_t>(b.max_rel_error));
 }
 
+/// An input as a tensor for ops, and the reference's analysis of it under f.
+struct Reference {
+  Tensor tensor;
+  Analysis analysis;
+};
+Reference reference_of(const BlockFormat& f, const std::vector<float>& xf, const std::vector<std::int64_t>& shape) {
+  auto tensor = Tensor::from_f32(shape, xf);
+  REQUIRE(tensor.ok());
+  const std::vector<double> x(xf.begin(), xf.end());
+  auto q = quantize(f, x, shape);
+  REQUIRE(q.ok());
+  return {std::move(*tensor), analyze(f, x, *q)};
+}
+
 /// Every entry point against the reference for one format and input.
 void check_against_reference(const BlockFormat& f, const std::vector<float>& xf, const std::vector<std::int64_t>& shape,
                              unsigned threads, std::int64_t chunk) {
@@ -373,6 +387,54 @@ TEST_CASE("ops: per-tensor scales and 2-D tiles run on the block kernel over gat
   }
 }
 
+TEST_CASE("ops: analysis of per-tensor scales and 2-D tiles runs on the kernel over gathered rows", "[ops]") {
+  // Without gaps or per-block rows; two-level formats over tiles of several shapes and stochastic 2-D tiles
+  // stay on the reference.
+  const std::vector<FormatCase> cases = {
+      {"e4m3:float32", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"e5m2:float32", SpecialsPolicy::Element, Rounding::TowardZero},
+      {"int8:float32", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"e2m1:e4m3_float32", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"e4m3:float32", SpecialsPolicy::BlockNan, Rounding::Stochastic},
+      {"mxfp8_e4m3@32x32", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"mxfp8_e5m2@32x32", SpecialsPolicy::Element, Rounding::NearestEven},
+      {"mxfp4@8x16", SpecialsPolicy::BlockNan, Rounding::NearestAway},
+      {"int8:float32_t16_t16", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"e2m1:e4m3_float32_t16_t16", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"mxfp8_e4m3@32x32", SpecialsPolicy::BlockNan, Rounding::Stochastic},
+  };
+  const std::vector<std::vector<std::int64_t>> shapes = {{70, 45}, {3, 40, 33}, {1000}, {64, 64}, {1, 1}};
+  for (const FormatCase& c : cases) {
+    const BlockFormat f = c.format(5);
+    for (const auto& shape : shapes) {
+      std::int64_t n = 1;
+      for (auto d : shape) n *= d;
+      int input = 0;
+      for (const auto& xf : gathered_inputs(static_cast<std::size_t>(n))) {
+        INFO("format " << c.name << " specials " << to_string(c.specials) << " rounding " << to_string(c.rounding)
+                       << " shape " << shape.front() << "x" << shape.back() << " rank " << shape.size() << " input "
+                       << input++);
+        const Reference ref = reference_of(f, xf, shape);
+        const Analysis& want = ref.analysis;
+        ops::Run run;
+        run.threads = 3;
+        auto got = ops::analyze({f}, ops::TensorSource::of(ref.tensor), {}, run);
+        REQUIRE(got.ok());
+        const ops::FormatAnalysis& a = got->front();
+        const bool reference = c.rounding == Rounding::Stochastic && f.layout.tiles.size() == 2;
+        // Tiles of 16 x 16 over the last two axes (a missing one has extent 1): whole and partial ones.
+        const std::int64_t rows = shape.size() >= 2 ? shape[shape.size() - 2] : 1, cols = shape.back();
+        const int kinds = ((rows >= 16 ? 1 : 0) + (rows % 16 != 0 ? 1 : 0)) * ((cols >= 16 ? 1 : 0) + (cols % 16 != 0 ? 1 : 0));
+        const bool several_shapes = f.layout.tiles.size() == 2 && f.layout.tensor_scale && kinds > 1;
+        INFO("engine " << a.engine);
+        CHECK((a.engine.rfind("simd", 0) == 0) == !(reference || several_shapes));
+        check_stats(a.total, want.total, true);
+        CHECK(a.bits_per_element == want.bits_per_element);
+      }
+    }
+  }
+}
+
 TEST_CASE("ops: blocks along another axis equal the reference's, and an axis outside the tensor is an error", "[ops]") {
   const std::vector<std::int64_t> shape = {3, 40, 5, 6};
   const auto xf = corner_input(8, 3 * 40 * 5 * 6, false);
@@ -381,17 +443,12 @@ TEST_CASE("ops: blocks along another axis equal the reference's, and an axis out
       BlockFormat f = parse(name);
       f.layout.axis = axis;
       INFO(name << " axis " << axis);
-      auto tensor = Tensor::from_f32(shape, xf);
-      REQUIRE(tensor.ok());
-      const std::vector<double> x(xf.begin(), xf.end());
-      auto q = quantize(f, x, shape);
-      REQUIRE(q.ok());
-      const Analysis ref = analyze(f, x, *q);
-      auto a = ops::analyze({f}, ops::TensorSource::of(*tensor), ops::AnalyzeOptions{true, false});
+      const Reference ref = reference_of(f, xf, shape);
+      auto a = ops::analyze({f}, ops::TensorSource::of(ref.tensor), ops::AnalyzeOptions{true, false});
       REQUIRE(a.ok());
       CHECK(a->front().engine.rfind("simd:", 0) == 0);
-      check_stats(a->front().total, ref.total, true);
-      CHECK(a->front().gap_histogram == ref.gap_histogram);
+      check_stats(a->front().total, ref.analysis.total, true);
+      CHECK(a->front().gap_histogram == ref.analysis.gap_histogram);
     }
   }
   BlockFormat f = parse("mxfp4");

@@ -318,6 +318,60 @@ std::optional<Error> run_jointly(std::vector<KernelAnalysis>& jobs, const Tensor
   return std::nullopt;
 }
 
+/// Per-tensor scales and 2-D tiles (without gaps or per-block rows): the kernel of whole-row blocks
+/// (detail::whole_row_format) over the tensor as one row, or over each tile's elements gathered into a row, one
+/// class of tile shapes at a time; the classes' exact totals add up to the tensor's. The gathered copy costs
+/// the input's size. nullopt where the reference has to run: no such kernel, gaps or per-block rows asked
+/// for, or tensor-wide quantities (a tensor scale, tensor-nan) over tiles of several shapes. Tiles of several
+/// shapes cost a second copy, class by class.
+std::optional<Result<FormatAnalysis>> gathered_analysis(const BlockFormat& f, const TensorSource& input,
+                                                       const AnalyzeOptions& o, const Run& run, unsigned threads) {
+  if (o.gaps || o.per_block || input.size() == 0 || !input.float32_exact()) return std::nullopt;
+  const auto rows_format = detail::whole_row_format(f);
+  if (!rows_format) return std::nullopt;
+  std::string why;
+  const Tensor* t = input.tensor();
+  auto value = [&](std::size_t i) { return t != nullptr ? t->data()[i] : static_cast<float>(input.value(i)); };
+  std::vector<float> gathered(input.size());
+  std::vector<detail::TileClass> classes{{1, static_cast<std::int64_t>(input.size())}};
+  if (f.layout.tiles.size() == 2) {
+    std::size_t at = 0;
+    classes = detail::for_each_tile_row(input.shape(), f.layout, [&](std::size_t first, std::size_t len) {
+      for (std::size_t k = 0; k < len; ++k) gathered[at + k] = value(first + k);
+      at += len;
+    });
+  } else {
+    for (std::size_t i = 0; i < gathered.size(); ++i) gathered[i] = value(i);
+  }
+  FormatAnalysis total;
+  total.format = f;
+  total.bits_per_element = f.stored_bits_per_element(input.shape());
+  std::size_t first = 0;
+  for (const detail::TileClass& c : classes) {
+    const auto len = static_cast<std::size_t>(c.count * c.size);
+    // One class (whole tiles only, or the tensor as one row) takes the gathered values as they are.
+    std::vector<float> values = classes.size() == 1
+                                    ? std::move(gathered)
+                                    : std::vector<float>(gathered.begin() + static_cast<std::ptrdiff_t>(first),
+                                                         gathered.begin() + static_cast<std::ptrdiff_t>(first + len));
+    first += len;
+    auto part = Tensor::from_f32({c.count, c.size}, std::move(values));
+    if (!part) return Result<FormatAnalysis>(part.error());
+    const TensorSource source = TensorSource::of(std::move(*part));
+    auto kernel = detail::kernel_for(*rows_format, source, &why);
+    if (!kernel) return std::nullopt;
+    if (kernel->needs_tensor_facts() && classes.size() > 1) return std::nullopt;
+    std::vector<KernelAnalysis> one;
+    one.emplace_back(std::move(*kernel), *rows_format, source, o, threads);
+    std::vector<Result<FormatAnalysis>> r;
+    if (auto e = run_jointly(one, source, run, r)) return Result<FormatAnalysis>(*e);
+    if (!r[0]) return std::move(r[0]);
+    total.engine = r[0]->engine;
+    total.total.merge(r[0]->total);
+  }
+  return Result<FormatAnalysis>(std::move(total));
+}
+
 }  // namespace
 
 Result<std::vector<FormatAnalysis>> analyze(const std::vector<BlockFormat>& formats, const TensorSource& input,
@@ -355,7 +409,11 @@ Result<std::vector<FormatAnalysis>> analyze(const std::vector<BlockFormat>& form
     std::string why;
     auto kernel = detail::kernel_for(f, input, &why);
     if (!kernel) {
-      done[i] = analyze_reference(f, input, options, "reference (" + why + ")");
+      if (auto g = gathered_analysis(f, input, options, run, threads)) {
+        done[i] = std::move(*g);
+      } else {
+        done[i] = analyze_reference(f, input, options, "reference (" + why + ")");
+      }
     } else if (f.layout.sparse_m > 0) {
       // N:M sparsity prunes the whole tensor at once: a pass of its own.
       std::vector<KernelAnalysis> one;

@@ -35,6 +35,53 @@ std::optional<BlockKernel> kernel_for(const BlockFormat& f, const TensorSource& 
 /// The input as the kernels read it (float32 values, or float16/bfloat16 bits of a mapped file).
 BlockInput kernel_input(const TensorSource& input);
 
+/// The same format with one block per row along the last axis, where running it over the tensor as one row
+/// (a per-tensor scale) or over every 2-D tile's elements gathered into a row is the reference's computation
+/// of the format itself (quantize.cpp has the argument and its exceptions); nullopt elsewhere.
+std::optional<BlockFormat> whole_row_format(const BlockFormat& f);
+
+/// Tiles of one shape (whole tiles, or the partial ones of the last tile column, the last tile row, the corner).
+struct TileClass {
+  std::int64_t count = 0;  ///< tiles
+  std::int64_t size = 0;   ///< elements per tile
+};
+
+/// The 2-D tiles of layout l over the last two axes of shape (a leading axis indexes whole matrices; a missing
+/// axis has extent 1), class by class as TileClass lists them, and in each class tile by tile in row-major
+/// order of the tile grid: row(first, length) for each of a tile's rows, top to bottom, with its first element's
+/// index in the tensor. Returns the classes that hold tiles.
+template <class Row>
+std::vector<TileClass> for_each_tile_row(const std::vector<std::int64_t>& shape, const ScaleLayout& l, Row&& row) {
+  const std::size_t n = shape.size();
+  const std::int64_t rows = n >= 2 ? shape[n - 2] : 1;
+  const std::int64_t cols = n >= 1 ? shape[n - 1] : 1;
+  std::int64_t matrices = 1;
+  for (std::size_t a = 0; a + 2 < n; ++a) matrices *= shape[a];
+  const std::int64_t th = l.tiles[0].size == 0 ? std::max<std::int64_t>(rows, 1) : l.tiles[0].size;
+  const std::int64_t tw = l.tiles[1].size == 0 ? std::max<std::int64_t>(cols, 1) : l.tiles[1].size;
+  const std::int64_t full_rows = rows / th, full_cols = cols / tw;
+  std::vector<TileClass> classes;
+  // Tile rows [i0, i1) of height h by tile columns [j0, j1) of width w.
+  const auto visit = [&](std::int64_t i0, std::int64_t i1, std::int64_t h, std::int64_t j0, std::int64_t j1,
+                         std::int64_t w) {
+    const std::int64_t count = matrices * (i1 - i0) * (j1 - j0);
+    if (count == 0 || h == 0 || w == 0) return;
+    for (std::int64_t m = 0; m < matrices; ++m)
+      for (std::int64_t i = i0; i < i1; ++i)
+        for (std::int64_t j = j0; j < j1; ++j)
+          for (std::int64_t r = 0; r < h; ++r)
+            row(static_cast<std::size_t>((m * rows + i * th + r) * cols + j * tw), static_cast<std::size_t>(w));
+    classes.push_back({count, h * w});
+  };
+  const std::int64_t part_h = rows % th, part_w = cols % tw;
+  const std::int64_t last_row = full_rows + (part_h > 0 ? 1 : 0), last_col = full_cols + (part_w > 0 ? 1 : 0);
+  visit(0, full_rows, th, 0, full_cols, tw);
+  visit(0, full_rows, th, full_cols, last_col, part_w);
+  visit(full_rows, last_row, part_h, 0, full_cols, tw);
+  visit(full_rows, last_row, part_h, full_cols, last_col, part_w);
+  return classes;
+}
+
 /// Elements per chunk of a streamed pass (bounded working set: 4 MiB of float32 outputs).
 inline constexpr std::int64_t kChunkElements = std::int64_t{1} << 20;
 

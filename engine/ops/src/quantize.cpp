@@ -188,7 +188,7 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
   return result;
 }
 
-namespace {
+namespace detail {
 
 /// The same format with one block per row along the last axis, where running it over the tensor as one row (a
 /// per-tensor scale) or over every 2-D tile's elements gathered into a row is the reference's computation of
@@ -217,47 +217,9 @@ std::optional<BlockFormat> whole_row_format(const BlockFormat& f) {
   return g;
 }
 
-/// Tiles of one shape (whole tiles, or the partial ones of the last tile column, the last tile row, the corner).
-struct TileClass {
-  std::int64_t count = 0;  ///< tiles
-  std::int64_t size = 0;   ///< elements per tile
-};
+}  // namespace detail
 
-/// The 2-D tiles of layout l over the last two axes of shape (a leading axis indexes whole matrices; a missing
-/// axis has extent 1), class by class as TileClass lists them, and in each class tile by tile in row-major
-/// order of the tile grid: row(first, length) for each of a tile's rows, top to bottom, with its first element's
-/// index in the tensor. Returns the classes that hold tiles.
-template <class Row>
-std::vector<TileClass> for_each_tile_row(const std::vector<std::int64_t>& shape, const ScaleLayout& l, Row&& row) {
-  const std::size_t n = shape.size();
-  const std::int64_t rows = n >= 2 ? shape[n - 2] : 1;
-  const std::int64_t cols = n >= 1 ? shape[n - 1] : 1;
-  std::int64_t matrices = 1;
-  for (std::size_t a = 0; a + 2 < n; ++a) matrices *= shape[a];
-  const std::int64_t th = l.tiles[0].size == 0 ? std::max<std::int64_t>(rows, 1) : l.tiles[0].size;
-  const std::int64_t tw = l.tiles[1].size == 0 ? std::max<std::int64_t>(cols, 1) : l.tiles[1].size;
-  const std::int64_t full_rows = rows / th, full_cols = cols / tw;
-  std::vector<TileClass> classes;
-  // Tile rows [i0, i1) of height h by tile columns [j0, j1) of width w.
-  const auto visit = [&](std::int64_t i0, std::int64_t i1, std::int64_t h, std::int64_t j0, std::int64_t j1,
-                         std::int64_t w) {
-    const std::int64_t count = matrices * (i1 - i0) * (j1 - j0);
-    if (count == 0 || h == 0 || w == 0) return;
-    for (std::int64_t m = 0; m < matrices; ++m)
-      for (std::int64_t i = i0; i < i1; ++i)
-        for (std::int64_t j = j0; j < j1; ++j)
-          for (std::int64_t r = 0; r < h; ++r)
-            row(static_cast<std::size_t>((m * rows + i * th + r) * cols + j * tw), static_cast<std::size_t>(w));
-    classes.push_back({count, h * w});
-  };
-  const std::int64_t part_h = rows % th, part_w = cols % tw;
-  const std::int64_t last_row = full_rows + (part_h > 0 ? 1 : 0), last_col = full_cols + (part_w > 0 ? 1 : 0);
-  visit(0, full_rows, th, 0, full_cols, tw);
-  visit(0, full_rows, th, full_cols, last_col, part_w);
-  visit(full_rows, last_row, part_h, 0, full_cols, tw);
-  visit(full_rows, last_row, part_h, full_cols, last_col, part_w);
-  return classes;
-}
+namespace {
 
 std::int64_t element_count(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
@@ -270,7 +232,7 @@ std::int64_t element_count(const std::vector<std::int64_t>& shape) {
 FakeQuantizer::FakeQuantizer(const BlockFormat& f) : format_(f) {
   if (BlockKernel::supports(f)) {
     if (auto kernel = BlockKernel::make(f)) kernel_ = std::make_shared<const BlockKernel>(std::move(*kernel));
-  } else if (auto rows = whole_row_format(f)) {
+  } else if (auto rows = detail::whole_row_format(f)) {
     if (auto kernel = BlockKernel::make(*rows)) rows_ = std::make_shared<const BlockKernel>(std::move(*kernel));
   }
   // A plain element cast (no scale, no N:M pruning, no -0 rule for integers) is the cast kernel's job; the
@@ -354,13 +316,13 @@ Result<std::size_t> FakeQuantizer::run_gathered(std::span<const float> x, const 
   // A per-tensor scale: the tensor is one row as it lies. 2-D tiles: each tile's rows one after the other.
   std::span<const float> in = x;
   std::span<float> values = out.first(x.size());
-  std::vector<TileClass> classes{{1, static_cast<std::int64_t>(x.size())}};
+  std::vector<detail::TileClass> classes{{1, static_cast<std::int64_t>(x.size())}};
   thread_local std::vector<float> gathered, gathered_values;
   if (tiles) {
     gathered.resize(x.size());
     gathered_values.resize(x.size());
     std::size_t at = 0;
-    classes = for_each_tile_row(shape, format_.layout, [&](std::size_t first, std::size_t len) {
+    classes = detail::for_each_tile_row(shape, format_.layout, [&](std::size_t first, std::size_t len) {
       std::copy_n(x.data() + first, len, gathered.data() + at);
       at += len;
     });
@@ -377,7 +339,7 @@ Result<std::size_t> FakeQuantizer::run_gathered(std::span<const float> x, const 
   }
   ErrorStats stats;
   std::size_t first = 0;
-  for (const TileClass& c : classes) {
+  for (const detail::TileClass& c : classes) {
     const auto len = static_cast<std::size_t>(c.count * c.size);
     BlockMetrics m;
     auto r = kernel.fake_quantize(BlockInput(in.subspan(first, len)), {c.count, c.size}, values.subspan(first, len), br,
@@ -388,7 +350,7 @@ Result<std::size_t> FakeQuantizer::run_gathered(std::span<const float> x, const 
   }
   if (tiles) {
     std::size_t at = 0;
-    for_each_tile_row(shape, format_.layout, [&](std::size_t first_out, std::size_t len) {
+    detail::for_each_tile_row(shape, format_.layout, [&](std::size_t first_out, std::size_t len) {
       std::copy_n(gathered_values.data() + at, len, out.data() + first_out);
       at += len;
     });
