@@ -70,6 +70,7 @@ void check_stats(const ErrorStats& a, const ErrorStats& b, bool saturations, boo
 struct Reference {
   Tensor tensor;
   Analysis analysis;
+  std::vector<double> values;  ///< the fake-quantized values
 };
 Reference reference_of(const BlockFormat& f, const std::vector<float>& xf, const std::vector<std::int64_t>& shape) {
   auto tensor = Tensor::from_f32(shape, xf);
@@ -77,7 +78,8 @@ Reference reference_of(const BlockFormat& f, const std::vector<float>& xf, const
   const std::vector<double> x(xf.begin(), xf.end());
   auto q = quantize(f, x, shape);
   REQUIRE(q.ok());
-  return {std::move(*tensor), analyze(f, x, *q)};
+  Analysis a = analyze(f, x, *q);
+  return {std::move(*tensor), std::move(a), std::move(q->values)};
 }
 
 /// Every entry point against the reference for one format and input.
@@ -430,6 +432,25 @@ TEST_CASE("ops: analysis of per-tensor scales and 2-D tiles runs on the kernel o
         CHECK((a.engine.rfind("simd", 0) == 0) == !(reference || several_shapes));
         check_stats(a.total, want.total, true);
         CHECK(a.bits_per_element == want.bits_per_element);
+        // quantize_fake, file to file's entry point: the gathered rows too (stochastic 2-D tiles excepted).
+        std::vector<float> values(xf.size(), -1.0F);
+        ops::QuantizeSink sink;
+        sink.fake = [&](std::size_t first, std::span<const float> v) -> std::optional<Error> {
+          std::copy(v.begin(), v.end(), values.begin() + static_cast<std::ptrdiff_t>(first));
+          return std::nullopt;
+        };
+        auto fake = ops::quantize_fake(f, ops::TensorSource::of(ref.tensor), sink, run, true);
+        REQUIRE(fake.ok());
+        CHECK((fake->engine.rfind("simd", 0) == 0) == !reference);
+        check_stats(fake->stats, want.total, true, false);
+        long first = -1;
+        for (std::size_t k = 0; k < values.size() && first < 0; ++k) {
+          const auto w = static_cast<float>(ref.values[k]);
+          if (!(std::isnan(w) ? std::isnan(values[k]) : std::bit_cast<std::uint32_t>(w) == std::bit_cast<std::uint32_t>(values[k])))
+            first = static_cast<long>(k);
+        }
+        INFO("first value difference at " << first);
+        CHECK(first < 0);
       }
     }
   }

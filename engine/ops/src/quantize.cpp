@@ -127,6 +127,24 @@ Result<QuantizeResult> quantize_fake(const BlockFormat& f, const TensorSource& i
   auto kernel = detail::kernel_for(f, input, &why);
   const auto& shape = input.shape();
   const auto n = static_cast<std::int64_t>(input.size());
+  if (!kernel && detail::whole_row_format(f) && input.float32_exact()) {
+    // Per-tensor scales and 2-D tiles: FakeQuantizer's gathered rows on the kernels, the reference's values.
+    // The tensor and its values are held in memory (with the gathered copies, four times the input).
+    auto t = input.load();
+    if (!t) return t.error();
+    const FakeQuantizer fq(f);
+    std::vector<float> values(input.size());
+    auto r = fq.run(t->data(), shape, values, run, with_stats ? &result : nullptr);
+    if (!r) return r.error();
+    if (!with_stats) result.engine = detail::simd_engine();
+    for (std::int64_t e0 = 0; e0 < n; e0 += detail::kChunkElements) {
+      const std::int64_t e1 = std::min(n, e0 + detail::kChunkElements);
+      const auto chunk = std::span<const float>(values).subspan(static_cast<std::size_t>(e0), static_cast<std::size_t>(e1 - e0));
+      if (auto e = sink.fake(static_cast<std::size_t>(e0), chunk)) return *e;
+      run.reporter.report(e1, n, f.name);
+    }
+    return result;
+  }
   if (!kernel) {
     auto q = reference_quantize(f, input, why, with_stats, &result);
     if (!q) return q.error();
