@@ -316,7 +316,7 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
     legend->setVisible(true);
     if (!bars) {
       // Inside the plot where the legend hides the fewest data points and samples of the lines between them:
-      // the corners, then the middles of the top and bottom edges; right of the plot when each hides some.
+      // the corners, then the middles of the top and bottom edges (the value axis grows when each hides some).
       const Qt::Alignment places[] = {Qt::AlignTop | Qt::AlignRight,    Qt::AlignTop | Qt::AlignLeft,
                                       Qt::AlignBottom | Qt::AlignRight, Qt::AlignBottom | Qt::AlignLeft,
                                       Qt::AlignTop | Qt::AlignHCenter,  Qt::AlignBottom | Qt::AlignHCenter};
@@ -345,13 +345,15 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
       // A widget that was never shown has not taken its size into its viewport (savePng sets it when it
       // renders): the layout here must be the one the file gets.
       plot.setViewport(plot.rect());
+      QCPLayoutInset* inset = rect->insetLayout();
+      const int at = inset->elementCount() - 1;  // the legend, added last
       int best = 0, fewest = std::numeric_limits<int>::max();
       for (int i = 0; i < 6 && fewest > 0; ++i) {
-        rect->insetLayout()->setInsetAlignment(0, places[i]);
+        inset->setInsetAlignment(at, places[i]);
         const int n = hidden();
         if (n < fewest) fewest = n, best = i;
       }
-      rect->insetLayout()->setInsetAlignment(0, places[best]);
+      inset->setInsetAlignment(at, places[best]);
       if (fewest > 0) {
         // Each place hides some: the value axis grows upward by the legend's height, which then sits above
         // every point, at the top right or left, whichever hides less.
@@ -367,11 +369,11 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
           best = 0;
           fewest = std::numeric_limits<int>::max();
           for (int i = 0; i < 2; ++i) {
-            rect->insetLayout()->setInsetAlignment(0, places[i]);
+            inset->setInsetAlignment(at, places[i]);
             const int n = hidden();
             if (n < fewest) fewest = n, best = i;
           }
-          rect->insetLayout()->setInsetAlignment(0, places[best]);
+          inset->setInsetAlignment(at, places[best]);
         }
       }
     }
