@@ -125,6 +125,19 @@ bool exact_equal(const ExactSum& a, const ExactSum& b) {
   return d.is_zero();
 }
 
+/// fn(run) on every SIMD target compiled in and supported here, with 1 and 3 threads.
+template <class Fn>
+void on_every_target(Fn&& fn) {
+  for (const SimdTarget& t : simd_targets()) {
+    const ScopedSimdTarget forced(t);
+    REQUIRE(forced.forced());
+    for (unsigned threads : {1U, 3U}) {
+      INFO("target " << t.name << ", " << threads << " threads");
+      fn(BlockRun{threads});
+    }
+  }
+}
+
 /// Runs every kernel of f on x on every target and with 1 and 3 threads against the reference.
 void check_format(const BlockFormat& f, const BlockInput& x, const std::vector<std::int64_t>& shape) {
   INFO(describe(f));
@@ -139,58 +152,52 @@ void check_format(const BlockFormat& f, const BlockInput& x, const std::vector<s
   REQUIRE(BlockKernel::unsupported_reason(f) == "");
   auto k = BlockKernel::make(f);
   REQUIRE(k.ok());
-  for (const SimdTarget& t : simd_targets()) {
-    const ScopedSimdTarget forced(t);
-    REQUIRE(forced.forced());
-    for (unsigned threads : {1U, 3U}) {
-      INFO("target " << t.name << ", " << threads << " threads");
-      const BlockRun run{threads};
-      std::vector<float> fake(x.size, -1.0F);
-      BlockMetrics m;
-      REQUIRE(k->fake_quantize(x, shape, fake, run, &m).ok());
-      const long d = first_value_difference(fake, q->values);
-      INFO("first fake-quant difference at " << d << (d >= 0 ? " input " + std::to_string(xd[static_cast<std::size_t>(d)]) : ""));
-      CHECK(d < 0);
+  on_every_target([&](const BlockRun& run) {
+    std::vector<float> fake(x.size, -1.0F);
+    BlockMetrics m;
+    REQUIRE(k->fake_quantize(x, shape, fake, run, &m).ok());
+    const long d = first_value_difference(fake, q->values);
+    INFO("first fake-quant difference at " << d << (d >= 0 ? " input " + std::to_string(xd[static_cast<std::size_t>(d)]) : ""));
+    CHECK(d < 0);
 
-      BlockMetrics mp;
-      auto p = k->quantize_packed(x, shape, run, &mp);
-      REQUIRE(p.ok());
-      CHECK(p->elements == packed.elements);
-      CHECK(p->scales == packed.scales);
-      CHECK(p->tensor_scale == packed.tensor_scale);
-      CHECK(p->subtile_offsets == packed.subtile_offsets);
+    BlockMetrics mp;
+    auto p = k->quantize_packed(x, shape, run, &mp);
+    REQUIRE(p.ok());
+    CHECK(p->elements == packed.elements);
+    CHECK(p->scales == packed.scales);
+    CHECK(p->tensor_scale == packed.tensor_scale);
+    CHECK(p->subtile_offsets == packed.subtile_offsets);
 
-      // Without the metrics (the kernels' loops differ), the same outputs.
-      std::vector<float> fake_only(x.size, -1.0F);
-      REQUIRE(k->fake_quantize(x, shape, fake_only, run).ok());
-      CHECK(first_value_difference(fake_only, q->values) < 0);
-      auto p_only = k->quantize_packed(x, shape, run);
-      REQUIRE(p_only.ok());
-      CHECK(p_only->elements == packed.elements);
-      CHECK(p_only->scales == packed.scales);
+    // Without the metrics (the kernels' loops differ), the same outputs.
+    std::vector<float> fake_only(x.size, -1.0F);
+    REQUIRE(k->fake_quantize(x, shape, fake_only, run).ok());
+    CHECK(first_value_difference(fake_only, q->values) < 0);
+    auto p_only = k->quantize_packed(x, shape, run);
+    REQUIRE(p_only.ok());
+    CHECK(p_only->elements == packed.elements);
+    CHECK(p_only->scales == packed.scales);
 
-      std::vector<float> back(x.size, -1.0F);
-      REQUIRE(k->dequantize(p->elements, p->scales, shape, back, run, q->tensor_scale, p->subtile_offsets).ok());
-      CHECK(first_value_difference(back, deq) < 0);
+    std::vector<float> back(x.size, -1.0F);
+    REQUIRE(k->dequantize(p->elements, p->scales, shape, back, run, q->tensor_scale, p->subtile_offsets).ok());
+    CHECK(first_value_difference(back, deq) < 0);
 
-      std::vector<float> amax(static_cast<std::size_t>(k->block_count(shape)), -1.0F);
-      REQUIRE(k->block_amax(x, shape, amax, run).ok());
-      CHECK(first_value_difference(amax, q->block_amax) < 0);
+    std::vector<float> amax(static_cast<std::size_t>(k->block_count(shape)), -1.0F);
+    REQUIRE(k->block_amax(x, shape, amax, run).ok());
+    CHECK(first_value_difference(amax, q->block_amax) < 0);
 
-      for (const BlockMetrics* got : {&m, &mp}) {
-        CHECK(got->count == want.count);
-        CHECK(got->nonzero_inputs == want.nonzero_inputs);
-        CHECK(got->underflows == want.underflows);
-        CHECK(got->saturations == want.saturations);
-        CHECK(got->nan_outputs == want.nan_outputs);
-        CHECK(exact_equal(got->sse, want.sse));
-        CHECK(exact_equal(got->signal, want.signal));
-        CHECK(exact_equal(got->error_sum, want.error_sum));
-        CHECK(got->max_abs_error == want.max_abs_error);
-        CHECK(got->max_rel_error == want.max_rel_error);
-      }
+    for (const BlockMetrics* got : {&m, &mp}) {
+      CHECK(got->count == want.count);
+      CHECK(got->nonzero_inputs == want.nonzero_inputs);
+      CHECK(got->underflows == want.underflows);
+      CHECK(got->saturations == want.saturations);
+      CHECK(got->nan_outputs == want.nan_outputs);
+      CHECK(exact_equal(got->sse, want.sse));
+      CHECK(exact_equal(got->signal, want.signal));
+      CHECK(exact_equal(got->error_sum, want.error_sum));
+      CHECK(got->max_abs_error == want.max_abs_error);
+      CHECK(got->max_rel_error == want.max_rel_error);
     }
-  }
+  });
 }
 
 BlockFormat parse(const std::string& name) {
@@ -413,6 +420,65 @@ TEST_CASE("block kernels: rows ending in a partial block, under nearest-even and
       check_format(f, x, {20, cols});
     }
   }
+}
+
+TEST_CASE("block kernels: blocks down columns are the transposed tensor's blocks", "[kernels][block]") {
+  // fake_quantize_columns(x) against the reference's quantization of x^T, transposed back. x^T's rows are
+  // make_input's (every distribution, NaN/Inf blocks, scales below 2^-127), so x's columns are; rows of 100
+  // (panels of 32 and a last one of 4), 32 and 7 (one partial panel); column counts below, at and above every
+  // target's lanes (the last vector of columns overlapping the one before it, or the transposed copy).
+  const auto check = [](const BlockFormat& f, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+    INFO(describe(f) << ", " << rows << " x " << cols);
+    const std::vector<float> xt = make_input(seed, cols, rows);  // x^T: cols x rows
+    std::vector<float> x(xt.size());
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j)
+        x[static_cast<std::size_t>(i * cols + j)] = xt[static_cast<std::size_t>(j * rows + i)];
+    const std::vector<double> xtd(xt.begin(), xt.end());
+    auto q = quantize(f, xtd, {cols, rows});
+    REQUIRE(q.ok());
+    std::vector<double> want(x.size());
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j)
+        want[static_cast<std::size_t>(i * cols + j)] = q->values[static_cast<std::size_t>(j * rows + i)];
+    auto k = BlockKernel::make(f);
+    REQUIRE(k.ok());
+    on_every_target([&](const BlockRun& run) {
+      std::vector<float> out(x.size(), -1.0F);
+      REQUIRE(k->fake_quantize_columns(x, rows, cols, out, run).ok());
+      const long d = first_value_difference(out, want);
+      INFO("first difference at " << d);
+      CHECK(d < 0);
+    });
+  };
+  std::uint64_t seed = 700;
+  for (const auto& name : kFormats) {
+    const BlockFormat f = parse(name);
+    if (name.rfind("mxfp", 0) == 0) CHECK(BlockKernel::make(f)->columns_native());
+    for (const std::int64_t rows : {100, 32, 7})
+      for (const std::int64_t cols : {100, 30, 17, 9, 8, 5, 1}) check(f, rows, cols, ++seed);
+  }
+  // Formats on the transposed copy: other rules, rounding modes, float scales, subtiles, a whole-axis block.
+  for (const char* name : {"mxfp8_e4m3", "mxfp4"})
+    for (const ScaleRule rule : kRules)
+      for (const Rounding rounding : {Rounding::NearestEven, Rounding::TowardZero, Rounding::Stochastic}) {
+        BlockFormat f = parse(name);
+        f.options.rule = rule;
+        f.options.element.rounding = rounding;
+        CHECK(BlockKernel::make(f)->columns_native() == (rule == ScaleRule::Floor && rounding == Rounding::NearestEven));
+        check(f, 100, 17, ++seed);
+      }
+  for (const char* name : {"nvfp4", "e4m3:e8m0_t32s4", "e4m3:e8m0_t0", "mxint8"}) {
+    const BlockFormat f = parse(name);
+    check(f, 100, 17, ++seed);
+    check(f, 40, 9, ++seed);
+  }
+  auto k = BlockKernel::make(parse("mxfp8_e4m3"));
+  REQUIRE(k.ok());
+  std::vector<float> x(12, 1.0F), out(11);
+  CHECK_FALSE(k->fake_quantize_columns(x, 3, 4, out).ok());  // output too short
+  CHECK_FALSE(k->fake_quantize_columns(x, 5, 4, x).ok());    // shape does not match
+  CHECK(k->fake_quantize_columns(std::span<const float>(), 0, 4, out).ok());
 }
 
 TEST_CASE("block kernels: a whole-axis block and an empty tensor", "[kernels][block]") {

@@ -389,6 +389,81 @@ TEST_CASE("ops: per-tensor scales and 2-D tiles run on the block kernel over gat
   }
 }
 
+TEST_CASE("ops: quantization down columns equals the reference's quantization of the transpose", "[ops]") {
+  // FakeQuantizer::run_columns(x) against mxlab::quantize(x^T) transposed back (and the format's NaN bits):
+  // the block kernel down columns, element casts and per-tensor scales as the tensor lies, and the transposed
+  // copy (stochastic rounding, whose random words follow x^T's element positions; 2-D tiles; the reference).
+  const std::vector<FormatCase> cases = {
+      {"mxfp8_e4m3", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"mxfp8_e5m2", SpecialsPolicy::Element, Rounding::NearestEven},
+      {"mxfp4", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"mxfp4", SpecialsPolicy::BlockNan, Rounding::Stochastic},
+      {"mxint8", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"nvfp4", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"e4m3", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"e5m2", SpecialsPolicy::BlockNan, Rounding::Stochastic},
+      {"e4m3:float32", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"e4m3:float32", SpecialsPolicy::BlockNan, Rounding::Stochastic},
+      {"mxfp8_e4m3@32x32", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"mxfp4@8x16", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+      {"e4m3:e8m0_c0", SpecialsPolicy::BlockNan, Rounding::NearestEven},
+  };
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{70, 45}, {64, 9}, {33, 3}, {1, 20}, {0, 5}};
+  for (const auto& target : simd_targets()) {
+    const ScopedSimdTarget forced(target);
+    for (const FormatCase& c : cases) {
+      BlockFormat f;
+      if (std::string(c.name).find(':') == std::string::npos && !parse_block_format(c.name)) {
+        // A plain element cast (no scale), as training's element recipes build it.
+        auto element = parse_format(c.name);
+        REQUIRE(element.ok());
+        f.name = c.name;
+        f.element = *element;
+        f.options.element.rounding = c.rounding;
+        f.options.seed = 9;
+      } else {
+        f = c.format(9);
+      }
+      const ops::FakeQuantizer fq(f);
+      for (const auto& [rows, cols] : shapes) {
+        int input = 0;
+        for (const auto& xf : gathered_inputs(static_cast<std::size_t>(rows * cols))) {
+          INFO("target " << target.name << " format " << c.name << " specials " << to_string(c.specials)
+                         << " rounding " << to_string(c.rounding) << " shape " << rows << "x" << cols << " input "
+                         << input++);
+          std::vector<double> xt(xf.size());
+          for (std::int64_t i = 0; i < rows; ++i)
+            for (std::int64_t j = 0; j < cols; ++j)
+              xt[static_cast<std::size_t>(j * rows + i)] = xf[static_cast<std::size_t>(i * cols + j)];
+          auto q = quantize(f, xt, {cols, rows});
+          REQUIRE(q.ok());
+          // The reference's values; NaN outputs carry the format's NaN bits (FakeQuantizer::run on x^T's).
+          const std::vector<float> xtf(xt.begin(), xt.end());
+          std::vector<float> run_t(xf.size());
+          REQUIRE(fq.run(xtf, {cols, rows}, run_t).ok());
+          std::vector<float> got(xf.size(), -1.0F);
+          REQUIRE(fq.run_columns(xf, rows, cols, got).ok());
+          std::size_t differ = 0;
+          for (std::int64_t i = 0; i < rows; ++i)
+            for (std::int64_t j = 0; j < cols; ++j) {
+              const auto t = static_cast<std::size_t>(j * rows + i);
+              const float g = got[static_cast<std::size_t>(i * cols + j)];
+              const auto w = static_cast<float>(q->values[t]);
+              const bool same = std::isnan(w) ? std::bit_cast<std::uint32_t>(g) == std::bit_cast<std::uint32_t>(run_t[t])
+                                              : std::bit_cast<std::uint32_t>(g) == std::bit_cast<std::uint32_t>(w);
+              differ += same ? 0 : 1;
+            }
+          CHECK(differ == 0);
+        }
+      }
+    }
+  }
+  const ops::FakeQuantizer fq(parse("mxfp4"));
+  std::vector<float> x(12, 1.0F), out(11);
+  CHECK_FALSE(fq.run_columns(x, 3, 4, out).ok());  // output too short
+  CHECK_FALSE(fq.run_columns(x, 5, 4, x).ok());    // shape does not match
+}
+
 TEST_CASE("ops: analysis of per-tensor scales and 2-D tiles runs on the kernel over gathered rows", "[ops]") {
   // Without gaps or per-block rows; two-level formats over tiles of several shapes and stochastic 2-D tiles
   // stay on the reference.

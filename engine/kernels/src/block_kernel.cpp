@@ -10,6 +10,7 @@
 #include "grid_params.hpp"
 #include "parallel.hpp"
 #include "mxlab/core/random.hpp"
+#include "mxlab/core/transpose.hpp"
 #include "mxlab/formats/catalogue.hpp"
 #include "mxlab/kernels/block_kernel.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
@@ -475,6 +476,59 @@ Result<Nvfp4PeerTensor> BlockKernel::nvfp4_peer_tensor(BlockInput x, const std::
   auto r = run(Mode::TensorAmax, x, shape, o, br);
   if (!r) return r.error();
   return mxlab::nvfp4_peer_tensor(*params_->owner, nan, inf, static_cast<double>(amax));
+}
+
+std::optional<Error> matrix_call_error(std::size_t x_size, std::int64_t rows, std::int64_t cols, std::size_t out_size) {
+  if (rows < 0 || cols < 0) return Error{"negative dimension in the tensor shape"};
+  const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  if (n != x_size)
+    return Error{"tensor shape holds " + std::to_string(n) + " elements but " + std::to_string(x_size) +
+                 " values were given"};
+  if (out_size < n)
+    return Error{"fake quantization: output holds " + std::to_string(out_size) + " values for " + std::to_string(n) +
+                 " inputs"};
+  return std::nullopt;
+}
+
+bool BlockKernel::columns_native() const {
+  const BlockParams& p = *params_;
+  return !p.float_scales && !p.planned && !p.two_level && !p.codebook && p.subtile == 0 && !p.stochastic &&
+         p.cast.rounding == Rounding::NearestEven && p.fast.on && p.rule == ScaleRule::Floor &&
+         format_.layout.sparse_m == 0 && !negative_zero_values(format_) && !needs_tensor_facts();
+}
+
+Result<std::size_t> BlockKernel::fake_quantize_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                                                       std::span<float> out, const BlockRun& br) const {
+  if (auto e = matrix_call_error(x.size(), rows, cols, out.size())) return *e;
+  const auto n = x.size();
+  if (br.first_block != 0 || br.end_block >= 0)
+    return make_error("fake quantization down columns covers the whole matrix (no block range)");
+  if (n == 0) return std::size_t{0};
+  const std::int64_t k = block_size(rows);
+  if (columns_native() && kernel_detail::columns_lanes() <= static_cast<std::size_t>(cols)) {
+    const std::int64_t panels = (rows + k - 1) / k;
+    const unsigned threads =
+        std::min<unsigned>(kernel_detail::useful_threads(n, br.threads), static_cast<unsigned>(panels));
+    kernel_detail::run_parts(threads, [&](unsigned t) {
+      kernel_detail::ColumnsCall call;
+      call.x = x.data();
+      call.out = out.data();
+      call.rows = rows;
+      call.cols = cols;
+      call.block = k;
+      call.p0 = panels * t / threads;
+      call.p1 = panels * (t + 1) / threads;
+      kernel_detail::columns_dispatch(*params_, call);
+    });
+    return n;
+  }
+  // Every other format: the transposed copy, quantized along its rows and transposed back.
+  std::vector<float> xt(n), qt(n);
+  transpose(x.data(), rows, cols, cols, xt.data(), rows);
+  auto r = fake_quantize(BlockInput(xt), {cols, rows}, qt, BlockRun{br.threads, 0, -1, br.facts});
+  if (!r) return r.error();
+  transpose(qt.data(), cols, rows, rows, out.data(), cols);
+  return n;
 }
 
 Result<std::size_t> BlockKernel::fake_quantize(BlockInput x, const std::vector<std::int64_t>& shape,

@@ -388,6 +388,15 @@ struct BlockCall {
   std::int64_t subtiles_per_row = 0;
 };
 
+/// Blocks down the columns of a row-major rows x cols float32 matrix (BlockKernel::fake_quantize_columns):
+/// panels [p0, p1) of `block` rows each (the last one possibly shorter), fake values written in x's layout.
+struct ColumnsCall {
+  const float* x = nullptr;
+  float* out = nullptr;
+  std::int64_t rows = 0, cols = 0, block = 0;
+  std::int64_t p0 = 0, p1 = 0;
+};
+
 struct DequantCall {
   const std::uint8_t* elements = nullptr;
   std::size_t element_bytes = 0;
@@ -427,6 +436,10 @@ void pow2_dispatch(const BlockParams& p, const BlockCall& call);
 void plan_dispatch(const BlockParams& p, const BlockCall& call);
 void float_scale_dispatch(const BlockParams& p, const BlockCall& call);
 void dequant_dispatch(const BlockParams& p, const DequantCall& call);
+/// Blocks down columns (power-of-two scales, rule floor, nearest-even fast path: BlockKernel::columns_native),
+/// for matrices of at least columns_lanes() columns (the active target's float32 lanes).
+void columns_dispatch(const BlockParams& p, const ColumnsCall& call);
+std::size_t columns_lanes();
 
 /// The kernel of p's path.
 inline void block_dispatch(const BlockParams& p, const BlockCall& call) {

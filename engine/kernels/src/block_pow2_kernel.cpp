@@ -1,4 +1,5 @@
-// The block kernel of power-of-two scales under the exact rules (block_pow2-inl.h).
+// The block kernel of power-of-two scales under the exact rules (block_pow2-inl.h), and its blocks down
+// columns (block_columns-inl.h).
 // Highway dynamic dispatch: foreach_target.h re-includes this file once per target; the dispatcher picks
 // the best one the CPU supports at run time (the targets are listed in engine/kernels/CMakeLists.txt).
 #undef HWY_TARGET_INCLUDE
@@ -7,6 +8,7 @@
 
 #include <hwy/highway.h>
 
+#include "block_columns-inl.h"
 #include "block_pow2-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -19,6 +21,9 @@ void pow2_kernel_impl(const BlockParams& p, const BlockCall& call) {
   return block::block_for_output<AnyRounding>(p, call);
 }
 
+void columns_kernel_impl(const BlockParams& p, const ColumnsCall& call) { block::fast_floor_columns(p, call); }
+std::size_t columns_lanes_impl() { return hn::Lanes(DF()); }
+
 }  // namespace mxlab::kernel_detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -27,7 +32,14 @@ namespace mxlab::kernel_detail {
 
 HWY_EXPORT(pow2_kernel_impl);
 
+HWY_EXPORT(columns_kernel_impl);
+HWY_EXPORT(columns_lanes_impl);
+
 void pow2_dispatch(const BlockParams& p, const BlockCall& call) { HWY_DYNAMIC_DISPATCH(pow2_kernel_impl)(p, call); }
+void columns_dispatch(const BlockParams& p, const ColumnsCall& call) {
+  HWY_DYNAMIC_DISPATCH(columns_kernel_impl)(p, call);
+}
+std::size_t columns_lanes() { return HWY_DYNAMIC_DISPATCH(columns_lanes_impl)(); }
 
 }  // namespace mxlab::kernel_detail
 #endif  // HWY_ONCE

@@ -6,6 +6,7 @@
 #include <future>
 
 #include "mxlab/core/random.hpp"
+#include "mxlab/core/transpose.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/quantize/pack.hpp"
@@ -325,6 +326,27 @@ Result<std::size_t> FakeQuantizer::run_values(std::span<const float> x, const st
   for (std::size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(q->values[i]);
   if (result != nullptr) *result = QuantizeResult{engine_for(format_), analyze(format_, xd, *q).total};
   return x.size();
+}
+
+Result<std::size_t> FakeQuantizer::run_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                                               std::span<float> out, const Run& run) const {
+  if (auto e = matrix_call_error(x.size(), rows, cols, out.size())) return *e;
+  const auto n = x.size();
+  const ScaleLayout& l = format_.layout;
+  const bool positionless = (!l.scale || (rows_ && l.tiles.empty())) && l.sparse_m == 0 &&
+                            format_.options.element.rounding != Rounding::Stochastic;
+  if (positionless) return this->run(x, {rows, cols}, out, run);
+  if (kernel_) {
+    auto r = kernel_->fake_quantize_columns(x, rows, cols, out, BlockRun{detail::resolve_threads(run.threads)});
+    if (r) detail::apply_fake_nan(format_, out.first(n));
+    return r;
+  }
+  std::vector<float> xt(n), qt(n);
+  transpose(x.data(), rows, cols, cols, xt.data(), rows);
+  auto r = this->run(xt, {cols, rows}, qt, run);
+  if (!r) return r.error();
+  transpose(qt.data(), cols, rows, rows, out.data(), cols);
+  return n;
 }
 
 Result<std::size_t> FakeQuantizer::run_gathered(std::span<const float> x, const std::vector<std::int64_t>& shape,

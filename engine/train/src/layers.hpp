@@ -12,7 +12,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "mxlab/core/transpose.hpp"
 #include "quant.hpp"
 
 namespace mxlab::train::detail {
@@ -52,41 +51,37 @@ const Mat<T>& quantized(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& bu
   }
 }
 
-/// out = x^T (mxlab::transpose: 32 x 32 tiles of 4 x 4 squares).
+/// x quantized with f with its blocks down x's columns, in x's layout (ops::FakeQuantizer::run_columns: the
+/// operand of a GEMM that reads x transposed, quantized along that GEMM's reduction axis), into buf; x itself
+/// when f is none. A 2-D tile format quantizes x as it lies: its tiles serve x and x^T alike.
 template <typename T>
-void transpose_into(const Mat<T>& x, Mat<T>& out) {
-  out.resize(x.cols(), x.rows());
-  transpose(x.data(), x.rows(), x.cols(), x.cols(), out.data(), x.rows());
-}
-
-/// out = x^T quantized with f (blocks along x's first axis), tmp a scratch buffer; a 2-D tile format quantizes x
-/// and transposes, which gives the same values as tiles of x^T.
-template <typename T>
-void quantized_transpose(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& out, Mat<T>& tmp, QuantContext& ctx,
-                         const std::string& key) {
-  if (f == nullptr) {
-    transpose_into(x, out);
-  } else if (is_2d(f)) {
-    transpose_into(quantized(x, f, tmp, ctx, key), out);
+const Mat<T>& quantized_columns(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& buf, QuantContext& ctx,
+                                const std::string& key) {
+  if (f == nullptr) return x;
+  if (is_2d(f)) return quantized(x, f, buf, ctx, key);
+  if constexpr (std::is_same_v<T, float>) {
+    buf.resize(x.rows(), x.cols());
+    quantize_operand(*f, std::span<const float>(x.data(), static_cast<std::size_t>(x.size())), x.rows(), x.cols(),
+                     std::span<float>(buf.data(), static_cast<std::size_t>(buf.size())), ctx, key, true);
+    return buf;
   } else {
-    transpose_into(x, tmp);
-    quantized(tmp, f, out, ctx, key);
+    throw std::logic_error("quantized GEMM operands are float32");
   }
 }
 
 /// The three GEMMs of one weight-like product Y = X Wt^T (X: M x K, Wt: N x K, both row-major with the
 /// reduction axis K last), each operand quantized with its role's format along that GEMM's reduction axis:
-///   forward   Y   = q_a(X) q_w(Wt)^T           (reduction K)
-///   backward  dX  = q_g(dY) q_wbp(Wt^T)^T      (reduction N)
-///             dWt = q_g(dY^T) q_abp(X^T)^T     (reduction M, the batch)
-/// 2-D tile formats are quantized once and their transposes reused when forward and backward share them.
-/// The buffers persist across steps, so a layer allocates its quantized operands once.
+///   forward   Y   = q_a(X) q_w(Wt)^T           (reduction K: blocks along rows)
+///   backward  dX  = q_g(dY) q_wbp(Wt)          (reduction N: dY along rows, Wt down its columns)
+///             dWt = q_g(dY)^T q_abp(X)         (reduction M, the batch: both down their columns)
+/// Operands quantized down their columns keep their layout (no transposed copies); Eigen's products read them
+/// transposed. 2-D tile formats are quantized once and reused when forward and backward share them. The
+/// buffers persist across steps, so a layer allocates its quantized operands once.
 template <typename T>
 struct QGemm {
   std::string name;
   const LayerFormats* formats = nullptr;
-  Mat<T> bx, bw, bg, bwk, bgt, bxt;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles)
-  Mat<T> tmp_w, tmp_g, tmp_x;        ///< the transposes before quantization, one per operand (sizes kept across steps)
+  Mat<T> bx, bw, bg, bwc, bgc, bxc;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles; *c: down columns)
   bool saved_x = false, saved_w = false;
   /// The roles of the second operand (Wt) forward and backward: the weight roles, or the activation roles for
   /// attention's products of two activations.
@@ -111,34 +106,24 @@ struct QGemm {
   /// dx = dY Wt (if dx), dwt = dY^T X (if dwt); x and wt are forward's inputs.
   void backward(const Mat<T>& dy, const Mat<T>& x, const Mat<T>& wt, Mat<T>* dx, Mat<T>* dwt, QuantContext& ctx) {
     const ops::FakeQuantizer* fg = f(Role::G);
-    const ops::FakeQuantizer* fw = f(w_bp_role);
     const ops::FakeQuantizer* fa = f(Role::ABp);
     // dY along N is needed for dX, or as the 2-D tiles dW reuses; the first layer (no dX) under 1-D blocks
     // quantizes dY only along the batch.
     const bool g_2d = is_2d(fg);
     const Mat<T>& qg = dx != nullptr || g_2d ? quantized(dy, fg, bg, ctx, key(Role::G)) : dy;
     if (dx != nullptr) {
-      if (fw == nullptr) {
-        dx->noalias() = qg * wt;
-      } else if (saved_w) {
-        dx->noalias() = qg * bw;  // forward's 2-D tiles of Wt are the tiles of W
-      } else {
-        quantized_transpose(wt, fw, bwk, tmp_w, ctx, key(w_bp_role));  // Wt^T (K x N) quantized along N
-        dx->noalias() = qg * bwk.transpose();
-      }
+      // Forward's 2-D tiles of Wt are the tiles of W.
+      const Mat<T>& qw = saved_w ? bw : quantized_columns(wt, f(w_bp_role), bwc, ctx, key(w_bp_role));
+      dx->noalias() = qg * qw;
     }
     if (dwt != nullptr) {
       if (fg == nullptr && fa == nullptr) {
         dwt->noalias() = dy.transpose() * x;
         return;
       }
-      // dY^T (N x M) and X^T (K x M), both quantized along M; 2-D tiles reuse the untransposed copies.
-      if (!g_2d) quantized_transpose(dy, fg, bgt, tmp_g, ctx, key(Role::G));
-      if (!saved_x) quantized_transpose(x, fa, bxt, tmp_x, ctx, key(Role::ABp));
-      if (g_2d && saved_x) dwt->noalias() = qg.transpose() * bx;
-      else if (g_2d) dwt->noalias() = qg.transpose() * bxt.transpose();
-      else if (saved_x) dwt->noalias() = bgt * bx;
-      else dwt->noalias() = bgt * bxt.transpose();
+      const Mat<T>& qgc = g_2d ? qg : quantized_columns(dy, fg, bgc, ctx, key(Role::G));
+      const Mat<T>& qxc = saved_x ? bx : quantized_columns(x, fa, bxc, ctx, key(Role::ABp));
+      dwt->noalias() = qgc.transpose() * qxc;
     }
   }
 };

@@ -36,9 +36,12 @@ void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, Qua
 }
 
 void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
-                      std::span<float> out, QuantContext& ctx, const std::string& key) {
+                      std::span<float> out, QuantContext& ctx, const std::string& key, bool columns) {
   ops::Run run;
   run.threads = ctx.threads;
+  auto quantize = [&](std::span<const float> in) {
+    return columns ? f.run_columns(in, rows, cols, out, run) : f.run(in, {rows, cols}, out, run);
+  };
   AmaxHistory* delayed = ctx.delayed_state(key);
   std::int64_t saturated = 0;
   if (delayed != nullptr) {
@@ -62,13 +65,13 @@ void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std
     const float amax = *std::max_element(part, part + kParts);
     for (std::size_t k = 0; k < n; ++k) scaled[k] = x[k] * scale;
     for (std::size_t k = 0; k < n; ++k) saturated += std::fabs(scaled[k]) > limit ? 1 : 0;
-    auto r = f.run(scaled, {rows, cols}, out, run);
+    auto r = quantize(scaled);
     if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
     const float inv = delayed->scale_inv();
     for (float& v : out) v *= inv;
     if (ctx.training) delayed->record(amax);
   } else {
-    auto r = f.run(x, {rows, cols}, out, run);
+    auto r = quantize(x);
     if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
   }
   if (!ctx.collect) return;

@@ -64,8 +64,9 @@ void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, Qua
 /// ops (FakeQuantizer, as ops::fake_quantize); with ctx.collect, adds the operand's counts to ctx.stats[key].
 /// An operand with a delayed scaling state is cast as Transformer Engine casts it: fl32(x * scale) through the
 /// (saturating) element quantizer, times fl32(1 / scale); its amax is recorded while training.
-/// Throws std::runtime_error with the engine's message on failure.
+/// With columns, the blocks run down x's columns (ops::FakeQuantizer::run_columns). Throws std::runtime_error
+/// with the engine's message on failure.
 void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
-                      std::span<float> out, QuantContext& ctx, const std::string& key);
+                      std::span<float> out, QuantContext& ctx, const std::string& key, bool columns = false);
 
 }  // namespace mxlab::train::detail

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -102,6 +103,10 @@ struct BlockPacked {
   std::vector<std::uint8_t> subtile_offsets;  ///< subtile formats: one microexponent offset per subtile
 };
 
+/// What is wrong with a call over a rows x cols matrix whose input holds x_size values and whose output has
+/// room for out_size (a negative dimension, a size that does not match, an output too short), or nullopt.
+std::optional<Error> matrix_call_error(std::size_t x_size, std::int64_t rows, std::int64_t cols, std::size_t out_size);
+
 /// A block quantizer for one block format, reduced once to the constants the SIMD code takes.
 ///
 /// Supported: element formats CastKernel supports of at most 16 bits (the MX float and integer elements,
@@ -146,6 +151,17 @@ class BlockKernel {
   Result<std::size_t> fake_quantize(BlockInput x, const std::vector<std::int64_t>& shape,
                                     std::span<float> out, const BlockRun& run = {},
                                     BlockMetrics* metrics = nullptr) const;
+  /// Fake quantization of the transpose of x, a rows x cols row-major float32 matrix, written in x's own layout:
+  /// the format's blocks run down x's columns (block_size(rows) consecutive rows of one column each), and
+  /// out[i * cols + j] = fake_quantize(x^T, {cols, rows})[j * rows + i], bit for bit. Where columns_native(),
+  /// a vector of columns at a time without a transposed copy; elsewhere through one. Threads split the panels
+  /// of block rows; block ranges (BlockRun::first_block, end_block) do not apply.
+  Result<std::size_t> fake_quantize_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                                            std::span<float> out, const BlockRun& run = {}) const;
+  /// Whether fake_quantize_columns runs down the columns itself (power-of-two scales under rule floor with the
+  /// nearest-even fast path of the exact rules, no subtiles, N:M sparsity, stochastic rounding or -0 rule; and
+  /// at least as many columns as the SIMD target has float32 lanes) rather than on a transposed copy.
+  bool columns_native() const;
   /// Packed element codes and scale codes (as mxlab::pack of mxlab::quantize); optionally the metrics.
   Result<BlockPacked> quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                       const BlockRun& run = {}, BlockMetrics* metrics = nullptr) const;

@@ -112,6 +112,13 @@ class FakeQuantizer {
   /// As fake_quantize(format(), x, shape, out, run, result).
   Result<std::size_t> run(std::span<const float> x, const std::vector<std::int64_t>& shape, std::span<float> out,
                           const Run& run = {}, QuantizeResult* result = nullptr) const;
+  /// As run() on the transpose of x (rows x cols, row-major: the format's blocks run down x's columns), with
+  /// the values written back in x's layout: out[i * cols + j] = run(x^T, {cols, rows})[j * rows + i], bit for
+  /// bit. Formats whose values do not depend on element positions (element casts and per-tensor scales without
+  /// stochastic rounding) quantize x as it lies; 1-D blocks run down the columns on the block kernel
+  /// (BlockKernel::fake_quantize_columns); every other format quantizes a transposed copy.
+  Result<std::size_t> run_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols, std::span<float> out,
+                                  const Run& run = {}) const;
 
  private:
   /// run() before NaN values take the format's bits (QuantOptions::fake_nan).
