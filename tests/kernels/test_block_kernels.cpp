@@ -410,7 +410,7 @@ TEST_CASE("block kernels: rows ending in a partial block, under nearest-even and
   // subnormals and scales below 2^-127 (make_input).
   for (const auto& name : kFormats) {
     const BlockFormat f = parse(name);
-    for (const std::int64_t cols : {144, 48, 9, 40}) {
+    for (const std::int64_t cols : {144, 48, 9, 40, 5, 3}) {
       auto x = make_input(31 + static_cast<std::uint64_t>(cols), 20, cols);
       check_format(f, x, {20, cols});
       const auto bits = to_16bit(x, "bfloat16");

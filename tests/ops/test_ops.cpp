@@ -464,6 +464,36 @@ TEST_CASE("ops: quantization down columns equals the reference's quantization of
   CHECK_FALSE(fq.run_columns(x, 5, 4, x).ok());    // shape does not match
 }
 
+TEST_CASE("ops: quantization along rows and down columns in one pass equals the two calls", "[ops]") {
+  // run_rows_and_columns goes a chunk of whole column blocks at a time where both formats allow (several chunks
+  // and a last partial block here), else makes the two calls (tensor scales, stochastic rounding, whole-axis
+  // blocks).
+  const std::vector<std::pair<const char*, const char*>> pairs = {
+      {"mxfp8_e4m3", "mxfp8_e4m3"}, {"mxfp8_e5m2", "mxfp8_e5m2"}, {"mxfp4", "mxfp8_e4m3"}, {"mxint8", "mxfp6_e3m2"},
+      {"mxfp8_e4m3", "nvfp4"},      {"nvfp4", "mxfp4"},           {"mxfp8_e4m3", "e4m3:e8m0_t0"}};
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1000, 100}, {300, 1568}, {70, 9}};
+  for (const auto& target : simd_targets()) {
+    const ScopedSimdTarget forced(target);
+    for (const auto& [rows_name, columns_name] : pairs)
+      for (const bool stochastic : {false, true}) {
+        BlockFormat fr = parse(rows_name), fc = parse(columns_name);
+        if (stochastic) fc.options.element.rounding = Rounding::Stochastic;
+        const ops::FakeQuantizer rows_q(fr), columns_q(fc);
+        for (const auto& [rows, cols] : shapes) {
+          INFO("target " << target.name << " rows " << rows_name << " columns " << columns_name << " stochastic "
+                         << stochastic << " shape " << rows << "x" << cols);
+          const auto xf = corner_input(31, static_cast<std::size_t>(rows * cols), false);
+          std::vector<float> want_r(xf.size()), want_c(xf.size()), got_r(xf.size(), -1.0F), got_c(xf.size(), -1.0F);
+          REQUIRE(rows_q.run(xf, {rows, cols}, want_r).ok());
+          REQUIRE(columns_q.run_columns(xf, rows, cols, want_c).ok());
+          REQUIRE(rows_q.run_rows_and_columns(xf, rows, cols, got_r, columns_q, got_c).ok());
+          CHECK(std::memcmp(got_r.data(), want_r.data(), xf.size() * sizeof(float)) == 0);
+          CHECK(std::memcmp(got_c.data(), want_c.data(), xf.size() * sizeof(float)) == 0);
+        }
+      }
+  }
+}
+
 TEST_CASE("ops: analysis of per-tensor scales and 2-D tiles runs on the kernel over gathered rows", "[ops]") {
   // Without gaps or per-block rows; two-level formats over tiles of several shapes and stochastic 2-D tiles
   // stay on the reference.

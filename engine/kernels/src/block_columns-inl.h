@@ -84,8 +84,8 @@ HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc
       const VU u = hn::BitCast(du, hn::LoadU(df, xp + r * cols + j));
       MU over;
       VF rv;
-      const VU code = fast_rne_lanes<true>(fv, u, hn::LoadU(df, inverse_c.data() + j), &rv, &over);
-      hn::StoreU(fast_rne_values(p, u, code, rv, over, hn::LoadU(df, scale_c.data() + j)), df, op + r * cols + j);
+      fast_rne_lanes<true>(fv, u, hn::LoadU(df, inverse_c.data() + j), &rv, &over);
+      hn::StoreU(fast_rne_values(fv, u, rv, over, hn::LoadU(df, scale_c.data() + j)), df, op + r * cols + j);
     };
     if (cols <= kNarrowVectors * lanes) {
       // A narrow panel is a few cache lines: each vector of columns down the panel, its amax in a register.

@@ -400,7 +400,7 @@ HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, c
         const VU code_v = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
         if constexpr (kOut == BlockOut::Packed) sink.put(du, code_v, start + k, lanes);
         if constexpr (kOut == BlockOut::Fake) {
-          const VF value = fast_rne_values(p, u, code_v, r, over, s_v);
+          const VF value = fast_rne_values(fv, u, r, over, s_v);
           store_values(call, unit_g ? value : hn::Mul(value, g_v), call.fake + start + k);
         }
       }

@@ -54,6 +54,8 @@ BlockParams::FastRne fast_rne_params(const Format& e, const CastOptions& o, cons
   f.overflow_code = c.overflow_code[0];
   f.sign_bit = sign_bit;
   f.sign_shift = 32 - e.bits();
+  f.overflow_pos = static_cast<float>(e.decode(f.overflow_code));  // as code_tables' decode_f32
+  f.overflow_neg = static_cast<float>(e.decode(f.overflow_code | sign_bit));
   return f;
 }
 

@@ -84,6 +84,8 @@ struct BlockParams {
     std::uint32_t overflow_code = 0;   ///< magnitude code of an overflow
     std::uint32_t sign_bit = 0;        ///< the element's sign bit
     std::int32_t sign_shift = 0;       ///< float32 sign bit >> sign_shift lands on sign_bit
+    float overflow_pos = 0;            ///< the value of the overflow code (decode_f32), positive
+    float overflow_neg = 0;            ///< and with the sign bit
   } fast;
   /// Rule amax: every block scale is amax / (scale_target * g) rounded in the scale format (float scales,
   /// as NVFP4's E4M3), elements are casts of the exact quotients x / (s * g) in double lanes.

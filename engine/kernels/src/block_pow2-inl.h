@@ -67,7 +67,7 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
     if constexpr (kFast) {
       VF r;
       code = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
-      if constexpr (kOut == BlockOut::Fake) value = fast_rne_values(p, u, code, r, over, scale_v);
+      if constexpr (kOut == BlockOut::Fake) value = fast_rne_values(fv, u, r, over, scale_v);
     } else {
       VU random = hn::Zero(du);
       if (p.stochastic) random = stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start) + k);
@@ -203,7 +203,7 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
       const VU code = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
       if constexpr (kOut == BlockOut::Packed) sink.put(du, code, start + k, count);
       if constexpr (kOut == BlockOut::Fake) {
-        const VF value = fast_rne_values(p, u, code, r, over, scale_v);
+        const VF value = fast_rne_values(fv, u, r, over, scale_v);
         if (!tail) {
           store_values(call, value, call.fake + start + k);
         } else if (overlap) {

@@ -349,6 +349,34 @@ Result<std::size_t> FakeQuantizer::run_columns(std::span<const float> x, std::in
   return n;
 }
 
+bool FakeQuantizer::rows_stand_alone() const {
+  return kernel_ && !kernel_->needs_tensor_facts() && format_.options.element.rounding != Rounding::Stochastic;
+}
+
+Result<std::size_t> FakeQuantizer::run_rows_and_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                                                        std::span<float> out, const FakeQuantizer& columns,
+                                                        std::span<float> out_columns, const Run& run) const {
+  if (auto e = matrix_call_error(x.size(), rows, cols, std::min(out.size(), out_columns.size()))) return *e;
+  // Chunks of whole column blocks (k rows each) of about 128 KiB: in the caches from one call to the next.
+  const std::int64_t k = columns.kernel_ ? columns.kernel_->block_size(rows) : rows;
+  if (!rows_stand_alone() || !columns.rows_stand_alone() || k >= rows || cols == 0) {
+    auto r = this->run(x, {rows, cols}, out, run);
+    if (!r) return r;
+    return columns.run_columns(x, rows, cols, out_columns, run);
+  }
+  constexpr std::int64_t kChunkValues = 32768;
+  const std::int64_t chunk = std::max<std::int64_t>(1, kChunkValues / cols / k) * k;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const std::int64_t n = std::min(chunk, rows - r0);
+    const auto first = static_cast<std::size_t>(r0 * cols), len = static_cast<std::size_t>(n * cols);
+    auto r = this->run(x.subspan(first, len), {n, cols}, out.subspan(first, len), run);
+    if (!r) return r;
+    r = columns.run_columns(x.subspan(first, len), n, cols, out_columns.subspan(first, len), run);
+    if (!r) return r;
+  }
+  return x.size();
+}
+
 Result<std::size_t> FakeQuantizer::run_gathered(std::span<const float> x, const std::vector<std::int64_t>& shape,
                                                 std::span<float> out, const Run& run, QuantizeResult* result) const {
   const BlockKernel& kernel = *rows_;

@@ -69,20 +69,39 @@ const Mat<T>& quantized_columns(const Mat<T>& x, const ops::FakeQuantizer* f, Ma
   }
 }
 
+/// x quantized along its rows with fr into rows_buf and down its columns with fc into columns_buf, in one pass
+/// over x (quantize_rows_and_columns); both 1-D block formats.
+template <typename T>
+void quantized_both(const Mat<T>& x, const ops::FakeQuantizer& fr, Mat<T>& rows_buf, const ops::FakeQuantizer& fc,
+                    Mat<T>& columns_buf, QuantContext& ctx, const std::string& rows_key, const std::string& columns_key) {
+  if constexpr (std::is_same_v<T, float>) {
+    rows_buf.resize(x.rows(), x.cols());
+    columns_buf.resize(x.rows(), x.cols());
+    const auto n = static_cast<std::size_t>(x.size());
+    quantize_rows_and_columns(fr, fc, std::span<const float>(x.data(), n), x.rows(), x.cols(),
+                              std::span<float>(rows_buf.data(), n), std::span<float>(columns_buf.data(), n), ctx,
+                              rows_key, columns_key);
+  } else {
+    throw std::logic_error("quantized GEMM operands are float32");
+  }
+}
+
 /// The three GEMMs of one weight-like product Y = X Wt^T (X: M x K, Wt: N x K, both row-major with the
 /// reduction axis K last), each operand quantized with its role's format along that GEMM's reduction axis:
 ///   forward   Y   = q_a(X) q_w(Wt)^T           (reduction K: blocks along rows)
 ///   backward  dX  = q_g(dY) q_wbp(Wt)          (reduction N: dY along rows, Wt down its columns)
 ///             dWt = q_g(dY)^T q_abp(X)         (reduction M, the batch: both down their columns)
 /// Operands quantized down their columns keep their layout (no transposed copies); Eigen's products read them
-/// transposed. 2-D tile formats are quantized once and reused when forward and backward share them. The
-/// buffers persist across steps, so a layer allocates its quantized operands once.
+/// transposed. An operand quantized both ways (X while training, dY when the layer has dX) is read once for
+/// both. 2-D tile formats are quantized once and reused when forward and backward share them. The buffers
+/// persist across steps, so a layer allocates its quantized operands once.
 template <typename T>
 struct QGemm {
   std::string name;
   const LayerFormats* formats = nullptr;
   Mat<T> bx, bw, bg, bwc, bgc, bxc;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles; *c: down columns)
   bool saved_x = false, saved_w = false;
+  bool have_xc = false;  ///< bxc holds X down its columns from forward
   /// The roles of the second operand (Wt) forward and backward: the weight roles, or the activation roles for
   /// attention's products of two activations.
   Role w_role = Role::W, w_bp_role = Role::WBp;
@@ -94,12 +113,17 @@ struct QGemm {
   }
 
   Mat<T> forward(const Mat<T>& x, const Mat<T>& wt, QuantContext& ctx) {
-    const Mat<T>& qx = quantized(x, f(Role::A), bx, ctx, key(Role::A));
+    const ops::FakeQuantizer* fa = f(Role::A);
+    const ops::FakeQuantizer* fab = f(Role::ABp);
+    saved_x = ctx.training && reuse(Role::A, Role::ABp);
+    saved_w = ctx.training && reuse(w_role, w_bp_role);
+    // While training, X down its columns (dW's operand) in the same pass over X as along its rows.
+    have_xc = ctx.training && fa != nullptr && fab != nullptr && !is_2d(fa) && !is_2d(fab);
+    if (have_xc) quantized_both(x, *fa, bx, *fab, bxc, ctx, key(Role::A), key(Role::ABp));
+    const Mat<T>& qx = have_xc ? bx : quantized(x, fa, bx, ctx, key(Role::A));
     const Mat<T>& qw = quantized(wt, f(w_role), bw, ctx, key(w_role));
     Mat<T> y(x.rows(), wt.rows());
     y.noalias() = qx * qw.transpose();
-    saved_x = ctx.training && reuse(Role::A, Role::ABp);
-    saved_w = ctx.training && reuse(w_role, w_bp_role);
     return y;
   }
 
@@ -110,7 +134,10 @@ struct QGemm {
     // dY along N is needed for dX, or as the 2-D tiles dW reuses; the first layer (no dX) under 1-D blocks
     // quantizes dY only along the batch.
     const bool g_2d = is_2d(fg);
-    const Mat<T>& qg = dx != nullptr || g_2d ? quantized(dy, fg, bg, ctx, key(Role::G)) : dy;
+    // dY along N for dX and down its columns for dW in one pass.
+    const bool g_both = fg != nullptr && !g_2d && dx != nullptr && dwt != nullptr;
+    if (g_both) quantized_both(dy, *fg, bg, *fg, bgc, ctx, key(Role::G), key(Role::G));
+    const Mat<T>& qg = g_both ? bg : dx != nullptr || g_2d ? quantized(dy, fg, bg, ctx, key(Role::G)) : dy;
     if (dx != nullptr) {
       // Forward's 2-D tiles of Wt are the tiles of W.
       const Mat<T>& qw = saved_w ? bw : quantized_columns(wt, f(w_bp_role), bwc, ctx, key(w_bp_role));
@@ -121,8 +148,8 @@ struct QGemm {
         dwt->noalias() = dy.transpose() * x;
         return;
       }
-      const Mat<T>& qgc = g_2d ? qg : quantized_columns(dy, fg, bgc, ctx, key(Role::G));
-      const Mat<T>& qxc = saved_x ? bx : quantized_columns(x, fa, bxc, ctx, key(Role::ABp));
+      const Mat<T>& qgc = g_2d ? qg : g_both ? bgc : quantized_columns(dy, fg, bgc, ctx, key(Role::G));
+      const Mat<T>& qxc = saved_x ? bx : have_xc ? bxc : quantized_columns(x, fa, bxc, ctx, key(Role::ABp));
       dwt->noalias() = qgc.transpose() * qxc;
     }
   }

@@ -81,6 +81,30 @@ void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std
     s.saturated += saturated;
     s.scale = delayed->scale();
   }
+  add_counts(s, x, out);
+}
+
+void quantize_rows_and_columns(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q,
+                               std::span<const float> x, std::int64_t rows, std::int64_t cols, std::span<float> out_rows,
+                               std::span<float> out_columns, QuantContext& ctx, const std::string& rows_key,
+                               const std::string& columns_key) {
+  if (ctx.delayed_state(rows_key) != nullptr || ctx.delayed_state(columns_key) != nullptr) {
+    quantize_operand(rows_q, x, rows, cols, out_rows, ctx, rows_key);
+    quantize_operand(columns_q, x, rows, cols, out_columns, ctx, columns_key, true);
+    return;
+  }
+  ops::Run run;
+  run.threads = ctx.threads;
+  auto r = rows_q.run_rows_and_columns(x, rows, cols, out_rows, columns_q, out_columns, run);
+  if (!r)
+    throw std::runtime_error("quantizing " + rows_key + " with " + rows_q.format().name + " and " + columns_key +
+                             " with " + columns_q.format().name + ": " + r.error().message);
+  if (!ctx.collect) return;
+  add_counts(ctx.at(rows_key), x, out_rows);
+  add_counts(ctx.at(columns_key), x, out_columns);
+}
+
+void add_counts(OperandStats& s, std::span<const float> x, std::span<const float> out) {
   std::int64_t nonzero = 0, underflow = 0;
   double sse = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {

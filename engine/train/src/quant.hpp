@@ -69,4 +69,15 @@ void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, Qua
 void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std::int64_t rows, std::int64_t cols,
                       std::span<float> out, QuantContext& ctx, const std::string& key, bool columns = false);
 
+/// quantize_operand of x along its rows with rows_q (key rows_key) and down its columns with columns_q (key
+/// columns_key) in one pass over x (ops::FakeQuantizer::run_rows_and_columns); two calls when either operand
+/// has a delayed scaling state.
+void quantize_rows_and_columns(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q,
+                               std::span<const float> x, std::int64_t rows, std::int64_t cols, std::span<float> out_rows,
+                               std::span<float> out_columns, QuantContext& ctx, const std::string& rows_key,
+                               const std::string& columns_key);
+
+/// Adds the counts of one quantization of x to out (count, nonzero inputs, underflows, squared error).
+void add_counts(OperandStats& s, std::span<const float> x, std::span<const float> out);
+
 }  // namespace mxlab::train::detail

@@ -119,6 +119,13 @@ class FakeQuantizer {
   /// (BlockKernel::fake_quantize_columns); every other format quantizes a transposed copy.
   Result<std::size_t> run_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols, std::span<float> out,
                                   const Run& run = {}) const;
+  /// run(x, {rows, cols}, out) and columns.run_columns(x, rows, cols, out_columns) in one pass over x: a chunk of
+  /// whole column blocks at a time, quantized along its rows and down its columns while in the caches (the
+  /// same values as the two calls, which it makes instead where a format's values depend on more than the
+  /// chunk: tensor-level scales, stochastic rounding, whole-axis blocks, the reference).
+  Result<std::size_t> run_rows_and_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                                           std::span<float> out, const FakeQuantizer& columns,
+                                           std::span<float> out_columns, const Run& run = {}) const;
 
  private:
   /// run() before NaN values take the format's bits (QuantOptions::fake_nan).
@@ -138,6 +145,9 @@ class FakeQuantizer {
   std::shared_ptr<const CastKernel> cast_;     ///< formats without a scale: the cast kernel, when it covers them
   std::shared_ptr<const DecodeKernel> decode_;
   CastOptions element_options_;
+  /// Whether rows [r0, r1) of a matrix quantize alone to what they give within it (1-D blocks along the rows on
+  /// the block kernel, without tensor-level quantities or stochastic rounding).
+  bool rows_stand_alone() const;
 };
 
 /// Packed quantization of the whole tensor (as mxlab::pack of mxlab::quantize); with a result, its engine and
