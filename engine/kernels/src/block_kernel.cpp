@@ -523,12 +523,10 @@ Result<std::size_t> BlockKernel::fake_quantize_columns(std::span<const float> x,
     return n;
   }
   // Every other format: the transposed copy, quantized along its rows and transposed back.
-  std::vector<float> xt(n), qt(n);
-  transpose(x.data(), rows, cols, cols, xt.data(), rows);
-  auto r = fake_quantize(BlockInput(xt), {cols, rows}, qt, BlockRun{br.threads, 0, -1, br.facts});
-  if (!r) return r.error();
-  transpose(qt.data(), cols, rows, rows, out.data(), cols);
-  return n;
+  return along_columns_by_transposing(x.data(), rows, cols, out.data(), [&](const float* xt, float* qt) {
+    return fake_quantize(BlockInput(std::span<const float>(xt, n)), {cols, rows}, std::span<float>(qt, n),
+                         BlockRun{br.threads, 0, -1, br.facts});
+  });
 }
 
 Result<std::size_t> BlockKernel::fake_quantize(BlockInput x, const std::vector<std::int64_t>& shape,

@@ -341,12 +341,9 @@ Result<std::size_t> FakeQuantizer::run_columns(std::span<const float> x, std::in
     if (r) detail::apply_fake_nan(format_, out.first(n));
     return r;
   }
-  std::vector<float> xt(n), qt(n);
-  transpose(x.data(), rows, cols, cols, xt.data(), rows);
-  auto r = this->run(xt, {cols, rows}, qt, run);
-  if (!r) return r.error();
-  transpose(qt.data(), cols, rows, rows, out.data(), cols);
-  return n;
+  return along_columns_by_transposing(x.data(), rows, cols, out.data(), [&](const float* xt, float* qt) {
+    return this->run(std::span<const float>(xt, n), {cols, rows}, std::span<float>(qt, n), run);
+  });
 }
 
 bool FakeQuantizer::rows_stand_alone() const {

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace mxlab {
 
@@ -31,6 +33,19 @@ void transpose(const T* src, std::int64_t rows, std::int64_t cols, std::int64_t 
       for (std::int64_t i = is; i < i1; ++i)
         for (std::int64_t j = j0; j < j1; ++j) dst[j * dst_stride + i] = src[i * src_stride + j];
     }
+}
+
+/// An operation on the columns of x (rows x cols, row-major) done on the rows of a transposed copy: along_rows(xt,
+/// yt) reads x^T (cols x rows) and writes its rows' results to yt, which is transposed back into out (rows x cols)
+/// when along_rows succeeds. Returns what along_rows returns.
+template <typename T, typename F>
+auto along_columns_by_transposing(const T* x, std::int64_t rows, std::int64_t cols, T* out, F&& along_rows) {
+  const auto n = static_cast<std::size_t>(rows * cols);
+  std::vector<T> xt(n), yt(n);
+  transpose(x, rows, cols, cols, xt.data(), rows);
+  auto r = along_rows(static_cast<const T*>(xt.data()), yt.data());
+  if (r) transpose(yt.data(), cols, rows, rows, out, cols);
+  return r;
 }
 
 }  // namespace mxlab
