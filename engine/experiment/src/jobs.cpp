@@ -523,7 +523,9 @@ Result<std::vector<Point>> expand_points(const Experiment& e) {
   // The product of the sweep (when it names the format), then each explicit point crossed with the axes it
   // does not set.
   auto cross = [&](std::vector<Pairs> base) -> Result<std::vector<Pairs>> {
-    for (const auto& [axis, values] : e.axes) {
+    for (const auto& entry : e.axes) {
+      const std::string& axis = entry.first;  // a plain reference: lambdas below capture it
+      const auto& values = entry.second;
       std::vector<Pairs> next;
       for (const Pairs& b : base) {
         // A point that names its format (or a bounds pair a, b) keeps it.
