@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli/cli.hpp"
+#include "mxlab/core/threads.hpp"
 #include "mxlab/core/atomic_file.hpp"
 #include "mxlab/io/npy.hpp"
 #include "mxlab/core/random.hpp"
@@ -481,7 +482,7 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   }
   if (!args->positional.empty()) return bad_input(io, "bench", "unexpected argument '" + args->positional[0] + "'");
   const bool quick = args->flag("quick");
-  const auto threads_opt = whole_option(*args, "threads", std::max(1U, std::thread::hardware_concurrency()), 1, 1024);
+  const auto threads_opt = whole_option(*args, "threads", hardware_threads(), 1, 1024);
   if (!threads_opt) return bad_input(io, "bench", threads_opt.error().message);
   const auto max_mib_opt = whole_option(*args, "max-mib", 256, 1, 65536);
   if (!max_mib_opt) return bad_input(io, "bench", max_mib_opt.error().message);

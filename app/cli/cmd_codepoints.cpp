@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/cli.hpp"
+#include "mxlab/core/threads.hpp"
 #include "cli/inputs.hpp"
 #include "cli/terminal_table.hpp"
 #include "mxlab/core/atomic_file.hpp"
@@ -176,7 +177,7 @@ int stream_csv(Io io, const Args& args, const Format& f, std::uint64_t first, st
   const std::string one = to_csv(select_columns(header, columns));
   const std::size_t header_end = one.rfind('\n', one.size() - 2) + 1;
   bool ok = put(one.substr(0, header_end));
-  const unsigned parts = threads == 0 ? std::max(1U, std::thread::hardware_concurrency()) : threads;
+  const unsigned parts = threads == 0 ? hardware_threads() : threads;
   constexpr std::uint64_t kPiece = std::uint64_t{1} << 14;
   // Two sets of pieces: one is written (on a thread of its own) while the threads fill the other.
   std::vector<std::string> texts[2] = {std::vector<std::string>(parts), std::vector<std::string>(parts)};

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "cli/cli.hpp"
+#include "mxlab/core/threads.hpp"
 #include "mxlab/formats/cast.hpp"
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/kernels/simd_target.hpp"
@@ -119,7 +120,7 @@ int cmd_verify_cast(const std::vector<std::string>& argv, Io io) {
   auto ro = resolve_options(*f, o);
   t.rows.push_back({f->name(), std::string(to_string(o.rounding)), std::string(to_string(ro ? ro->overflow : o.overflow)),
                     std::string(to_string(o.subnormals)), report->simd_target,
-                    std::to_string(vo.threads != 0 ? vo.threads : std::max(1U, std::thread::hardware_concurrency())),
+                    std::to_string(vo.threads != 0 ? vo.threads : hardware_threads()),
                     std::to_string(report->checked), std::to_string(report->mismatches), fixed_digits(report->seconds, 3)});
   Provenance p = build_provenance();
   p.simd_target = report->simd_target;

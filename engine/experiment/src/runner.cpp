@@ -10,6 +10,7 @@
 
 #include "mxlab/core/provenance.hpp"
 #include "mxlab/core/table.hpp"
+#include "mxlab/core/threads.hpp"
 #include "mxlab/experiment/runner.hpp"
 #include "mxlab/io/sha256.hpp"
 #include "mxlab/ops/ops.hpp"
@@ -295,7 +296,7 @@ Result<RunSummary> run_experiment(const Experiment& e, const RunOptions& o) {
   }
 
   // Points in parallel; each recorded in its own transaction as it finishes.
-  const unsigned hw = std::max(1U, std::thread::hardware_concurrency());
+  const unsigned hw = hardware_threads();
   const unsigned jobs = std::max(1U, std::min<unsigned>(o.jobs, static_cast<unsigned>(std::max<std::size_t>(todo.size(), 1))));
   const unsigned threads = o.threads ? o.threads : std::max(1U, hw / jobs);
   std::atomic<std::size_t> next{0};

@@ -272,9 +272,9 @@ void pow2_path_params(const BlockFormat& f, BlockParams* p) {
   }
 }
 
-}  // namespace
-
-std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
+/// BlockKernel::unsupported_reason, with or without its last check: that the power-of-two scales' table can be
+/// made (which BlockKernel::make does while filling the table, so it need not make it twice).
+std::string unsupported_reason_of(const BlockFormat& f, bool check_scale_table) {
   const ScaleLayout& l = f.layout;
   const QuantOptions& o = f.options;
   if (!l.scale) return "a format without scales is an elementwise cast: use CastKernel";
@@ -335,11 +335,15 @@ std::string BlockKernel::unsupported_reason(const BlockFormat& f) {
       return "flushing subnormal scale quotients of a non-f64 source type is not supported";
     return {};
   }
-  return scale_table(*l.scale, *so, nullptr, nullptr);
+  return check_scale_table ? scale_table(*l.scale, *so, nullptr, nullptr) : std::string();
 }
 
+}  // namespace
+
+std::string BlockKernel::unsupported_reason(const BlockFormat& f) { return unsupported_reason_of(f, true); }
+
 Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
-  if (std::string why = unsupported_reason(f); !why.empty())
+  if (std::string why = unsupported_reason_of(f, false); !why.empty())
     return make_error("SIMD block kernel for '" + f.name + "': " + why);
   auto p = std::make_shared<BlockParams>();
   const QuantOptions& o = f.options;
@@ -370,7 +374,7 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   if (p->float_scales) {
     float_scale_params(f, eo, so, p.get());
   } else if (std::string why = scale_table(*f.layout.scale, so, &*p->owner->layout.scale, p.get()); !why.empty()) {
-    return make_error(why);
+    return make_error("SIMD block kernel for '" + f.name + "': " + why);
   }
   p->nan_block_code = e.has_nan() ? e.nan_code(false) : e.zero_code(false);
   p->specials = o.specials;

@@ -7,13 +7,13 @@
 #include <thread>
 #include <vector>
 
+#include "mxlab/core/threads.hpp"
+
 namespace mxlab::kernel_detail {
 
 /// Worker count for a request: 0 means every hardware thread.
 inline unsigned resolve_threads(unsigned requested) {
-  if (requested != 0) return requested;
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : hw;
+  return requested != 0 ? requested : hardware_threads();
 }
 
 /// Threads worth starting for n elements (at least 16 Ki elements each, at least one thread).

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "mxlab/core/threads.hpp"
 #include "mxlab/kernels/block_kernel.hpp"
 #include "mxlab/ops/ops.hpp"
 
@@ -16,8 +17,7 @@ namespace mxlab::ops::detail {
 
 /// Worker threads for a request (0 = every hardware thread).
 inline unsigned resolve_threads(unsigned requested) {
-  if (requested != 0) return requested;
-  return std::max(1U, std::thread::hardware_concurrency());
+  return requested != 0 ? requested : hardware_threads();
 }
 
 /// Runs fn(part) for part = 0..parts-1, each on its own thread (the caller's thread runs part 0).

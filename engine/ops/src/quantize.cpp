@@ -25,14 +25,10 @@ std::optional<BlockKernel> kernel_for(const BlockFormat& f, const TensorSource& 
     *why_not = "float64 input values that float32 cannot hold";
     return std::nullopt;
   }
-  const std::string reason = BlockKernel::unsupported_reason(f);
-  if (!reason.empty()) {
-    *why_not = reason;
-    return std::nullopt;
-  }
-  auto k = BlockKernel::make(f);
+  auto k = BlockKernel::make(f);  // checks unsupported_reason itself: the reason is asked for on refusal only
   if (!k) {
-    *why_not = k.error().message;
+    const std::string reason = BlockKernel::unsupported_reason(f);
+    *why_not = reason.empty() ? k.error().message : reason;
     return std::nullopt;
   }
   return std::move(*k);
