@@ -11,25 +11,14 @@
 
 namespace mxlab::kernel_detail {
 
-/// Worker count for a request: 0 means every hardware thread.
-inline unsigned resolve_threads(unsigned requested) {
-  return requested != 0 ? requested : hardware_threads();
-}
+using mxlab::resolve_threads;
+using mxlab::run_parts;
 
 /// Threads worth starting for n elements (at least 16 Ki elements each, at least one thread).
 inline unsigned useful_threads(std::size_t n, unsigned requested) {
   constexpr std::size_t kMinPerThread = std::size_t{1} << 14;
   const std::size_t useful = std::max<std::size_t>(1, n / kMinPerThread);
   return static_cast<unsigned>(std::min<std::size_t>(resolve_threads(requested), useful));
-}
-
-/// Calls fn(t) for t in [0, parts), t = 0 on the caller's thread, and waits for all.
-template <typename Fn>
-void run_parts(unsigned parts, Fn&& fn) {
-  std::vector<std::thread> workers;
-  for (unsigned t = 1; t < parts; ++t) workers.emplace_back([&fn, t] { fn(t); });
-  fn(0U);
-  for (auto& w : workers) w.join();
 }
 
 /// Calls fn(begin, end) on contiguous parts of [0, n), one per thread; small ranges stay on the caller's

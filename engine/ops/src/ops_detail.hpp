@@ -15,19 +15,8 @@
 
 namespace mxlab::ops::detail {
 
-/// Worker threads for a request (0 = every hardware thread).
-inline unsigned resolve_threads(unsigned requested) {
-  return requested != 0 ? requested : hardware_threads();
-}
-
-/// Runs fn(part) for part = 0..parts-1, each on its own thread (the caller's thread runs part 0).
-template <class Fn>
-void run_parts(unsigned parts, Fn&& fn) {
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < parts; ++t) pool.emplace_back([&fn, t] { fn(t); });
-  fn(0U);
-  for (auto& th : pool) th.join();
-}
+using mxlab::resolve_threads;
+using mxlab::run_parts;
 
 /// The kernel for a format, when it covers it and the input reaches it exactly (float32-exact values).
 std::optional<BlockKernel> kernel_for(const BlockFormat& f, const TensorSource& input, std::string* why_not);
