@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/cli.hpp"
+#include "mxlab/core/quote.hpp"
 #include "mxlab/formats/catalogue.hpp"
 
 namespace mxlab::cli {
@@ -38,13 +39,13 @@ int cmd_golden(const std::vector<std::string>& argv, Io io) {
     }
     dir.clear();
     for (const auto& d : looked)
-      if (std::filesystem::is_directory(std::filesystem::path(d) / "codepoints")) {
+      if (std::error_code ec; std::filesystem::is_directory(std::filesystem::path(d) / "codepoints", ec)) {
         dir = d;
         break;
       }
     if (dir.empty()) {
       std::string where;
-      for (const auto& d : looked) where += (where.empty() ? "" : ", ") + d + "/codepoints";
+      for (const auto& d : looked) where += (where.empty() ? "" : ", ") + quote_input(d + "/codepoints");
       return bad_input(io, "golden", "no golden tables found (looked in " + where + "); give --dir DIR");
     }
   }

@@ -23,10 +23,16 @@ void ensure_application() {
   if (!std::getenv("QT_QPA_PLATFORM")) ::setenv("QT_QPA_PLATFORM", "offscreen", 1);
   if (!std::getenv("XDG_RUNTIME_DIR")) {
     // Qt wants a private runtime folder; a headless run has none.
-    static std::string dir = (std::filesystem::temp_directory_path() / ("mxlab-runtime-" + std::to_string(::getuid()))).string();
-    std::filesystem::create_directories(dir);
-    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace);
-    ::setenv("XDG_RUNTIME_DIR", dir.c_str(), 1);
+    static const std::string dir = [] {
+      std::error_code ec;
+      auto base = std::filesystem::temp_directory_path(ec);
+      if (ec) base = "/tmp";  // TMPDIR names no folder
+      return (base / ("mxlab-runtime-" + std::to_string(::getuid()))).string();
+    }();
+    std::error_code ec;  // without a runtime folder Qt warns and goes on
+    std::filesystem::create_directories(dir, ec);
+    if (!ec) std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace, ec);
+    if (!ec) ::setenv("XDG_RUNTIME_DIR", dir.c_str(), 1);
   }
   static int argc = 1;
   static char name[] = "mxlab";

@@ -561,6 +561,9 @@ TEST_CASE("bad input over every command: exit code 2, one message, no file left"
       {{"data", "fetch", "no-such-set", "--dir", d + "/data"}, "unknown data set 'no-such-set'"},
       {{"merge", d + "/runs"}, "missing --out DIR"},
       {{"golden", "extra"}, "unexpected argument 'extra'"},
+      // paths the file system refuses to look at (names longer than 255 bytes): the reason, never an exception
+      {{"golden", "--check", "--dir", d + "/" + std::string(300, 'g')}, "no golden tables found"},
+      {{"merge", d + "/" + std::string(300, 'm'), "--out", d + "/merged"}, "File name too long"},
       {{"bench", "--max-mib", "x"}, "--max-mib"},
       // checked before measuring or analyzing (the bench would otherwise run for minutes first)
       {{"bench", "--columns", "name,nope"}, "unknown column 'nope'"},

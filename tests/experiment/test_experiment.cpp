@@ -237,6 +237,12 @@ TEST_CASE("two shards merged give the tables of one run, byte for byte", "[exper
   // One shard alone is not complete.
   CHECK(run_cli({"merge", (s.dir / "s0").string(), "--out", (s.dir / "half").string()}, nullptr, &err) == 2);
   CHECK_THAT(err, Catch::Contains("6 of 12 points are missing"));
+  // A folder that cannot be looked at (a name longer than the file system allows) is named with the reason.
+  err.clear();
+  CHECK(run_cli({"merge", (s.dir / std::string(300, 'm')).string(), "--out", (s.dir / "bad").string()}, nullptr, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("File name too long"));
+  CHECK(err.find(std::string(300, 'm')) == std::string::npos);  // the folder's name is shortened, not repeated whole
+  CHECK_FALSE(fs::exists(s.dir / "bad"));
   REQUIRE(run_cli({"merge", (s.dir / "s0").string(), (s.dir / "s1").string(), "--out", (s.dir / "merged").string()}) == 0);
   const auto a = outputs(s.dir / "one"), b = outputs(s.dir / "merged");
   CHECK(a.size() >= 8);
@@ -303,9 +309,10 @@ values = ["sqnr_db", "max_rel_error"]
 
 TEST_CASE("malformed experiment files: exit 2, the file, line and key named, nothing written", "[experiment]") {
   struct Case {
-    const char* text;
+    std::string text;
     const char* message;
   };
+  const std::string long_name(300, 'a');  // longer than a file name may be (255 bytes)
   const std::string inputs = "[inputs.a]\nsource = \"gen:normal:0,1\"\n";
   const Case cases[] = {
       {"name = \"x\"\njob = \"analyze\"\nformat = [\"mxfp4\"]\n", ":3: key 'format': unknown key"},
@@ -328,6 +335,13 @@ TEST_CASE("malformed experiment files: exit 2, the file, line and key named, not
       {"name = \"x\"\n[inputs.a]\nsource = \"gen:normal:0,1\"\nlayout = \"auto\"\n", "apply to weights only"},
       {"name = \"../x\"\n", "key 'name'"},
       {"name = \"x\"\na = [[[[[[[[[[[1]]]]]]]]]]]\n", "nested deeper"},
+      // Paths the file system refuses to look at (once an escaped std::filesystem_error): named, with the reason.
+      {"name = \"x\"\n[inputs.w]\nweights = \"" + long_name + "\"\n[sweep]\nformat = \"mxfp4\"\ninput = \"w\"\n",
+       "input 'w': weights 'aaaa"},
+      {"name = \"x\"\n[inputs.w]\nweights = \"" + long_name + "\"\n[sweep]\nformat = \"mxfp4\"\ninput = \"w\"\n",
+       "File name too long"},
+      {"name = \"x\"\n[inputs.a]\nsource = \"" + long_name + ".npy\"\n[sweep]\nformat = \"mxfp4\"\ninput = \"a\"\n",
+       "File name too long"},
   };
   for (const Case& c : cases) {
     Scratch s;
@@ -339,6 +353,7 @@ TEST_CASE("malformed experiment files: exit 2, the file, line and key named, not
     CHECK_THAT(err, Catch::Contains(c.message));
     CHECK_THAT(err, Catch::Contains("bad.toml"));
     CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+    CHECK(err.find(long_name) == std::string::npos);  // inputs are quoted shortened, never whole
     CHECK_FALSE(fs::exists(dir));
   }
 }

@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <system_error>
 
+#include "mxlab/core/quote.hpp"
 #include "mxlab/core/table.hpp"
 #include "mxlab/exact/bounds.hpp"
 #include "mxlab/experiment/results.hpp"
@@ -55,9 +57,13 @@ Result<std::string> weights_path(const Experiment& e, const InputDef& in) {
     return make_error("data set '" + in.weights + "' holds no weight file");
   }
   const std::string p = resolve(e, in.weights);
-  if (!fs::exists(p))
-    return make_error("input '" + in.name + "': weights '" + in.weights +
-                      "' is neither a registered model (mxlab data list) nor an existing file");
+  std::error_code ec;
+  const bool found = fs::exists(p, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return make_error("weights " + quote_input(in.weights) + ": " + ec.message());
+  if (!found)
+    return make_error("weights " + quote_input(in.weights) +
+                      " is neither a registered model (mxlab data list) nor an existing file");
   return p;
 }
 
@@ -572,7 +578,7 @@ Result<std::vector<Point>> expand_points(const Experiment& e) {
     }
     if (!layers.count(in->name)) {
       auto l = input_layers(e, *in);
-      if (!l) return l.error();
+      if (!l) return make_error(e.path + ": " + l.error().message);
       for (const auto& w : *l) layers[in->name].push_back(w.name);
     }
     for (const auto& name : layers[in->name]) {
@@ -760,8 +766,9 @@ std::optional<Error> check_point(const Experiment& e, const Point& p) {
           return in_point(make_error("input '" + in->name + "': " + d.error().message));
         if (auto sh = parse_shape(in->shape.empty() ? "65536" : in->shape); !sh)
           return in_point(make_error("input '" + in->name + "': " + sh.error().message));
-      } else if (!fs::is_regular_file(resolve(e, in->source))) {
-        return in_point(make_error("input '" + in->name + "': file '" + resolve(e, in->source) + "' does not exist"));
+      } else if (std::error_code ec; !fs::is_regular_file(resolve(e, in->source), ec)) {
+        const std::string why = ec && ec != std::errc::no_such_file_or_directory ? ": " + ec.message() : " does not exist";
+        return in_point(make_error("input '" + in->name + "': file " + quote_input(resolve(e, in->source)) + why));
       }
     }
   }

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <filesystem>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include <sqlite3.h>
 
 #include "mxlab/core/provenance.hpp"
+#include "mxlab/core/quote.hpp"
 #include "mxlab/core/table.hpp"
 #include "mxlab/core/threads.hpp"
 #include "mxlab/experiment/runner.hpp"
@@ -389,29 +391,33 @@ Result<Evaluation> evaluate(const Experiment& e, unsigned threads, const Reporte
 }
 
 Result<RunSummary> merge_results(const std::vector<std::string>& dirs, const std::string& out_dir, const Renderer& render) {
-  if (dirs.empty()) return make_error("merge: no folders given");
+  if (dirs.empty()) return make_error("no results folders given");
   std::string sha, text, path;
   std::size_t npoints = 0;
   std::map<std::size_t, Store::Stored> all;
   for (const auto& d : dirs) {
     const fs::path db = fs::path(d) / kDatabase;
-    if (!fs::exists(db)) return make_error("merge: '" + d + "' holds no " + kDatabase);
+    std::error_code ec;
+    if (!fs::exists(db, ec)) {
+      if (ec && ec != std::errc::no_such_file_or_directory) return make_error("results folder " + quote_input(d) + ": " + ec.message());
+      return make_error("results folder " + quote_input(d) + " holds no " + kDatabase);
+    }
     auto st = Store::open(db.string(), false);
     if (!st) return st.error();
     const auto s = (*st)->meta("experiment_sha256");
-    if (!s) return make_error("merge: '" + d + "': the database names no experiment");
+    if (!s) return make_error("results folder " + quote_input(d) + ": the database names no experiment");
     if (sha.empty()) {
       sha = *s;
       text = (*st)->meta("experiment_text").value_or("");
       path = (*st)->meta("experiment_path").value_or("experiment.toml");
       npoints = std::stoul((*st)->meta("points").value_or("0"));
     } else if (*s != sha) {
-      return make_error("merge: '" + d + "' holds results of a different experiment file than '" + dirs.front() + "'");
+      return make_error("results folder " + quote_input(d) + " holds results of a different experiment file than " + quote_input(dirs.front()));
     }
     for (auto& [idx, p] : (*st)->points()) {
       auto it = all.find(idx);
       if (it != all.end() && it->second.key != p.key)
-        return make_error("merge: point " + std::to_string(idx) + " differs between folders");
+        return make_error("point " + std::to_string(idx) + " differs between folders");
       all[idx] = std::move(p);
     }
   }
@@ -437,7 +443,7 @@ Result<RunSummary> merge_results(const std::vector<std::string>& dirs, const std
   if (auto err = (*store)->exec("COMMIT")) return *err;
   if (all.size() != npoints) {
     if (auto err = write_file_atomic((dir / "experiment.toml").string(), text)) return *err;
-    return make_error("merge: " + std::to_string(npoints - all.size()) + " of " + std::to_string(npoints) +
+    return make_error(std::to_string(npoints - all.size()) + " of " + std::to_string(npoints) +
                       " points are missing (a shard not run or not finished); the merged database is in '" + out_dir + "'");
   }
   std::string err;
