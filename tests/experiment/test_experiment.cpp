@@ -206,6 +206,38 @@ TEST_CASE("the numbers in the written tables are the engine's", "[experiment]") 
   CHECK(read(s.dir / "out/provenance.json").find("\"input.normal.seed\": \"3\"") != std::string::npos);
 }
 
+TEST_CASE("plots are drawn when TMPDIR names no folder and there is no runtime folder", "[experiment]") {
+  // The plots' Qt application wants a private runtime folder; without XDG_RUNTIME_DIR one is made under the
+  // temporary folder, and a TMPDIR that names nothing falls back to /tmp instead of failing the run. A child
+  // process: the environment is read once, when the process's Qt application starts.
+  Scratch s;
+  const std::string file = s.put("tiny.toml", kTiny);
+  const std::string binary = MXLAB_BINARY;
+  const std::string out = (s.dir / "out").string();
+  const std::string err_file = (s.dir / "stderr.txt").string();
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(devnull, 1);
+    ::dup2(err, 2);
+    ::setenv("TMPDIR", (s.dir / "no/such/folder").c_str(), 1);
+    ::unsetenv("XDG_RUNTIME_DIR");
+    ::unsetenv("QT_QPA_PLATFORM");
+    ::execl(binary.c_str(), binary.c_str(), "run", file.c_str(), "--out", out.c_str(), "--quiet",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  INFO("stderr: " << read(err_file));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(fs::file_size(s.dir / "out/plots/mse.png") > 1000);
+  CHECK(fs::exists(s.dir / "out/tables/sqnr.csv"));
+}
+
 TEST_CASE("expectations fail with a report naming the row, and check exits 1", "[experiment]") {
   Scratch s;
   std::string text = kTiny;

@@ -521,6 +521,45 @@ TEST_CASE("block kernels: rule 4over6 with the exact squared-error comparison", 
   }
 }
 
+TEST_CASE("block kernels: values rounded past the float32 range become infinities", "[kernels][block]") {
+  // Inputs at the top of float32 whose scale times the element rounded up is 2^128 or more: the reference's
+  // double rounds to +-inf in float32, which the kernels' double-to-float32 stores must give on every target
+  // (the portable targets' conversions saturate to the largest float32 instead). Blocks of one element (rows
+  // of 1) and rows of 57 with one such value among small ones.
+  const float top = std::numeric_limits<float>::max();
+  const std::vector<float> values = {top, -top, std::nextafter(top, 0.0F), 0x1.8p127F, 0x1.f8p127F, 0x1p127F,
+                                     -0x1.e8p127F, 0x1.fffffcp126F};
+  std::vector<float> column;
+  std::vector<float> rows(57 * values.size(), 0.25F);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    column.push_back(values[i]);
+    rows[i * 57 + (i * 7) % 57] = values[i];
+  }
+  const auto n = static_cast<std::int64_t>(values.size());
+  std::size_t infinities = 0;
+  for (const char* name : {"mxfp6_e2m3", "mxfp4", "mxfp8_e4m3", "mxint8", "nvfp4", "e3m2:e4m3_float32_t16"}) {
+    for (ScaleRule rule : {ScaleRule::FourOverSix, ScaleRule::Ceil, ScaleRule::Floor}) {
+      for (Rounding r : {Rounding::Up, Rounding::NearestAway, Rounding::NearestEven}) {
+        for (Overflow ov : {Overflow::Saturate, Overflow::Inf}) {
+          BlockFormat f = parse(name);
+          f.options.rule = rule;
+          f.options.element.rounding = r;
+          f.options.element.overflow = ov;
+          if (!reference_accepts(f) || !BlockKernel::supports(f)) continue;
+          check_format(f, column, {n, 1});
+          check_format(f, rows, {n, 57});
+          const auto q = quantize(f, std::vector<double>(column.begin(), column.end()), {n, 1});
+          REQUIRE(q.ok());
+          for (double v : q->values) infinities += std::isinf(static_cast<float>(v)) && std::isfinite(v) ? 1 : 0;
+        }
+      }
+    }
+  }
+  // The case is exercised: finite reference values past float32's range, counted exactly (the reference's
+  // arithmetic, the same on every machine).
+  CHECK(infinities == 81);
+}
+
 TEST_CASE("block kernels: every peer profile with power-of-two scales", "[kernels][block]") {
   const auto x = make_input(18, kShape[0], kShape[1]);
   const std::vector<std::int64_t> whole = {30, 128};

@@ -49,10 +49,14 @@ HWY_INLINE hn::Vec<D> load_part(InputKind kind, const std::uint8_t* xb, std::siz
 }
 
 /// Doubles rounded to float32 as static_cast<float> rounds them (nearest even, +-inf past the float32 range),
-/// stored to out. Highway's DemoteTo does that on the SIMD targets but saturates on the scalar one.
+/// stored to out. Highway's DemoteTo does that on the SIMD targets but saturates on the portable ones (SCALAR
+/// and EMU128 turn 2^128, and even an infinity, into the largest float32), so those cast lane by lane.
 HWY_INLINE void store_as_float(VF64 v, float* out) {
-#if HWY_TARGET == HWY_SCALAR
-  out[0] = static_cast<float>(hn::GetLane(v));
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+  const DF64 df;
+  HWY_ALIGN double lanes[kMaxLanes];
+  hn::Store(v, df, lanes);
+  for (std::size_t l = 0; l < hn::Lanes(df); ++l) out[l] = static_cast<float>(lanes[l]);
 #else
   hn::StoreU(hn::DemoteTo(DFh(), v), DFh(), out);
 #endif

@@ -6,6 +6,8 @@
 #define HWY_TARGET_INCLUDE "cast_kernels-inl.h"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
+#include <cstdint>
+
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 
@@ -39,10 +41,20 @@ std::vector<SimdTarget> simd_targets() {
   return targets;
 }
 
+namespace {
+// The CPU's targets, detected once: hwy::SupportedTargets() without a forced target runs CPUID, which a virtual
+// machine traps. First called by ScopedSimdTarget's constructor, before it narrows the list.
+std::int64_t detected_targets() {
+  static const std::int64_t mask = hwy::SupportedTargets();
+  return mask;
+}
+}  // namespace
+
 std::string active_simd_target() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(kernel_detail::target_impl)()); }
 
 ScopedSimdTarget::ScopedSimdTarget(const SimdTarget& target) {
   // A target this CPU lacks would fault on its first instruction: such a request leaves dispatch alone.
+  detected_targets();
   for (const SimdTarget& t : simd_targets()) {
     if (t.id != target.id) continue;
     hwy::SetSupportedTargetsForTest(target.id);
@@ -54,7 +66,7 @@ ScopedSimdTarget::ScopedSimdTarget(const SimdTarget& target) {
 ScopedSimdTarget::~ScopedSimdTarget() {
   if (!forced_) return;
   hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  hwy::GetChosenTarget().Update(detected_targets());
 }
 
 }  // namespace mxlab
