@@ -2,9 +2,6 @@
 // themselves: sweep expansion, tables, resume after SIGKILL, shards merged, malformed files.
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,7 +9,6 @@
 #include <fstream>
 #include <random>
 #include <sstream>
-#include <thread>
 
 #include "cli/cli.hpp"
 #include "mxlab/experiment/experiment.hpp"
@@ -21,6 +17,7 @@
 #include "mxlab/io/datasets.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/requests.hpp"
+#include "support/spawn.hpp"
 
 namespace fs = std::filesystem;
 using namespace mxlab;
@@ -212,28 +209,14 @@ TEST_CASE("plots are drawn when TMPDIR names no folder and there is no runtime f
   // process: the environment is read once, when the process's Qt application starts.
   Scratch s;
   const std::string file = s.put("tiny.toml", kTiny);
-  const std::string binary = MXLAB_BINARY;
-  const std::string out = (s.dir / "out").string();
   const std::string err_file = (s.dir / "stderr.txt").string();
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(devnull, 1);
-    ::dup2(err, 2);
-    ::setenv("TMPDIR", (s.dir / "no/such/folder").c_str(), 1);
-    ::unsetenv("XDG_RUNTIME_DIR");
-    ::unsetenv("QT_QPA_PLATFORM");
-    ::execl(binary.c_str(), binary.c_str(), "run", file.c_str(), "--out", out.c_str(), "--quiet",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  const int code = mxlab_test::run_mxlab({"run", file, "--out", (s.dir / "out").string(), "--quiet"}, {}, nullptr,
+                                         {err_file,
+                                          {{"TMPDIR", (s.dir / "no/such/folder").string()},
+                                           {"XDG_RUNTIME_DIR", std::nullopt},
+                                           {"QT_QPA_PLATFORM", std::nullopt}}});
   INFO("stderr: " << read(err_file));
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(code == 0);
   CHECK(fs::file_size(s.dir / "out/plots/mse.png") > 1000);
   CHECK(fs::exists(s.dir / "out/tables/sqnr.csv"));
 }
@@ -306,31 +289,16 @@ pivot = "input"
 values = ["sqnr_db", "max_rel_error"]
 )");
   REQUIRE(run_cli({"run", file, "--out", (s.dir / "whole").string(), "--quiet"}) == 0);
-  const std::string binary = MXLAB_BINARY;
   const std::string out = (s.dir / "killed").string();
   std::mt19937 rng(2024);
   std::uniform_int_distribution<int> delay_ms(5, 120);
   int kills = 0;
   for (int attempt = 0; attempt < 40 && kills < 12; ++attempt) {
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      const int devnull = ::open("/dev/null", O_WRONLY);
-      ::dup2(devnull, 1);
-      ::dup2(devnull, 2);
-      ::execl(binary.c_str(), binary.c_str(), "run", file.c_str(), "--out", out.c_str(), "--resume", "--quiet", "--threads",
-              "1", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      ++kills;
-    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-      break;  // finished before the kill: the rest is checked below
-    }
+    bool killed = false;
+    const int code = mxlab_test::run_mxlab({"run", file, "--out", out, "--resume", "--quiet", "--threads", "1"},
+                                           std::chrono::milliseconds(delay_ms(rng)), &killed);
+    if (killed) ++kills;
+    else if (code == 0) break;  // finished before the kill: the rest is checked below
   }
   CHECK(kills >= 10);
   REQUIRE(run_cli({"run", file, "--out", out, "--resume", "--quiet"}) == 0);

@@ -2,7 +2,6 @@
 // at seeded random moments and resumed each time must end with the same files, byte for byte.
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,8 +17,11 @@
 #include <vector>
 
 #include "mxlab/core/random.hpp"
+#include "support/spawn.hpp"
 
 namespace fs = std::filesystem;
+using mxlab_test::run_mxlab;
+using mxlab_test::spawn_mxlab;
 
 namespace {
 
@@ -43,45 +45,6 @@ struct Scratch {
   }
   ~Scratch() { fs::remove_all(dir); }
 };
-
-/// Starts mxlab with the arguments, standard output and error discarded.
-pid_t spawn_mxlab(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  const std::string binary = MXLAB_BINARY;
-  argv.push_back(const_cast<char*>(binary.c_str()));
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    ::execv(binary.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-/// Runs mxlab with the arguments; returns the exit code, or -1 when killed. With kill_after > 0 the process
-/// gets SIGKILL after that long unless it has finished.
-int run_mxlab(const std::vector<std::string>& args, std::chrono::microseconds kill_after = {}, bool* killed = nullptr) {
-  const pid_t pid = spawn_mxlab(args);
-  REQUIRE(pid > 0);
-  int status = 0;
-  if (killed != nullptr) *killed = false;
-  if (kill_after.count() > 0) {
-    std::this_thread::sleep_for(kill_after);
-    if (::waitpid(pid, &status, WNOHANG) == 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      if (killed != nullptr) *killed = true;
-      return -1;
-    }
-  } else {
-    ::waitpid(pid, &status, 0);
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 /// Every file of a folder: name -> bytes.
 std::map<std::string, std::string> files_of(const fs::path& dir) {
