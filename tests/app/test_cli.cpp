@@ -440,6 +440,43 @@ TEST_CASE("analyze: one row per format, exact SSE beside the float64 metrics", "
   CHECK(run({"analyze", "mxfp4"}).code == 2);
 }
 
+TEST_CASE("analyze: with every output NaN the errors are NaN, not the perfect score", "[cli][quantize]") {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / "mxlab_test_cli_all_nan";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // Two blocks of 32, each with one NaN: under block-nan (the default) every element decodes to NaN.
+  std::string csv;
+  for (int i = 0; i < 64; ++i) csv += (i % 32 == 5 ? std::string("nan") : std::to_string(i % 7 - 3.25)) + "\n";
+  const std::string file = (dir / "x.csv").string();
+  std::ofstream(file) << csv;
+  const std::string cols = "format,mse,rmse,sqnr_db,nan_count";
+  for (const char* fmt : {"mxfp4", "mxfp8_e4m3"}) {
+    INFO(fmt);
+    const Run r = run({"analyze", fmt, "--input", file, "--csv", "--columns", cols});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto ls = lines(r.out);
+    REQUIRE(ls.size() == 2);
+    const auto row = split_csv(ls[1]);
+    CHECK(row[column(ls[0], "mse")] == "nan");
+    CHECK(row[column(ls[0], "rmse")] == "nan");
+    CHECK(row[column(ls[0], "sqnr_db")] == "nan");
+    CHECK(row[column(ls[0], "nan_count")] == "64");
+  }
+  // The same values with NaN cast elementwise: the 62 finite pairs give finite errors again. E2M1 has no NaN,
+  // so the two NaN inputs become +0 (docs/casting.md) and are left out of the errors as non-finite inputs.
+  const Run e = run({"analyze", "mxfp4", "--input", file, "--specials", "element", "--csv", "--columns", cols});
+  REQUIRE(e.code == 0);
+  const auto ls = lines(e.out);
+  REQUIRE(ls.size() == 2);
+  const auto row = split_csv(ls[1]);
+  CHECK(std::isfinite(std::stod(row[column(ls[0], "mse")])));
+  CHECK(std::isfinite(std::stod(row[column(ls[0], "sqnr_db")])));
+  CHECK(row[column(ls[0], "nan_count")] == "0");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cast keeps the sign of a negative NaN literal", "[cli]") {
   const Run r = run({"cast", "e4m3", "-nan", "--csv"});
   REQUIRE(r.code == 0);
