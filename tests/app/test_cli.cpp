@@ -555,6 +555,7 @@ TEST_CASE("bad input over every command: exit code 2, one message, no file left"
       {{"quantize", "nvfp4", gen, "--out", d + "/q.npy", "--tensor-scale-max", "0"}, "--tensor-scale-max"},
       {{"quantize", "mxfp4", gen, "--out", d + "/q.npy", "--tensor-scale-max", "448"}, "no tensor scale"},
       {{"quantize", "mxfp9", gen, "--out", d + "/q.npy"}, "mxfp9"},
+      {{"quantize", "e2m1:nf4", gen, "--out", d + "/q.npy"}, "the codebook 'nf4' cannot be a scale"},
       // analyze: layouts, axes, tensor files
       {{"analyze", "mxfp4", "--input", d + "/nothing.npy"}, "nothing.npy"},
       {{"analyze", "mxfp4", "--input", gen, "--layout", "hwio"}, "needs a 4-D tensor"},
