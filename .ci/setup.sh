@@ -2,10 +2,11 @@
 # Installs the Debian 12 packages mxlab needs to build and test (only those missing).
 set -eu
 # Qt 6 and QCustomPlot draw the plots (offscreen: fonts must be installed); toml++ reads experiment files;
-# SQLite keeps their results; Eigen runs the training GEMMs on Fashion-MNIST (its Debian package).
+# SQLite keeps their results; Eigen runs the training GEMMs on Fashion-MNIST (its Debian package); RE2 matches
+# the re: name patterns in linear time.
 PACKAGES="g++ cmake ninja-build pkg-config git catch2 libboost-dev libhwy-dev zlib1g-dev nlohmann-json3-dev
   qt6-base-dev libqcustomplot-dev fontconfig fonts-dejavu-core libtomlplusplus-dev libsqlite3-dev
-  libeigen3-dev dataset-fashion-mnist"
+  libeigen3-dev dataset-fashion-mnist libre2-dev"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -17,31 +17,16 @@
 #include "mxlab/io/npy.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/quantize/quantize.hpp"
+#include "support/cli_run.hpp"
 
 using namespace mxlab;
 
 namespace {
-struct Run {
-  int code;
-  std::string out;
-  std::string err;
-};
+using Run = mxlab_test::CliRun;
 
-Run run(std::vector<std::string> args, const std::string& input = "") {
-  args.insert(args.begin(), "mxlab");
-  std::istringstream in(input);
-  std::ostringstream out, err;
-  const int code = cli::run(args, {in, out, err});
-  return {code, out.str(), err.str()};
-}
+Run run(std::vector<std::string> args, const std::string& input = "") { return mxlab_test::run_cli(std::move(args), input); }
 
-std::vector<std::string> lines(const std::string& s) {
-  std::vector<std::string> v;
-  std::istringstream in(s);
-  std::string l;
-  while (std::getline(in, l)) v.push_back(l);
-  return v;
-}
+std::vector<std::string> lines(const std::string& s) { return mxlab_test::text_lines(s); }
 
 std::vector<std::string> split_csv(const std::string& line) {
   std::vector<std::string> cells;
@@ -238,11 +223,7 @@ TEST_CASE("stochastic casts are reproducible from the seed", "[cli]") {
 }
 
 TEST_CASE("bad input: exit code 2 and one message naming the input", "[cli]") {
-  struct Case {
-    std::vector<std::string> args;
-    std::string needle;
-  };
-  const Case cases[] = {
+  const mxlab_test::BadInput cases[] = {
       {{"cast", "e4m33", "1"}, "format 'e4m33'"},
       {{"cast", "flaot8_e4m3fn", "1"}, "did you mean"},
       {{"cast", "e4m3", "1.2.3"}, "'1.2.3'"},
@@ -525,20 +506,9 @@ TEST_CASE("bad input over every command: exit code 2, one message, no file left"
   put("neg.elements.npy", npy_header("|u1", std::vector<std::int64_t>{96}) + std::string(96, '\0'));
   put("neg.scales.npy", npy_header("|u1", std::vector<std::int64_t>{6}) + std::string(6, '\x7f'));
   fs::create_symlink(d + "/short.npy", d + "/link.npy");
-  auto listing = [&] {
-    std::vector<std::string> names;
-    for (const auto& e : fs::recursive_directory_iterator(dir)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  };
-  const auto fixtures = listing();
   const std::string gen = "gen:normal:0,1";
   const std::string long_number = std::string(1000000, '7');
-  struct Case {
-    std::vector<std::string> args;
-    std::string needle;
-  };
-  const Case cases[] = {
+  const mxlab_test::BadInput cases[] = {
       // quantize: inputs, options, outputs
       {{"quantize", "mxfp4", "--out", d + "/q.npy"}, "missing INPUT"},
       {{"quantize", "mxfp4", gen, "--input", gen, "--out", d + "/q.npy"}, "given twice"},
@@ -614,18 +584,7 @@ TEST_CASE("bad input over every command: exit code 2, one message, no file left"
       {{"analyze", "mxfp4", gen, "--columns", "format,nope"}, "unknown column 'nope'"},
       {{"bounds", "mxint8", "boost_e2m5", "--max-gap", "-9"}, "--max-gap -9"},
   };
-  for (const auto& c : cases) {
-    std::string line;
-    for (const auto& a : c.args) line += (a.size() > 80 ? a.substr(0, 20) + "..." : a) + " ";
-    INFO(line);
-    const Run r = run(c.args);
-    CHECK(r.code == 2);
-    CHECK(r.out.empty());
-    CHECK_THAT(r.err, Catch::Contains(c.needle));
-    CHECK(lines(r.err).size() == 1);
-    CHECK(r.err.size() < 1000);  // the message names the input, it does not repeat it whole
-    CHECK(listing() == fixtures);  // no output, no temporary file
-  }
+  mxlab_test::check_bad_inputs(dir, cases);
   CHECK(std::size(cases) >= 40);
   fs::remove_all(dir);
 }
