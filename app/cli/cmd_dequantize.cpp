@@ -21,8 +21,9 @@ int cmd_dequantize(const std::vector<std::string>& argv, Io io) {
     io.out << "usage: mxlab dequantize SPEC BASE --out FILE.npy [--profile P] [options]\n\n"
               "Reads BASE.elements.npy, BASE.scales.npy, BASE.tensor_scale.npy and BASE.json written by\n"
               "`mxlab quantize SPEC INPUT --out BASE --packed` (block scale layout), unpacks the codes and\n"
-              "writes the dequantized values, exactly, as float64. SPEC and the packing options (nibble order,\n"
-              "integer encoding) must be the ones used to quantize.\n\n"
+              "writes the dequantized values, exactly, as float64. SPEC must name the block format used to quantize;\n"
+              "the packing (nibble order, integer encoding, block axis, subtile bits) is read from BASE.json, and\n"
+              "a packing option given here must agree with it.\n\n"
            << options_help(specs);
     return kExitOk;
   }
@@ -34,12 +35,19 @@ int cmd_dequantize(const std::vector<std::string>& argv, Io io) {
   const std::string base = args->positional[1];
   auto packed = ops::read_packed(*f, base);
   if (!packed) return bad_input(io, "dequantize", packed.error().message);
-  const PackedTensor& p = *packed;
+  // The codes decode as BASE.json records they were packed; an option given here must agree with it.
+  const std::size_t rank = packed->tensor.shape.size();
+  const auto given = ops::describe_packing(*f, rank), recorded = ops::describe_packing(packed->format, rank);
+  for (std::size_t i = 0; i < given.size(); ++i)
+    if (args->value(given[i].first) && given[i].second != recorded[i].second)
+      return bad_input(io, "dequantize", "option '--" + given[i].first + " " + given[i].second + "': '" + base +
+                                             ".json' records " + given[i].first + " " + recorded[i].second);
+  const PackedTensor& p = packed->tensor;
   auto threads = threads_from_args(*args);
   if (!threads) return bad_input(io, "dequantize", threads.error().message);
   ops::Run run;
   run.threads = *threads;
-  auto values = ops::dequantize(*f, p, run);
+  auto values = ops::dequantize(packed->format, p, run);
   if (!values) return bad_input(io, "dequantize", "'" + base + "': " + values.error().message);
   auto written = write_npy(*out, std::span<const double>(*values), p.shape);
   if (!written) return bad_input(io, "dequantize", written.error().message);

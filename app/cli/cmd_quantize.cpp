@@ -15,6 +15,7 @@
 #include "mxlab/formats/catalogue.hpp"
 #include "mxlab/core/atomic_file.hpp"
 #include "mxlab/io/npy.hpp"
+#include "mxlab/ops/packed_file.hpp"
 #include "mxlab/quantize/analysis.hpp"
 #include "mxlab/quantize/pack.hpp"
 
@@ -50,15 +51,6 @@ class OutputSet {
  private:
   std::vector<std::pair<std::string, std::string>> files_;
 };
-
-template <typename T>
-std::string npy_bytes(std::string_view descr, const std::vector<std::int64_t>& shape, const std::vector<T>& v) {
-  std::string out = npy_header(descr, shape);
-  const std::size_t start = out.size();
-  out.resize(start + v.size() * sizeof(T));
-  std::memcpy(out.data() + start, v.data(), v.size() * sizeof(T));  // little-endian host (x86-64)
-  return out;
-}
 
 std::string strip_npy(const std::string& path) {
   if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0) return path.substr(0, path.size() - 4);
@@ -238,41 +230,15 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
   bar.finish();
   if (!packed) return bad_input(io, "quantize", packed.error().message);
   prov.simd_target = simd_target_of(engine.engine);
-  const PackedTensor& p = *packed;
-  outputs.add(base + ".elements.npy", npy_bytes("|u1", {static_cast<std::int64_t>(p.elements.size())}, p.elements));
-  std::string scale_note = "block grid, row-major";
-  if (f->layout.scale) {
-    std::vector<std::uint8_t> scales = p.scales;
-    std::vector<std::int64_t> sshape = p.scale_grid;
-    const int sbytes = (f->layout.scale->bits() + 7) / 8;
-    if (sbytes > 1) sshape.push_back(sbytes);
-    if (layout == "cublas") {
-      if (sbytes != 1 || p.scale_grid.size() != 2)
-        return bad_input(io, "quantize", "option '--scale-layout cublas': needs one-byte scales over a 2-D tensor");
-      scales = swizzle_scales_128x4(p.scales, p.scale_grid[0], p.scale_grid[1], true);
-      sshape = {static_cast<std::int64_t>(scales.size())};
-      scale_note = "cuBLAS 128x4 swizzle, padded";
-    }
-    outputs.add(base + ".scales.npy", npy_bytes("|u1", sshape, scales));
-  }
-  if (!p.subtile_offsets.empty())
-    outputs.add(base + ".subtiles.npy", npy_bytes("|u1", p.subtile_grid, p.subtile_offsets));
-  if (!p.tensor_scale.empty())
-    outputs.add(base + ".tensor_scale.npy", npy_bytes("|u1", {static_cast<std::int64_t>(p.tensor_scale.size())}, p.tensor_scale));
-  std::string json = "{\n  \"format\": " + json_quote(f->name) + ",\n  \"element\": " + json_quote(f->element.name()) +
-                     ",\n  \"element_bits\": " + std::to_string(f->element.bits()) + ",\n  \"shape\": [";
-  for (std::size_t i = 0; i < p.shape.size(); ++i) json += (i ? ", " : "") + std::to_string(p.shape[i]);
-  json += "],\n  \"scale\": " + (f->layout.scale ? json_quote(f->layout.scale->name()) : std::string("null"));
-  json += ",\n  \"scale_grid\": [";
-  for (std::size_t i = 0; i < p.scale_grid.size(); ++i) json += (i ? ", " : "") + std::to_string(p.scale_grid[i]);
-  json += "],\n  \"subtile_grid\": [";
-  for (std::size_t i = 0; i < p.subtile_grid.size(); ++i) json += (i ? ", " : "") + std::to_string(p.subtile_grid[i]);
-  json += "],\n  \"scale_layout\": " + json_quote(scale_note);
-  json += ",\n  \"tensor_scale\": " + (f->layout.tensor_scale ? json_quote(f->layout.tensor_scale->name()) : std::string("null"));
-  json += ",\n  \"nibble_order\": " + json_quote(std::string(to_string(f->options.nibble_order)));
-  json += ",\n  \"int_encoding\": " + json_quote(std::string(to_string(f->options.int_encoding)));
-  json += ",\n  \"provenance\": " + json_quote(provenance_line(prov)) + "\n}\n";
-  outputs.add(base + ".json", json);
+  const auto files = ops::packed_file_bytes(*f, *packed, layout == "cublas" ? ops::PackedScaleLayout::Cublas
+                                                                            : ops::PackedScaleLayout::Blocks,
+                                           provenance_line(prov));
+  if (!files) return bad_input(io, "quantize", "option '--scale-layout " + layout + "': " + files.error().message);
+  outputs.add(base + ".elements.npy", files->elements);
+  if (!files->scales.empty()) outputs.add(base + ".scales.npy", files->scales);
+  if (!files->subtiles.empty()) outputs.add(base + ".subtiles.npy", files->subtiles);
+  if (!files->tensor_scale.empty()) outputs.add(base + ".tensor_scale.npy", files->tensor_scale);
+  outputs.add(base + ".json", files->json);
   if (auto e = outputs.commit()) return bad_input(io, "quantize", e->message);
   return kExitOk;
 }

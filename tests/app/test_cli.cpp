@@ -357,6 +357,66 @@ TEST_CASE("quantize writes fake-quant .npy equal to the engine's result", "[cli]
   std::filesystem::remove_all(dir);
 }
 
+// Regression: dequantize ignored the nibble order and integer encoding BASE.json records and decoded with the
+// defaults: 62 of 64 mxfp4 values (high-first) and 35 of 64 mxint8 values (sign-magnitude) wrong, exit 0.
+TEST_CASE("dequantize decodes packed files in the packing they record, or refuses a contradicting option", "[cli][quantize]") {
+  const auto dir = std::filesystem::temp_directory_path() / "mxlab_test_cli_packing";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  struct Case {
+    std::string spec;
+    std::vector<std::string> packing;
+  };
+  const Case cases[] = {
+      {"mxfp4", {"--nibble-order", "high-first"}},
+      {"mxfp6_e2m3", {"--nibble-order", "high-first"}},
+      {"mxint8", {"--int-encoding", "sign-magnitude"}},
+      {"mxint4", {"--int-encoding", "sign-magnitude", "--nibble-order", "high-first"}},
+      {"mxfp4", {"--block-axis", "0"}},
+      {"nvfp4", {"--scale-layout", "cublas", "--nibble-order", "high-first"}},
+  };
+  for (const auto& c : cases) {
+    std::string label = c.spec;
+    for (const auto& a : c.packing) label += " " + a;
+    INFO(label);
+    const std::string base = (dir / "q").string(), deq = (dir / "deq.npy").string(), fake = (dir / "fake.npy").string();
+    std::vector<std::string> quantize = {"quantize", c.spec, "gen:laplace:0,1", "--shape", "8x64", "--data-seed", "5"};
+    std::vector<std::string> packed = quantize;
+    packed.insert(packed.end(), {"--out", base, "--packed"});
+    packed.insert(packed.end(), c.packing.begin(), c.packing.end());
+    const Run q = run(packed);
+    INFO(q.err);
+    REQUIRE(q.code == 0);
+    const Run d = run({"dequantize", c.spec, base, "--out", deq});
+    INFO(d.err);
+    REQUIRE(d.code == 0);
+    quantize.insert(quantize.end(), {"--out", fake});
+    for (std::size_t i = 0; i + 1 < c.packing.size(); i += 2)
+      if (c.packing[i] == "--block-axis") quantize.insert(quantize.end(), {c.packing[i], c.packing[i + 1]});
+    REQUIRE(run(quantize).code == 0);
+    auto a = read_npy(deq);
+    auto b = read_npy(fake);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    REQUIRE(a->size() == 512);
+    // The fake quantization is float32 (NVFP4's products can need more bits and are rounded to it).
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < a->size(); ++i) wrong += static_cast<float>(a->exact(i)) != b->data()[i];
+    CHECK(wrong == 0);
+  }
+  // An option given to dequantize that contradicts the record is refused, naming both.
+  const std::string base = (dir / "h").string();
+  REQUIRE(run({"quantize", "mxfp4", "gen:laplace:0,1", "--shape", "8x64", "--out", base, "--packed", "--nibble-order",
+               "high-first"}).code == 0);
+  const Run agree = run({"dequantize", "mxfp4", base, "--out", (dir / "a.npy").string(), "--nibble-order", "high-first"});
+  CHECK(agree.code == 0);
+  const Run contradict = run({"dequantize", "mxfp4", base, "--out", (dir / "b.npy").string(), "--nibble-order", "low-first"});
+  CHECK(contradict.code == 2);
+  CHECK_THAT(contradict.err, Catch::Contains("'--nibble-order low-first'") && Catch::Contains("records nibble-order high-first"));
+  CHECK_FALSE(std::filesystem::exists(dir / "b.npy"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("quantize --packed writes every part, and they unpack to the same values", "[cli][quantize]") {
   const auto dir = std::filesystem::temp_directory_path() / "mxlab_test_cli_packed";
   std::filesystem::remove_all(dir);
@@ -502,7 +562,8 @@ TEST_CASE("bad input over every command: exit code 2, one message, no file left"
   put("deep.toml", "a = " + std::string(5000, '[') + std::string(5000, ']') + "\n");
   put("unknown.toml", "name = \"u\"\njob = \"analyze\"\nbogus = 1\n");
   put("neg.json", "{\n  \"format\": \"mxfp4\",\n  \"element\": \"float4_e2m1fn\",\n  \"shape\": [-3, 64],\n  \"scale\": \"ue8m0\",\n"
-                  "  \"scale_grid\": [3, 2],\n  \"subtile_grid\": [],\n  \"scale_layout\": \"blocks\"\n}\n");
+                  "  \"scale_grid\": [3, 2],\n  \"subtile_grid\": [],\n  \"scale_layout\": \"blocks\",\n  \"tensor_scale\": null,\n"
+                  "  \"nibble_order\": \"low-first\",\n  \"int_encoding\": \"twos-complement\"\n}\n");
   put("neg.elements.npy", npy_header("|u1", std::vector<std::int64_t>{96}) + std::string(96, '\0'));
   put("neg.scales.npy", npy_header("|u1", std::vector<std::int64_t>{6}) + std::string(6, '\x7f'));
   fs::create_symlink(d + "/short.npy", d + "/link.npy");

@@ -1,8 +1,8 @@
 // Fuzz target: packed-tensor files (`mxlab quantize --packed`). Input: one byte choosing the block format,
 // then five sections, each a 2-byte little-endian length and that many bytes: BASE.json,
 // BASE.elements.npy, BASE.scales.npy, BASE.tensor_scale.npy, BASE.subtiles.npy. What parses is
-// dequantized by ops (the kernels where they cover the format) and by the reference unpack; any
-// difference in a value's bits aborts.
+// dequantized by ops (the kernels where they cover the format) and by the reference unpack, in the packing the
+// metadata records; any difference in a value's bits aborts.
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -47,8 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   mxlab::ops::Run run;
   run.threads = 1;
-  auto got = mxlab::ops::dequantize(f, *p, run);
-  auto want = mxlab::unpack(f, *p);
+  auto got = mxlab::ops::dequantize(p->format, p->tensor, run);
+  auto want = mxlab::unpack(p->format, p->tensor);
   if (got.ok() != want.ok()) std::abort();
   if (!got) return 0;
   if (got->size() != want->values.size()) std::abort();

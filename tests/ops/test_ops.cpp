@@ -19,6 +19,7 @@
 #include "mxlab/io/npy.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/packed_file.hpp"
+#include "mxlab/ops/requests.hpp"
 #include "mxlab/quantize/analysis.hpp"
 #include "mxlab/quantize/pack.hpp"
 
@@ -740,21 +741,13 @@ TEST_CASE("ops: a channel axis the tensor does not have is an error", "[ops]") {
   CHECK_THAT(a.error().message, Catch::Contains("channel axis 9 is outside the tensor's 1 axes"));
 }
 
-/// The files `mxlab quantize --packed` writes for a packed tensor (as cmd_quantize writes them).
+/// The files `mxlab quantize --packed` writes for a packed tensor, with the metadata's shape replaced by `shape_text`.
 ops::PackedFileBytes packed_files(const BlockFormat& f, const PackedTensor& p, const std::string& shape_text) {
-  auto u1 = [](const std::vector<std::uint8_t>& v) {
-    const std::vector<std::int64_t> shape = {static_cast<std::int64_t>(v.size())};
-    return npy_header("|u1", shape) + std::string(v.begin(), v.end());
-  };
-  std::string grid;
-  for (std::size_t i = 0; i < p.scale_grid.size(); ++i) grid += (i ? ", " : "") + std::to_string(p.scale_grid[i]);
-  ops::PackedFileBytes files;
-  files.json = "{\n  \"format\": \"" + f.name + "\",\n  \"element\": \"" + f.element.name() + "\",\n  \"shape\": [" +
-               shape_text + "],\n  \"scale\": \"" + f.layout.scale->name() + "\",\n  \"scale_grid\": [" + grid +
-               "],\n  \"subtile_grid\": [],\n  \"scale_layout\": \"blocks\"\n}\n";
-  files.elements = u1(p.elements);
-  files.scales = u1(p.scales);
-  return files;
+  auto files = ops::packed_file_bytes(f, p, ops::PackedScaleLayout::Blocks, "test");
+  REQUIRE(files.ok());
+  const auto at = files->json.find("\"shape\": [") + 10;
+  files->json.replace(at, files->json.find(']', at) - at, shape_text);
+  return *files;
 }
 
 TEST_CASE("ops: packed files read back, and hostile metadata is refused before anything is built", "[ops]") {
@@ -765,9 +758,9 @@ TEST_CASE("ops: packed files read back, and hostile metadata is refused before a
   REQUIRE(p.ok());
   auto back = ops::parse_packed(f, packed_files(f, *p, "3, 64"), "q");
   REQUIRE(back.ok());
-  CHECK(back->elements == p->elements);
-  CHECK(back->scales == p->scales);
-  CHECK(back->shape == p->shape);
+  CHECK(back->tensor.elements == p->elements);
+  CHECK(back->tensor.scales == p->scales);
+  CHECK(back->tensor.shape == p->shape);
   struct Case {
     std::string shape;
     std::string message;
@@ -776,8 +769,9 @@ TEST_CASE("ops: packed files read back, and hostile metadata is refused before a
       {"-3, 64", "'q.json': \"shape\" holds a negative number"},
       {"3, 64, 999999999999", "'q.json': shape holds more elements than 'q.elements.npy' can"},
       {"0, 999999999999999999, 999999999999999999", "'q.json': shape is too large"},
-      {"3, 1e9", "'q.json': \"shape\" is not a closed array of integers"},
-      {"9999999999999999999999", "'q.json': \"shape\" holds a number too large for a tensor dimension"},
+      {"3, 1e9", "'q.json': \"shape\" holds a non-integer number, expected non-negative integers"},
+      {"9999999999999999999999", "'q.json': \"shape\" holds a non-integer number, expected non-negative integers"},
+      {"3, 1152921504606846976", "'q.json': \"shape\" holds a number too large for a tensor dimension"},
       {"6, 32", "'q.json': was not written for the block format mxfp4 (scale format or block grid differ)"},
   };
   for (const auto& c : cases) {
@@ -791,6 +785,111 @@ TEST_CASE("ops: packed files read back, and hostile metadata is refused before a
   auto short_scales = ops::parse_packed(f, files, "q");
   REQUIRE_FALSE(short_scales.ok());
   CHECK_THAT(short_scales.error().message, Catch::Contains("q.scales.npy"));
+}
+
+// Regression: dequantize decoded every packed file with the default packing, so files written with
+// --nibble-order high-first (62 of 64 values wrong) or --int-encoding sign-magnitude (35 of 64) came back
+// wrong with no error. Every packing option the writer takes must read back bit for bit.
+TEST_CASE("ops: every packing option of packed files reads back bit for bit with the format's defaults", "[ops]") {
+  struct Packing {
+    std::string spec;
+    std::vector<std::int64_t> shape;
+    std::vector<std::pair<std::string, std::string>> options;
+    ops::PackedScaleLayout layout = ops::PackedScaleLayout::Blocks;
+  };
+  std::vector<Packing> packings;
+  for (const char* spec : {"mxfp4", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp8_e4m3", "mxint8", "mxint4", "nvfp4",
+                           "e4m3:e8m0_t16s4_t16s4", "int8:float32_t0"}) {
+    const BlockFormat f = parse(spec);
+    const bool one_d = f.layout.tiles.size() == 1;
+    const bool subtiles = std::string(spec).find('s') != std::string::npos && f.layout.tiles.size() == 2;
+    for (const char* nibble : {"low-first", "high-first"})
+      for (const char* enc : {"twos-complement", "sign-magnitude"})
+        for (const char* axis : {"-1", "0"})
+          for (const char* sub : {"1", "3"}) {
+            if ((!one_d && std::string(axis) == "0") || (!subtiles && std::string(sub) == "3")) continue;
+            std::vector<std::pair<std::string, std::string>> o = {{"nibble-order", nibble}, {"int-encoding", enc}};
+            if (one_d) o.emplace_back("block-axis", axis);
+            if (subtiles) o.emplace_back("subtile-bits", sub);
+            packings.push_back({spec, {40, 64}, o});
+            if (f.layout.scale && f.layout.scale->bits() <= 8 && one_d)
+              packings.push_back({spec, {130, 64}, o, ops::PackedScaleLayout::Cublas});
+          }
+  }
+  std::size_t written = 0;
+  for (const auto& k : packings) {
+    std::string label = k.spec + (k.layout == ops::PackedScaleLayout::Cublas ? " cublas" : " blocks");
+    for (const auto& [n, v] : k.options) label += " --" + n + " " + v;
+    INFO(label);
+    auto f = ops::block_format(k.spec, k.options, [](std::string_view n) { return std::string(n); });
+    REQUIRE(f.ok());
+    const std::size_t count = static_cast<std::size_t>(k.shape[0] * k.shape[1]);
+    auto t = Tensor::from_f32(k.shape, corner_input(11, count, true));
+    REQUIRE(t.ok());
+    auto p = ops::quantize_packed(*f, ops::TensorSource::of(*t));
+    if (!p && f->options.int_encoding == IntEncoding::SignMagnitude) {
+      // Sign-magnitude needs a symmetric integer element (int8 has -128); the writer refuses the rest.
+      CHECK_THAT(p.error().message, Catch::Contains("sign-magnitude"));
+      continue;
+    }
+    REQUIRE(p.ok());
+    ++written;
+    auto want = ops::dequantize(*f, *p);
+    REQUIRE(want.ok());
+    auto files = ops::packed_file_bytes(*f, *p, k.layout, "test");
+    REQUIRE(files.ok());
+    // Read as `mxlab dequantize SPEC BASE` does: the spec alone, the packing from the metadata.
+    auto back = ops::parse_packed(parse(k.spec), *files, "q");
+    REQUIRE(back.ok());
+    CHECK(ops::describe_packing(back->format) == ops::describe_packing(*f));
+    CHECK(back->tensor.elements == p->elements);
+    CHECK(back->tensor.scales == p->scales);
+    auto got = ops::dequantize(back->format, back->tensor);
+    REQUIRE(got.ok());
+    REQUIRE(got->size() == want->size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < got->size(); ++i)
+      differ += std::bit_cast<std::uint64_t>((*got)[i]) != std::bit_cast<std::uint64_t>((*want)[i]);
+    CHECK(differ == 0);
+  }
+  CHECK(written >= 60);
+}
+
+TEST_CASE("ops: packed metadata that does not describe a layout mxlab writes is refused", "[ops]") {
+  const BlockFormat f = parse("mxfp4");
+  auto t = Tensor::from_f32({3, 64}, corner_input(9, 192, true));
+  REQUIRE(t.ok());
+  auto p = ops::quantize_packed(f, ops::TensorSource::of(*t));
+  REQUIRE(p.ok());
+  auto files = ops::packed_file_bytes(f, *p, ops::PackedScaleLayout::Blocks, "test");
+  REQUIRE(files.ok());
+  struct Case {
+    std::string from, to, message;
+  };
+  const Case cases[] = {
+      {"\"nibble_order\": \"low-first\"", "\"nibble_order\": \"middle-first\"", "\"nibble_order\": unknown nibble order"},
+      {"\"int_encoding\": \"twos-complement\"", "\"int_encoding\": \"ones-complement\"", "\"int_encoding\": unknown integer encoding"},
+      {"\"element_bits\": 4", "\"element_bits\": 5", "\"element_bits\" is 5, but float4_e2m1fn has 4 bits"},
+      {"\"element_bits\": 4", "\"element_bits\": \"4\"", "\"element_bits\" is a string, expected an integer"},
+      {"\"block_axis\": -1", "\"block_axis\": 7", "\"block_axis\" 7 is outside the tensor's 2 axes"},
+      {"\"subtile_bits\": 1", "\"subtile_bits\": 0", "\"subtile_bits\" is 0, expected 1..8"},
+      {"\"scale_layout\": \"block grid, row-major\"", "\"scale_layout\": \"column-major\"", "\"scale_layout\" is \"column-major\""},
+      {"\"tensor_scale\": null", "\"tensor_scale\": \"float32\"", "(tensor scale float32, the format has none)"},
+      {"\"format\"", "\"colour\": 1, \"format\"", "unknown key \"colour\""},
+      {"\"format\"", "\"shape\": [3, 64], \"format\"", "appears twice"},
+      {"{", "[", "invalid JSON"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.to);
+    auto bad = *files;
+    const auto at = bad.json.find(c.from);
+    REQUIRE(at != std::string::npos);
+    bad.json.replace(at, c.from.size(), c.to);
+    auto r = ops::parse_packed(f, bad, "q");
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains(c.message));
+    CHECK_THAT(r.error().message, Catch::StartsWith("'q.json'"));
+  }
 }
 
 }  // namespace

@@ -1,12 +1,12 @@
 // Strict, bounded JSON parsing on top of nlohmann::json's parser callback.
-#include "json_limits.hpp"
+#include "mxlab/io/json_limits.hpp"
 
 #include <new>
 #include <optional>
 #include <set>
 #include <vector>
 
-namespace mxlab::io_detail {
+namespace mxlab {
 namespace {
 
 struct LimitExceeded {
@@ -81,4 +81,4 @@ Result<nlohmann::json> parse_json_limited(std::string_view text, std::string_vie
   }
 }
 
-}  // namespace mxlab::io_detail
+}  // namespace mxlab

@@ -27,7 +27,7 @@
 #pragma GCC diagnostic pop
 
 #include "binary.hpp"
-#include "json_limits.hpp"
+#include "mxlab/io/json_limits.hpp"
 
 namespace mxlab {
 namespace {
@@ -82,7 +82,7 @@ std::optional<std::uint64_t> checked_elements(std::span<const std::int64_t> shap
 
 // A JSON array of non-negative integers (a shape); the problem as text otherwise.
 std::optional<std::string> json_shape(const json& v, std::vector<std::int64_t>& out) {
-  if (!v.is_array()) return "'shape' is " + io_detail::json_kind(v) + ", expected an array of integers";
+  if (!v.is_array()) return "'shape' is " + json_kind(v) + ", expected an array of integers";
   if (v.size() > kMaxRank)
     return "'shape' has " + std::to_string(v.size()) + " dimensions, more than " + std::to_string(kMaxRank);
   out.clear();
@@ -96,7 +96,7 @@ std::optional<std::string> json_shape(const json& v, std::vector<std::int64_t>& 
     } else if (d.is_number_integer()) {
       return "dimension " + std::to_string(i + 1) + " of 'shape' is negative (" + std::to_string(d.get<std::int64_t>()) + ")";
     } else {
-      return "dimension " + std::to_string(i + 1) + " of 'shape' is " + io_detail::json_kind(d) +
+      return "dimension " + std::to_string(i + 1) + " of 'shape' is " + json_kind(d) +
              ", expected a non-negative integer";
     }
   }
@@ -143,7 +143,7 @@ struct TfjsDtype {
 std::optional<std::string> tfjs_dtype(const json& w, TfjsDtype& out) {
   auto it = w.find("dtype");
   if (it == w.end()) return "lacks 'dtype'";
-  if (!it->is_string()) return "'dtype' is " + io_detail::json_kind(*it) + ", expected a string";
+  if (!it->is_string()) return "'dtype' is " + json_kind(*it) + ", expected a string";
   const auto& dtype = it->get_ref<const std::string&>();
   if (dtype == "string") return "has dtype 'string' (variable-length strings are not supported in weight files)";
   std::uint64_t item = 0;
@@ -162,7 +162,7 @@ std::optional<std::string> tfjs_dtype(const json& w, TfjsDtype& out) {
   out.text = dtype;
   auto q = w.find("quantization");
   if (q != w.end() && !q->is_null()) {
-    if (!q->is_object()) return "'quantization' is " + io_detail::json_kind(*q) + ", expected an object";
+    if (!q->is_object()) return "'quantization' is " + json_kind(*q) + ", expected an object";
     auto qd = q->find("dtype");
     if (qd == q->end() || !qd->is_string()) return "'quantization' lacks a string 'dtype'";
     const auto& qt = qd->get_ref<const std::string&>();
@@ -366,20 +366,20 @@ Result<WeightFile> WeightFile::open_tfjs(const std::string& path) {
   auto begun = begin(WeightFileKind::Tfjs, path);
   if (!begun) return begun.error();
   auto& [wf, size, file] = *begun;
-  if (size > io_detail::kMaxJsonBytes)
+  if (size > kMaxJsonBytes)
     return wf.fail("model.json has " + std::to_string(size) + " bytes, more than the limit of " +
-                   std::to_string(io_detail::kMaxJsonBytes));
+                   std::to_string(kMaxJsonBytes));
   std::string text(static_cast<std::size_t>(size), '\0');
   if (auto p = read_at(file.get(), 0, text.data(), text.size())) return wf.fail(*p);
   file.reset();
-  auto doc = io_detail::parse_json_limited(text, wf.label_ + " '" + path + "'");
+  auto doc = parse_json_limited(text, wf.label_ + " '" + path + "'");
   if (!doc) return doc.error();
   text.clear();
   text.shrink_to_fit();
-  if (!doc->is_object()) return wf.fail("the top level is " + io_detail::json_kind(*doc) + ", expected an object");
+  if (!doc->is_object()) return wf.fail("the top level is " + json_kind(*doc) + ", expected an object");
   auto manifest = doc->find("weightsManifest");
   if (manifest == doc->end()) return wf.fail("there is no 'weightsManifest' (not a tfjs model.json)");
-  if (!manifest->is_array()) return wf.fail("'weightsManifest' is " + io_detail::json_kind(*manifest) + ", expected an array");
+  if (!manifest->is_array()) return wf.fail("'weightsManifest' is " + json_kind(*manifest) + ", expected an array");
 
   // Consumers of each constant in a graph model: the first op that takes it as an input.
   std::map<std::string, std::pair<const json*, std::size_t>> consumer;
@@ -400,7 +400,7 @@ Result<WeightFile> WeightFile::open_tfjs(const std::string& path) {
   for (std::size_t g = 0; g < manifest->size(); ++g) {
     const json& group = (*manifest)[g];
     const std::string where = "weightsManifest[" + std::to_string(g) + "]";
-    if (!group.is_object()) return wf.fail(where + " is " + io_detail::json_kind(group) + ", expected an object");
+    if (!group.is_object()) return wf.fail(where + " is " + json_kind(group) + ", expected an object");
     auto paths = group.find("paths");
     auto weights = group.find("weights");
     if (paths == group.end() || !paths->is_array()) return wf.fail(where + " lacks a 'paths' array");
@@ -410,7 +410,7 @@ Result<WeightFile> WeightFile::open_tfjs(const std::string& path) {
     for (std::size_t s = 0; s < paths->size(); ++s) {
       const json& p = (*paths)[s];
       if (!p.is_string())
-        return wf.fail(where + ".paths[" + std::to_string(s) + "] is " + io_detail::json_kind(p) + ", expected a string");
+        return wf.fail(where + ".paths[" + std::to_string(s) + "] is " + json_kind(p) + ", expected a string");
       std::string resolved;
       if (auto problem = check_shard_path(p.get<std::string>(), dir, resolved)) return wf.fail(where + ": " + *problem);
       auto shard_size = regular_file_size(resolved, "tfjs shard");
@@ -422,7 +422,7 @@ Result<WeightFile> WeightFile::open_tfjs(const std::string& path) {
     for (std::size_t i = 0; i < weights->size(); ++i) {
       const json& w = (*weights)[i];
       std::string at = where + ".weights[" + std::to_string(i) + "]";
-      if (!w.is_object()) return wf.fail(at + " is " + io_detail::json_kind(w) + ", expected an object");
+      if (!w.is_object()) return wf.fail(at + " is " + json_kind(w) + ", expected an object");
       auto name = w.find("name");
       if (name == w.end() || !name->is_string() || name->get_ref<const std::string&>().empty())
         return wf.fail(at + " lacks a non-empty string 'name'");
@@ -480,16 +480,16 @@ Result<WeightFile> WeightFile::open_safetensors(const std::string& path) {
   if (header_len > size - 8)
     return wf.fail("the header length " + std::to_string(header_len) + " is beyond the file (" + std::to_string(size) +
                    " bytes)");
-  if (header_len > io_detail::kMaxJsonBytes)
+  if (header_len > kMaxJsonBytes)
     return wf.fail("the header length " + std::to_string(header_len) + " is more than the limit of " +
-                   std::to_string(io_detail::kMaxJsonBytes) + " bytes");
+                   std::to_string(kMaxJsonBytes) + " bytes");
   std::string text(static_cast<std::size_t>(header_len), '\0');
   if (auto p = read_at(f.get(), 8, text.data(), text.size())) return wf.fail(*p);
   f.reset();
   if (text.empty() || text.front() != '{') return wf.fail("the header does not start with '{'");
-  auto doc = io_detail::parse_json_limited(text, wf.label_ + " '" + path + "'");
+  auto doc = parse_json_limited(text, wf.label_ + " '" + path + "'");
   if (!doc) return doc.error();
-  if (!doc->is_object()) return wf.fail("the header is " + io_detail::json_kind(*doc) + ", expected an object");
+  if (!doc->is_object()) return wf.fail("the header is " + json_kind(*doc) + ", expected an object");
   const std::uint64_t data_size = size - 8 - header_len;
 
   struct Entry {
@@ -499,14 +499,14 @@ Result<WeightFile> WeightFile::open_safetensors(const std::string& path) {
   std::vector<Entry> entries;
   for (const auto& [key, value] : doc->items()) {
     if (key == "__metadata__") {
-      if (!value.is_object()) return wf.fail("'__metadata__' is " + io_detail::json_kind(value) + ", expected an object");
+      if (!value.is_object()) return wf.fail("'__metadata__' is " + json_kind(value) + ", expected an object");
       for (const auto& [mk, mv] : value.items())
         if (!mv.is_string())
-          return wf.fail("'__metadata__' entry " + sq(mk) + " is " + io_detail::json_kind(mv) + ", expected a string");
+          return wf.fail("'__metadata__' entry " + sq(mk) + " is " + json_kind(mv) + ", expected a string");
       continue;
     }
     const std::string at = "tensor " + sq(key);
-    if (!value.is_object()) return wf.fail(at + " is " + io_detail::json_kind(value) + ", expected an object");
+    if (!value.is_object()) return wf.fail(at + " is " + json_kind(value) + ", expected an object");
     for (const auto& [k, v] : value.items())
       if (k != "dtype" && k != "shape" && k != "data_offsets")
         return wf.fail(at + " has the unexpected key " + sq(k) + " (expected dtype, shape, data_offsets)");

@@ -129,23 +129,40 @@ Result<QuantizedTensor> unpack(const BlockFormat& f, const PackedTensor& p) {
   return q;
 }
 
-std::vector<std::uint8_t> swizzle_scales_128x4(std::span<const std::uint8_t> scales, std::int64_t rows,
-                                               std::int64_t cols, bool pad) {
-  std::vector<std::uint8_t> out;
-  out.reserve(static_cast<std::size_t>(rows * cols));
+namespace {
+/// Calls visit(row, col) for each position of the 128x4 swizzle in its order (seed 004), including the
+/// padding positions outside the rows x cols matrix.
+template <class Visit>
+void for_each_swizzled(std::int64_t rows, std::int64_t cols, Visit visit) {
   for (std::int64_t row_start = 0; row_start < rows; row_start += 128)
     for (std::int64_t col_start = 0; col_start < cols; col_start += 4)
       for (std::int64_t s = 0; s < 32; ++s)
         for (std::int64_t r = 0; r < 128; r += 32)
-          for (std::int64_t c = 0; c < 4; ++c) {
-            const std::int64_t row = row_start + s + r;
-            const std::int64_t col = col_start + c;
-            if (row < rows && col < cols) {
-              out.push_back(scales[static_cast<std::size_t>(row * cols + col)]);
-            } else if (pad) {
-              out.push_back(0);
-            }
-          }
+          for (std::int64_t c = 0; c < 4; ++c) visit(row_start + s + r, col_start + c);
+}
+}  // namespace
+
+std::vector<std::uint8_t> swizzle_scales_128x4(std::span<const std::uint8_t> scales, std::int64_t rows,
+                                               std::int64_t cols, bool pad) {
+  std::vector<std::uint8_t> out;
+  out.reserve(static_cast<std::size_t>(rows * cols));
+  for_each_swizzled(rows, cols, [&](std::int64_t row, std::int64_t col) {
+    if (row < rows && col < cols) {
+      out.push_back(scales[static_cast<std::size_t>(row * cols + col)]);
+    } else if (pad) {
+      out.push_back(0);
+    }
+  });
+  return out;
+}
+
+std::vector<std::uint8_t> unswizzle_scales_128x4(std::span<const std::uint8_t> swizzled, std::int64_t rows, std::int64_t cols) {
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * cols));
+  std::size_t k = 0;
+  for_each_swizzled(rows, cols, [&](std::int64_t row, std::int64_t col) {
+    if (row < rows && col < cols) out[static_cast<std::size_t>(row * cols + col)] = swizzled[k];
+    ++k;
+  });
   return out;
 }
 

@@ -46,5 +46,8 @@ Result<QuantizedTensor> unpack(const BlockFormat& f, const PackedTensor& p);
 /// layout cuBLAS reads); without, out-of-range positions are skipped (seed 004's loop).
 std::vector<std::uint8_t> swizzle_scales_128x4(std::span<const std::uint8_t> scales, std::int64_t rows,
                                                std::int64_t cols, bool pad);
+/// The inverse of swizzle_scales_128x4 with pad: the rows x cols matrix, row-major, from its padded swizzle
+/// (which must hold ceil(rows/128)*128 * ceil(cols/4)*4 bytes).
+std::vector<std::uint8_t> unswizzle_scales_128x4(std::span<const std::uint8_t> swizzled, std::int64_t rows, std::int64_t cols);
 
 }  // namespace mxlab

@@ -1,4 +1,4 @@
-// Internal: strict JSON parsing for file headers (nlohmann::json) with fixed limits on size, nesting
+// Strict JSON parsing for file headers (nlohmann::json) with fixed limits on size, nesting
 // and value count, and duplicate object keys rejected, so that a hostile header costs bounded memory.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include "mxlab/core/error.hpp"
 
-namespace mxlab::io_detail {
+namespace mxlab {
 
 /// Longest JSON text a header may have (tfjs model.json, safetensors header). Real headers are below
 /// 1 MiB.
@@ -28,4 +28,4 @@ Result<nlohmann::json> parse_json_limited(std::string_view text, std::string_vie
 /// Short description of a JSON value's type for messages ("a string", "an array", ...).
 std::string json_kind(const nlohmann::json& v);
 
-}  // namespace mxlab::io_detail
+}  // namespace mxlab

@@ -1,0 +1,95 @@
+// Checks bad input to packed files, name patterns and sizes against the CLI contract (exit code 2, one line
+// naming the input and the problem, nothing written): rows of the bad-input table beyond test_cli's.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "support/cli_run.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+/// Copies the packed files BASE.* to NAME.* with `from` replaced by `to` in NAME.json.
+void edited_copy(const std::string& d, const std::string& base, const std::string& name, const std::string& from,
+                 const std::string& to) {
+  for (const char* suffix : {".elements.npy", ".scales.npy", ".tensor_scale.npy"})
+    if (fs::exists(d + "/" + base + suffix)) fs::copy_file(d + "/" + base + suffix, d + "/" + name + suffix);
+  std::string json = slurp(d + "/" + base + ".json");
+  const auto at = json.find(from);
+  REQUIRE(at != std::string::npos);
+  json.replace(at, from.size(), to);
+  std::ofstream(d + "/" + name + ".json", std::ios::binary) << json;
+}
+
+}  // namespace
+
+TEST_CASE("bad input: packed metadata that does not describe a layout mxlab writes", "[cli][quantize]") {
+  const auto dir = fs::temp_directory_path() / "mxlab_test_bad_packed";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string d = dir.string();
+  using mxlab_test::run_cli;
+  REQUIRE(run_cli({"quantize", "mxfp4", "gen:normal:0,1", "--shape", "4x64", "--out", d + "/hi", "--packed",
+                   "--nibble-order", "high-first"}).code == 0);
+  REQUIRE(run_cli({"quantize", "mxint8", "gen:normal:0,1", "--shape", "4x64", "--out", d + "/sm", "--packed",
+                   "--int-encoding", "sign-magnitude"}).code == 0);
+  REQUIRE(run_cli({"quantize", "nvfp4", "gen:normal:0,1", "--shape", "4x64", "--out", d + "/nv", "--packed"}).code == 0);
+  edited_copy(d, "hi", "nib", "\"high-first\"", "\"middle-first\"");
+  edited_copy(d, "sm", "enc", "\"sign-magnitude\"", "\"ones-complement\"");
+  edited_copy(d, "hi", "bits", "\"element_bits\": 4", "\"element_bits\": 5");
+  edited_copy(d, "hi", "key", "\"format\"", "\"colour\": \"red\", \"format\"");
+  edited_copy(d, "hi", "twice", "\"format\"", "\"nibble_order\": \"low-first\", \"format\"");
+  edited_copy(d, "hi", "lay", "\"block grid, row-major\"", "\"column-major\"");
+  edited_copy(d, "nv", "ts", "\"tensor_scale\": \"float32\"", "\"tensor_scale\": \"ue8m0\"");
+  edited_copy(d, "hi", "axis", "\"block_axis\": -1", "\"block_axis\": 2");
+  edited_copy(d, "hi", "sub", "\"subtile_bits\": 1", "\"subtile_bits\": 9");
+  edited_copy(d, "hi", "str", "\"element_bits\": 4", "\"element_bits\": \"4\"");
+  edited_copy(d, "hi", "gone", "\"nibble_order\": \"high-first\",", "");
+  fs::copy_file(d + "/hi.elements.npy", d + "/zero.elements.npy");
+  fs::copy_file(d + "/hi.scales.npy", d + "/zero.scales.npy");
+  fs::create_symlink("/dev/zero", d + "/zero.json");
+  fs::create_directories(d + "/dir.json");
+  fs::copy_file(d + "/hi.json", d + "/fifo.json");
+  fs::copy_file(d + "/hi.scales.npy", d + "/fifo.scales.npy");
+  REQUIRE(::mkfifo((d + "/fifo.elements.npy").c_str(), 0600) == 0);
+  fs::copy_file(d + "/hi.json", d + "/big.json");
+  fs::copy_file(d + "/hi.scales.npy", d + "/big.scales.npy");
+  std::ofstream(d + "/big.elements.npy", std::ios::binary) << std::string(1 << 20, 'x');
+  const std::string out = d + "/v.npy";
+  const mxlab_test::BadInput cases[] = {
+      {{"dequantize", "mxfp4", d + "/nib", "--out", out}, "nib.json': \"nibble_order\": unknown nibble order"},
+      {{"dequantize", "mxint8", d + "/enc", "--out", out}, "enc.json': \"int_encoding\": unknown integer encoding"},
+      {{"dequantize", "mxfp4", d + "/bits", "--out", out}, "\"element_bits\" is 5, but float4_e2m1fn has 4 bits"},
+      {{"dequantize", "mxfp4", d + "/str", "--out", out}, "\"element_bits\" is a string, expected an integer"},
+      {{"dequantize", "mxfp4", d + "/key", "--out", out}, "unknown key \"colour\""},
+      {{"dequantize", "mxfp4", d + "/twice", "--out", out}, "\"nibble_order\" appears twice"},
+      {{"dequantize", "mxfp4", d + "/lay", "--out", out}, "\"scale_layout\" is \"column-major\""},
+      {{"dequantize", "nvfp4", d + "/ts", "--out", out}, "(tensor scale ue8m0, the format has float32)"},
+      {{"dequantize", "mxfp4", d + "/axis", "--out", out}, "\"block_axis\" 2 is outside the tensor's 2 axes"},
+      {{"dequantize", "mxfp4", d + "/sub", "--out", out}, "\"subtile_bits\" is 9, expected 1..8"},
+      {{"dequantize", "mxfp4", d + "/gone", "--out", out}, "no \"nibble_order\" field"},
+      {{"dequantize", "mxfp4", d + "/hi", "--out", out, "--nibble-order", "low-first"}, "records nibble-order high-first"},
+      {{"dequantize", "mxint8", d + "/sm", "--out", out, "--int-encoding", "twos-complement"},
+       "records int-encoding sign-magnitude"},
+      {{"dequantize", "mxfp4", d + "/hi", "--out", out, "--block-axis", "0"}, "records block-axis 1"},
+      {{"dequantize", "mxfp4", d + "/zero", "--out", out}, "zero.json': is a character device"},
+      {{"dequantize", "mxfp4", d + "/dir", "--out", out}, "dir.json': is a directory"},
+      {{"dequantize", "mxfp4", d + "/fifo", "--out", out}, "fifo.elements.npy': is a FIFO"},
+      {{"dequantize", "mxfp4", d + "/big", "--out", out}, "big.elements.npy': is 1 MB, more than"},
+      {{"dequantize", "mxfp4", d + "/absent", "--out", out}, "absent.json': does not exist"},
+  };
+  mxlab_test::check_bad_inputs(dir, cases);
+  fs::remove_all(dir);
+}
