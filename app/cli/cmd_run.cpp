@@ -4,11 +4,14 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "cli/cli.hpp"
 #include "cli/inputs.hpp"
 #include "cli/progress_bar.hpp"
+#include "mxlab/experiment/results.hpp"
 #include "mxlab/experiment/runner.hpp"
+#include "mxlab/experiment/slurm.hpp"
 #ifdef MXLAB_HAVE_PLOT
 #include "mxlab/plot/plot.hpp"
 #endif
@@ -104,6 +107,94 @@ std::vector<OptionSpec> run_options() {
           {"quiet", false, "", "no progress"}};
 }
 
+/// The experiments of the files given to run or check, and the results folder of each.
+struct RunFiles {
+  std::vector<experiment::Experiment> experiments;
+  std::vector<std::string> out_dirs;
+  std::string name;  ///< the first file's name
+  std::string base;  ///< the folder holding every results folder ("" for several files without --out)
+};
+
+/// Reads every file first: a mistake in any of them stops the batch before anything runs.
+/// A batch file's experiments go to DIR/NAME of the batch's folder (results/BATCH/NAME by default).
+Result<RunFiles> read_files(const std::vector<std::string>& paths, const std::optional<std::string>& out) {
+  RunFiles r;
+  for (const auto& file : paths) {
+    auto e = experiment::read_experiment(file);
+    if (!e) return e.error();
+    const std::string dir = out ? (paths.size() == 1 ? *out : *out + "/" + e->name) : "results/" + e->name;
+    if (r.name.empty()) {
+      r.name = e->name;
+      r.base = out ? *out : paths.size() == 1 ? dir : "";
+    }
+    if (e->batch.empty()) {
+      r.out_dirs.push_back(dir);
+      r.experiments.push_back(std::move(*e));
+      continue;
+    }
+    for (const auto& member : e->batch) {
+      const std::string path = (std::filesystem::path(file).parent_path() / member).lexically_normal().string();
+      auto m = experiment::read_experiment(path);
+      if (!m) return make_error(file + ": batch entry '" + member + "': " + m.error().message);
+      if (!m->batch.empty()) return make_error(path + ": a batch cannot list another batch");
+      r.out_dirs.push_back(dir + "/" + m->name);
+      r.experiments.push_back(std::move(*m));
+    }
+  }
+  return r;
+}
+
+/// --slurm N: writes the scripts of a job array of N shards and of their merge instead of running.
+int write_slurm(Io io, const Args& args, const std::string& tasks_text) {
+  std::size_t tasks = 0;
+  auto [p, ec] = std::from_chars(tasks_text.data(), tasks_text.data() + tasks_text.size(), tasks);
+  if (ec != std::errc() || p != tasks_text.data() + tasks_text.size() || tasks < 1 || tasks > 100000)
+    return bad_input(io, "run", "option '--slurm " + tasks_text + "': expected the number of array tasks, 1 to 100000");
+  if (args.value("shard")) return bad_input(io, "run", "option '--slurm' runs every shard: it cannot be given with --shard");
+  auto jobs = parse_jobs(args);
+  if (!jobs) return bad_input(io, "run", jobs.error().message);
+  if (auto threads = threads_from_args(args); !threads) return bad_input(io, "run", threads.error().message);
+  auto files = read_files(args.positional, args.value("out"));
+  if (!files) return bad_input(io, "run", files.error().message);
+  if (files->base.empty()) return bad_input(io, "run", "option '--slurm' with several files needs --out DIR");
+  std::size_t points = 0;
+  for (const auto& e : files->experiments) {
+    auto pts = experiment::expand_points(e);
+    if (!pts) return bad_input(io, "run", pts.error().message);
+    for (const auto& pt : *pts)
+      if (auto err = experiment::check_point(e, pt)) return bad_input(io, "run", err->message);
+    points += pts->size();
+  }
+  namespace fs = std::filesystem;
+  std::error_code fec;
+  const auto absolute = [&fec](const std::string& path) {
+    std::string a = fs::absolute(path, fec).lexically_normal().string();
+    while (a.size() > 1 && a.back() == '/') a.pop_back();
+    return a;
+  };
+  experiment::SlurmPlan plan;
+  plan.mxlab = fs::read_symlink("/proc/self/exe", fec).string();
+  if (fec) return bad_input(io, "run", "option '--slurm': the mxlab binary's path is unknown: " + fec.message());
+  for (const auto& f : args.positional) plan.files.push_back(absolute(f));
+  plan.out_dir = absolute(files->base);
+  for (const auto& d : files->out_dirs) plan.members.push_back(d.substr(files->base.size()));
+  plan.work_dir = fs::current_path(fec).string();
+  if (fec) return bad_input(io, "run", "option '--slurm': the current folder is unknown: " + fec.message());
+  plan.name = files->name;
+  plan.tasks = tasks;
+  plan.jobs = *jobs;
+  plan.threads = args.value("threads").value_or("");
+  plan.resume = args.flag("resume");
+  plan.quiet = args.flag("quiet");
+  auto written = experiment::write_slurm_scripts(plan);
+  if (!written) return bad_input(io, "run", written.error().message);
+  io.out << "wrote a Slurm job array of " << tasks << " tasks over " << points << " points, and its merge, to " << plan.out_dir
+         << "/\n  submit.sh, slurm/array.sbatch, slurm/merge.sbatch (shards in shard-K/, job output in slurm/logs/)\n";
+  if (tasks > points) io.out << "note: " << tasks - points << " of the tasks have no point to run\n";
+  io.out << "submit with: sh " << experiment::shell_quote(plan.out_dir + "/submit.sh") << "\n";
+  return kExitOk;
+}
+
 /// Runs every file; returns the exit code and the summaries.
 int run_files(Io io, const std::string& command, const Args& args, std::vector<std::pair<std::string, experiment::RunSummary>>* summaries) {
   auto jobs = parse_jobs(args);
@@ -116,29 +207,10 @@ int run_files(Io io, const std::string& command, const Args& args, std::vector<s
     if (!s) return bad_input(io, command, s.error().message);
     shard = *s;
   }
-  // Read every file first: a mistake in any of them stops the batch before anything runs.
-  // A batch file's experiments go to DIR/NAME of the batch's folder (results/BATCH/NAME by default).
-  std::vector<experiment::Experiment> experiments;
-  std::vector<std::string> out_dirs;
-  const auto out = args.value("out");
-  for (const auto& file : args.positional) {
-    auto e = experiment::read_experiment(file);
-    if (!e) return bad_input(io, command, e.error().message);
-    if (e->batch.empty()) {
-      out_dirs.push_back(out ? (args.positional.size() == 1 ? *out : *out + "/" + e->name) : "results/" + e->name);
-      experiments.push_back(std::move(*e));
-      continue;
-    }
-    const std::string base = out ? (args.positional.size() == 1 ? *out : *out + "/" + e->name) : "results/" + e->name;
-    for (const auto& member : e->batch) {
-      const std::string path = (std::filesystem::path(file).parent_path() / member).lexically_normal().string();
-      auto m = experiment::read_experiment(path);
-      if (!m) return bad_input(io, command, file + ": batch entry '" + member + "': " + m.error().message);
-      if (!m->batch.empty()) return bad_input(io, command, path + ": a batch cannot list another batch");
-      out_dirs.push_back(base + "/" + m->name);
-      experiments.push_back(std::move(*m));
-    }
-  }
+  auto files = read_files(args.positional, args.value("out"));
+  if (!files) return bad_input(io, command, files.error().message);
+  const auto& experiments = files->experiments;
+  const auto& out_dirs = files->out_dirs;
   InterruptGuard guard;
   for (std::size_t k = 0; k < experiments.size(); ++k) {
     const auto& e = experiments[k];
@@ -183,20 +255,27 @@ int run_files(Io io, const std::string& command, const Args& args, std::vector<s
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv, Io io) {
-  const auto specs = run_options();
-  auto args = parse_args(argv, 1, specs);
+  auto run_specs = run_options();
+  run_specs.insert(run_specs.end() - 1, {"slurm", true, "N",
+                                          "write DIR/submit.sh for a Slurm job array of N shards and their merge; run nothing"});
+  auto args = parse_args(argv, 1, run_specs);
   if (!args) return bad_input(io, "run", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab run FILE... [--out DIR] [--jobs N] [--threads N] [--resume] [--shard I/N]\n\n"
+    io.out << "usage: mxlab run FILE... [--out DIR] [--jobs N] [--threads N] [--resume] [--shard I/N | --slurm N]\n\n"
               "Runs experiment files (TOML, docs/experiments.md): expands each sweep into points, runs them on the\n"
               "engine, records each finished point in DIR/results.sqlite, then writes the results (CSV, JSON),\n"
               "tables (CSV, Markdown, LaTeX), plots (PNG, PDF) and the expectations' outcome (checks.md).\n"
               "Ctrl-C stops after the running points; --resume continues. Without --resume an existing database is\n"
               "replaced.\n\n"
-           << options_help(specs);
+              "--slurm N runs nothing: it writes DIR/submit.sh, which submits a Slurm job array of N tasks (task K:\n"
+              "mxlab run FILE... --shard K/N --out DIR/shard-K with the other options given) and a job that merges\n"
+              "the shards into DIR once every task has succeeded (mxlab merge). sh DIR/submit.sh [SBATCH OPTION...]\n"
+              "submits both; its arguments go to both sbatch calls (--partition=P, --time=T, --cpus-per-task=C).\n\n"
+           << options_help(run_specs);
     return kExitOk;
   }
   if (args->positional.empty()) return bad_input(io, "run", "expected one or more experiment files");
+  if (auto n = args->value("slurm")) return write_slurm(io, *args, *n);
   std::vector<std::pair<std::string, experiment::RunSummary>> done;
   const int rc = run_files(io, "run", *args, &done);
   for (const auto& [file, s] : done) {

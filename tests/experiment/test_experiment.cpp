@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -14,6 +16,7 @@
 #include "mxlab/experiment/experiment.hpp"
 #include "mxlab/experiment/outputs.hpp"
 #include "mxlab/experiment/runner.hpp"
+#include "mxlab/experiment/slurm.hpp"
 #include "mxlab/io/datasets.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/requests.hpp"
@@ -261,6 +264,67 @@ TEST_CASE("two shards merged give the tables of one run, byte for byte", "[exper
   REQUIRE(run_cli({"merge", (s.dir / "s0").string(), (s.dir / "s1").string(), "--out", (s.dir / "merged").string()}) == 0);
   const auto a = outputs(s.dir / "one"), b = outputs(s.dir / "merged");
   CHECK(a.size() >= 8);
+  CHECK(a == b);
+}
+
+TEST_CASE("the Slurm scripts quote paths for the shell and merge each experiment of a batch", "[experiment]") {
+  CHECK(shell_quote("a b") == "'a b'");
+  CHECK(shell_quote("it's") == "'it'\\''s'");
+  SlurmPlan plan;
+  plan.mxlab = "/opt/mx lab/mxlab";
+  plan.files = {"/e/batch.toml"};
+  plan.out_dir = "/r/100%'s";
+  plan.members = {"/a", "/b"};
+  plan.work_dir = "/w";
+  plan.name = "batch";
+  plan.tasks = 5;
+  plan.jobs = 2;
+  const auto s = slurm_scripts(plan);
+  CHECK_THAT(s.array, Catch::Contains("#SBATCH --array=0-4\n"));
+  CHECK_THAT(s.array, Catch::Contains("exec '/opt/mx lab/mxlab' run '/e/batch.toml' --shard \"$task/5\" --out '/r/100%'\\''s'/shard-\"$task\" --jobs 2 --threads \"$threads\"\n"));
+  CHECK_THAT(s.array, Catch::Contains("threads=$(( ${SLURM_CPUS_ON_NODE:-1} / 2 ))"));
+  CHECK_THAT(s.merge, Catch::Contains("merge '/a'\nmerge '/b'\n"));
+  CHECK_THAT(s.submit, Catch::Contains("logs='/r/100%%'\\''s/slurm/logs'\n"));  // '%' doubled in sbatch's patterns
+  CHECK_THAT(s.submit, Catch::Contains("--dependency=afterok:\"$array\""));
+  plan.threads = "3";
+  plan.resume = true;
+  CHECK_THAT(slurm_scripts(plan).array, Catch::Contains("--jobs 2 --threads '3' --resume\n"));
+}
+
+TEST_CASE("run --slurm writes a job array and its merge; their scripts run by hand give the tables of one run", "[experiment]") {
+  Scratch s;
+  const std::string file = s.put("tiny.toml", kTiny);
+  REQUIRE(run_cli({"run", file, "--out", (s.dir / "one").string(), "--quiet"}) == 0);
+  const fs::path out = s.dir / "on cluster's";
+  // Bad values: one line naming the option, exit code 2, nothing written.
+  for (const auto& bad : {std::vector<std::string>{"--slurm", "0"}, {"--slurm", "x"}, {"--slurm", "2", "--shard", "0/2"}}) {
+    std::vector<std::string> args = {"run", file, "--out", out.string()};
+    args.insert(args.end(), bad.begin(), bad.end());
+    std::string err;
+    CHECK(run_cli(args, nullptr, &err) == 2);
+    CHECK_THAT(err, Catch::StartsWith("mxlab run: option '--slurm"));
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(out));
+  }
+  // The real binary, as the scripts name the binary that wrote them.
+  REQUIRE(mxlab_test::run_mxlab({"run", file, "--slurm", "3", "--out", out.string(), "--quiet"}) == 0);
+  const std::string array = read(out / "slurm/array.sbatch");
+  CHECK_THAT(array, Catch::Contains("#SBATCH --array=0-2\n"));
+  CHECK_THAT(array, Catch::Contains(shell_quote(fs::canonical(MXLAB_BINARY).string()) + " run " + shell_quote(file)));
+  CHECK_THAT(read(out / "submit.sh"), Catch::Contains("sbatch --parsable"));
+  // What Slurm would do: each task with its SLURM_ARRAY_TASK_ID, from another folder, then the merge.
+  for (int k = 0; k < 3; ++k) {
+    const std::string task = "cd / && SLURM_ARRAY_TASK_ID=" + std::to_string(k) + " SLURM_CPUS_ON_NODE=2 sh " +
+                             shell_quote((out / "slurm/array.sbatch").string()) + " >/dev/null";
+    REQUIRE(std::system(task.c_str()) == 0);
+  }
+  REQUIRE(std::system(("cd / && sh " + shell_quote((out / "slurm/merge.sbatch").string()) + " >/dev/null").c_str()) == 0);
+  auto a = outputs(s.dir / "one"), b = outputs(out);
+  CHECK(a.size() >= 8);
+  for (auto* files : {&a, &b})
+    std::erase_if(*files, [](const auto& f) {
+      return f.first.starts_with(".") || f.first.starts_with("shard-") || f.first.starts_with("slurm/") || f.first == "submit.sh";
+    });
   CHECK(a == b);
 }
 
