@@ -93,3 +93,63 @@ TEST_CASE("bad input: packed metadata that does not describe a layout mxlab writ
   mxlab_test::check_bad_inputs(dir, cases);
   fs::remove_all(dir);
 }
+
+namespace {
+
+/// A safetensors file with one float32 tensor of two values under `name`.
+std::string safetensors_with(const std::string& name) {
+  const std::string header = "{\"" + name + "\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xFF);
+  return bytes + header + std::string(8, '\0');
+}
+
+}  // namespace
+
+// Regression: re: patterns ran on std::regex, which recurses: a long tensor name or a deeply nested pattern
+// overflowed the stack (SIGSEGV) in data weights --select, experiment inputs, recipe files and the GUI.
+TEST_CASE("bad input: name patterns in every front end are refused or matched, never a crash", "[cli]") {
+  const auto dir = fs::temp_directory_path() / "mxlab_test_bad_patterns";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string d = dir.string();
+  const std::string long_name(200000, 'w');
+  std::ofstream(d + "/w.safetensors", std::ios::binary) << safetensors_with("layer/kernel");
+  std::ofstream(d + "/long.safetensors", std::ios::binary) << safetensors_with(long_name);
+  // A name that long matches (or not) in linear time: exit 0, no crash.
+  for (const char* select : {"re:(w|x)*", "re:(w*)*v", "*w*w*w*v"}) {
+    INFO(select);
+    const auto r = mxlab_test::run_cli({"data", "weights", d + "/long.safetensors", "--select", select, "--csv"});
+    CHECK(r.code == 0);
+  }
+  const std::string nested = "re:" + std::string(5000, '(') + "a" + std::string(5000, ')');
+  const std::string unclosed = "re:" + std::string(3000, '(');
+  auto experiment = [&](const std::string& name, const std::string& select) {
+    std::ofstream(d + "/" + name + ".toml") << "name = \"" << name << "\"\n[inputs.w]\nweights = \"w.safetensors\"\n"
+                                            << "select = '" << select << "'\nkernels = false\n[sweep]\nformat = [\"mxfp4\"]\n"
+                                            << "input = [\"w\"]\n";
+  };
+  experiment("exp_unclosed", "re:(conv");
+  experiment("exp_nested", nested);
+  experiment("exp_glob", "conv[0-9");
+  std::ofstream(d + "/recipe_unclosed.txt") << "preset = mxfp8\nlayer re:(fc w = fp32\n";
+  std::ofstream(d + "/recipe_nested.txt") << "preset = mxfp8\nlayer " << nested << " w = fp32\n";
+  const std::string out = d + "/out";
+  const mxlab_test::BadInput cases[] = {
+      {{"data", "weights", d + "/w.safetensors", "--select", "re:(conv"}, "name pattern 're:(conv': invalid regular expression (missing )"},
+      {{"data", "weights", d + "/w.safetensors", "--select", nested}, "longer than 4096 characters"},
+      {{"data", "weights", d + "/w.safetensors", "--select", unclosed}, "invalid regular expression"},
+      {{"data", "weights", d + "/w.safetensors", "--select", "re:a{2000}{2000}"}, "invalid regular expression"},
+      {{"data", "weights", d + "/w.safetensors", "--select", "conv[0-9"}, "'[' at position 5 is not closed"},
+      {{"data", "weights", d + "/w.safetensors", "--select", "trailing\\"}, "ends with a lone"},
+      {{"run", d + "/exp_unclosed.toml", "--out", out}, "invalid regular expression"},
+      {{"run", d + "/exp_nested.toml", "--out", out}, "longer than 4096 characters"},
+      {{"run", d + "/exp_glob.toml", "--out", out}, "is not closed"},
+      {{"train", "--model", "mlp", "--data", "digits", "--recipe", d + "/recipe_unclosed.txt", "--steps", "1", "--out", out},
+       "invalid regular expression"},
+      {{"train", "--model", "mlp", "--data", "digits", "--recipe", d + "/recipe_nested.txt", "--steps", "1", "--out", out},
+       "longer than 4096 characters"},
+  };
+  mxlab_test::check_bad_inputs(dir, cases);
+  fs::remove_all(dir);
+}

@@ -295,6 +295,33 @@ TEST_CASE("name patterns: globs and regular expressions match whole names", "[io
     REQUIRE_FALSE(p.ok());
     CHECK_THAT(p.error().message, Catch::StartsWith(std::string("name pattern '") + bad + "'"));
   }
+  // Regression: re: patterns ran on std::regex, which recurses per character: a long name or a deeply
+  // nested pattern overflowed the stack (SIGSEGV) in every front end. Matching is now linear, never recursive.
+  const std::string long_name(1 << 20, 'a');
+  const std::pair<const char*, bool> long_cases[] = {
+      {"re:.*", true}, {"re:(a|b)*", true}, {"re:(a*)*b", false}, {"re:(?:a?){30}a{30}", false}, {"*a*a*a*a*b", false}};
+  for (const auto& [pattern, match] : long_cases) {
+    INFO(pattern);
+    auto p = NamePattern::parse(pattern);
+    REQUIRE(p.ok());
+    CHECK(p->matches(long_name) == match);
+  }
+  const std::string nested = "re:" + std::string(20000, '(') + "a" + std::string(20000, ')');
+  auto deep = NamePattern::parse(nested);
+  REQUIRE_FALSE(deep.ok());
+  CHECK_THAT(deep.error().message, Catch::Contains("longer than 4096 characters"));
+  const std::string nested_short = "re:" + std::string(2000, '(') + "a" + std::string(2000, ')');
+  auto deep_short = NamePattern::parse(nested_short);  // RE2 walks its trees with explicit stacks
+  REQUIRE(deep_short.ok());
+  CHECK(deep_short->matches("a"));
+  CHECK_FALSE(deep_short->matches(long_name));
+  auto unclosed = NamePattern::parse("re:" + std::string(3000, '('));
+  REQUIRE_FALSE(unclosed.ok());
+  CHECK_THAT(unclosed.error().message, Catch::Contains("invalid regular expression"));
+  CHECK(unclosed.error().message.size() < 200);  // the pattern is shown shortened
+  auto huge = NamePattern::parse("re:((((a{100}){100}){100}){100})");
+  REQUIRE_FALSE(huge.ok());
+  CHECK_THAT(huge.error().message, Catch::Contains("invalid regular expression"));
   std::vector<WeightInfo> ws(3);
   ws[0].name = "a/conv/kernel";
   ws[1].name = "a/conv/bias";

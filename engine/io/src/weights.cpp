@@ -23,7 +23,7 @@
 // sanitizers (a false positive in the library's code, not in ours): silenced for this header only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <regex>
+#include <re2/re2.h>
 #pragma GCC diagnostic pop
 
 #include "binary.hpp"
@@ -807,19 +807,29 @@ bool glob_match(std::string_view g, std::string_view s) {
 }  // namespace
 
 struct NamePattern::Regex {
-  std::regex re;
+  std::unique_ptr<re2::RE2> re;
 };
 
 Result<NamePattern> NamePattern::parse(std::string_view pattern) {
   NamePattern p;
   p.text_ = std::string(pattern);
+  const std::string shown = pattern.size() > 60 ? std::string(pattern.substr(0, 60)) + "..." : p.text_;
+  if (pattern.size() > kMaxPatternBytes)
+    return make_error("name pattern '" + shown + "': longer than " + std::to_string(kMaxPatternBytes) + " characters");
   if (pattern.rfind("re:", 0) == 0) {
     p.is_regex_ = true;
-    try {
-      p.regex_ = std::make_shared<const Regex>(Regex{std::regex(std::string(pattern.substr(3)), std::regex::ECMAScript)});
-    } catch (const std::regex_error& e) {
-      return make_error("name pattern '" + p.text_ + "': invalid regular expression (" + e.what() + ")");
+    // RE2 matches in time linear in the name and never recurses on it; its errors come back as text
+    // (logging off), and a pattern whose program would need more memory than the limit is refused.
+    re2::RE2::Options o;
+    o.set_log_errors(false);
+    o.set_max_mem(kMaxPatternMemory);
+    auto re = std::make_unique<re2::RE2>(re2::StringPiece(pattern.data() + 3, pattern.size() - 3), o);
+    if (!re->ok()) {
+      // RE2's message quotes the part of the pattern at fault, which may be most of it.
+      const std::string why = re->error().size() > 80 ? re->error().substr(0, 80) + "..." : re->error();
+      return make_error("name pattern '" + shown + "': invalid regular expression (" + why + ")");
     }
+    p.regex_ = std::make_shared<const Regex>(Regex{std::move(re)});
     return p;
   }
   for (std::size_t i = 0; i < pattern.size(); ++i) {
@@ -837,7 +847,7 @@ Result<NamePattern> NamePattern::parse(std::string_view pattern) {
 }
 
 bool NamePattern::matches(std::string_view name) const {
-  if (is_regex_) return std::regex_match(name.begin(), name.end(), regex_->re);
+  if (is_regex_) return re2::RE2::FullMatch(re2::StringPiece(name.data(), name.size()), *regex_->re);
   return glob_match(glob_, name);
 }
 

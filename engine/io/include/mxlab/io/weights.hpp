@@ -136,9 +136,15 @@ class WeightFile {
 /// A pattern over weight names. Glob syntax by default: '*' matches any run of characters ('/'
 /// included), '?' one character, "[abc]" / "[a-z]" / "[!abc]" one of a set, '\' quotes the next
 /// character; the whole name must match ("*conv*/kernel"). A pattern that starts with "re:" is an
-/// ECMAScript regular expression that must match the whole name ("re:.*conv\d+/kernel").
+/// RE2 regular expression that must match the whole name ("re:.*conv\d+/kernel"). Both match in time
+/// linear in the name (globs by one backtracking point, RE2 by automata) and never recurse, so no name or
+/// pattern can exhaust the stack; patterns are at most kMaxPatternBytes long.
 class NamePattern {
  public:
+  static constexpr std::size_t kMaxPatternBytes = 4096;
+  /// Memory RE2 may use for one compiled pattern (its programs and DFA caches).
+  static constexpr std::int64_t kMaxPatternMemory = std::int64_t{8} << 20;
+
   /// Parses a pattern; an error names the pattern and the problem (unclosed '[', bad regex).
   static Result<NamePattern> parse(std::string_view pattern);
   /// Whether the whole name matches.
@@ -149,7 +155,7 @@ class NamePattern {
   std::string text_;
   bool is_regex_ = false;
   std::string glob_;
-  struct Regex;  // the compiled regular expression (<regex> stays out of this header)
+  struct Regex;  // the compiled regular expression (RE2 stays out of this header)
   std::shared_ptr<const Regex> regex_;
 };
 
