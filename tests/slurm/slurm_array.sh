@@ -9,8 +9,8 @@
 # usage: slurm_array.sh MXLAB EXPERIMENT.toml      exit 0 passed, 1 failed, 77 skipped (packages absent)
 set -euo pipefail
 
-mxlab=$1
-experiment=$2
+mxlab=$(realpath "$1")
+experiment=$(realpath "$2")
 tasks=4
 deadline=90  # seconds for the jobs; the cluster needs a few seconds more to start
 
@@ -26,8 +26,9 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 t_start=$(now)
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mxlab-slurm.XXXXXX")
-# munged wants its socket's folders searchable by everyone, and nothing it reads writable by others.
+# In /tmp, whatever TMPDIR says: munged wants its socket's folders searchable by everyone and nothing it reads
+# writable by others, and a socket's path must stay short (108 bytes).
+tmp=$(mktemp -d /tmp/mxlab-slurm.XXXXXX)
 chmod 711 "$tmp"
 mkdir -m 711 "$tmp/munge"
 mkdir -m 700 "$tmp/state" "$tmp/spool" "$tmp/log" "$tmp/key"
@@ -127,7 +128,8 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
-SchedulerType=sched/builtin
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1,sched_min_interval=0
 MpiDefault=none
 ReturnToService=2
 MinJobAge=600
