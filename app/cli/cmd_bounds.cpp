@@ -6,6 +6,7 @@
 #include "cli/cli.hpp"
 #include "cli/quant_options.hpp"
 #include "mxlab/exact/bounds.hpp"
+#include "mxlab/ops/catalogue.hpp"
 
 namespace mxlab::cli {
 namespace {
@@ -56,10 +57,9 @@ int cmd_bounds(const std::vector<std::string>& argv, Io io) {
   for (const std::string& spec : args->positional) {
     auto f = block_format_from_args(spec, *args);
     if (!f) return bad_input(io, "bounds", f.error().message);
-    if (auto e = exact::check_bounds_support(*f)) return bad_input(io, "bounds", e->message);
     formats.push_back(*f);
   }
-  auto table = exact::bounds_table(formats[0], formats[1], max_gap);
+  auto table = ops::bounds_table(formats[0], formats[1], max_gap);
   if (!table) return bad_input(io, "bounds", table.error().message);
 
   Provenance prov = build_provenance();

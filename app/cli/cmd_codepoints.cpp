@@ -18,6 +18,7 @@
 #include "mxlab/exact/exact.hpp"
 #include "mxlab/formats/codepoints.hpp"
 #include "mxlab/formats/parse.hpp"
+#include "mxlab/ops/catalogue.hpp"
 
 namespace mxlab::cli {
 namespace {
@@ -45,26 +46,7 @@ std::string golden_header_line() {
 }
 
 Table codepoint_table(const Format& f, std::uint64_t first, std::uint64_t last) {
-  Table t;
-  for (const char* c : {"code", "hex", "bits", "sign", "exponent", "mantissa", "class", "value", "exact", "gap_up"}) {
-    const std::string col = c;
-    t.add_column(col, col == "code" || col == "sign" || col == "exponent" || col == "mantissa" || col == "value" ||
-                          col == "gap_up");
-  }
-  const bool is_float = f.kind() == FormatKind::Float;
-  for (const CodePoint& p : enumerate_codes(f, first, last)) {
-    const bool finite = p.cls != CodeClass::Nan && p.cls != CodeClass::Inf;
-    std::string exact_text;
-    if (finite) {
-      exact_text = exact::code_value(f, p.code).to_decimal();
-    } else {
-      exact_text = g17(p.value);
-    }
-    t.rows.push_back({std::to_string(p.code), hex_code(p.code, f.bits()), p.bits, p.fields.sign ? "1" : "0",
-                      is_float ? std::to_string(p.fields.exponent) : "", is_float ? std::to_string(p.fields.mantissa) : "",
-                      std::string(to_string(p.cls)), g17(p.value), exact_text, std::isnan(p.gap_up) ? "" : g17(p.gap_up)});
-  }
-  return t;
+  return ops::codepoint_table(f, first, last);
 }
 
 namespace {

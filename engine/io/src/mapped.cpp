@@ -19,8 +19,10 @@ namespace mxlab {
 struct MappedTensor::Map {
   void* base = MAP_FAILED;
   std::size_t length = 0;
+  std::shared_ptr<const void> owner;  ///< memory of a view (MappedTensor::view): never unmapped or released
+  bool borrowed = false;
   ~Map() {
-    if (base != MAP_FAILED) ::munmap(base, length);
+    if (!borrowed && base != MAP_FAILED) ::munmap(base, length);
   }
 };
 
@@ -135,6 +137,25 @@ Result<MappedTensor> MappedTensor::open_raw_f32(const std::string& path, std::ve
   return t;
 }
 
+Result<MappedTensor> MappedTensor::view(const void* data, MappedType type, std::vector<std::int64_t> shape,
+                                       std::shared_ptr<const void> owner, std::string name) {
+  auto n = shape_elements(shape, name);
+  if (!n) return n.error();
+  if (data == nullptr && *n > 0) return make_error(name + ": no data");
+  auto m = std::make_shared<Map>();
+  m->base = *n > 0 ? const_cast<void*>(data) : MAP_FAILED;
+  m->length = *n * type_bytes(type);
+  m->owner = std::move(owner);
+  m->borrowed = true;
+  MappedTensor t;
+  t.map_ = std::move(m);
+  t.path_ = std::move(name);
+  t.shape_ = std::move(shape);
+  t.count_ = *n;
+  t.type_ = type;
+  return t;
+}
+
 DType MappedTensor::dtype() const {
   switch (type_) {
     case MappedType::F16: return DType::F16;
@@ -169,7 +190,7 @@ double MappedTensor::value(std::size_t i) const {
 }
 
 void MappedTensor::release(std::size_t end) const {
-  if (!map_ || map_->base == MAP_FAILED) return;
+  if (!map_ || map_->base == MAP_FAILED || map_->borrowed) return;
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const std::size_t bytes = (offset_ + end * type_bytes(type_)) / page * page;
   if (bytes > 0) ::madvise(map_->base, std::min(bytes, map_->length), MADV_DONTNEED);

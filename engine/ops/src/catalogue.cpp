@@ -1,8 +1,14 @@
 // The format catalogue as tables (mxlab formats, the catalogue experiment, the GUI's properties panel).
 #include "mxlab/ops/catalogue.hpp"
 
+#include <cmath>
+#include <cstdio>
+
 #include "mxlab/core/bits.hpp"
+#include "mxlab/exact/bounds.hpp"
+#include "mxlab/exact/exact.hpp"
 #include "mxlab/formats/catalogue.hpp"
+#include "mxlab/formats/codepoints.hpp"
 #include "mxlab/quantize/block_format.hpp"
 
 namespace mxlab::ops {
@@ -62,6 +68,33 @@ Table block_format_table() {
                       std::string(to_string(f->options.rule)), g17(f->bits_per_element(0))});
   }
   return t;
+}
+
+Table codepoint_table(const Format& f, std::uint64_t first, std::uint64_t last) {
+  Table t;
+  for (const char* c : {"code", "hex", "bits", "sign", "exponent", "mantissa", "class", "value", "exact", "gap_up"}) {
+    const std::string col = c;
+    t.add_column(col, col == "code" || col == "sign" || col == "exponent" || col == "mantissa" || col == "value" ||
+                          col == "gap_up");
+  }
+  const bool is_float = f.kind() == FormatKind::Float;
+  for (const CodePoint& p : enumerate_codes(f, first, last)) {
+    const bool finite = p.cls != CodeClass::Nan && p.cls != CodeClass::Inf;
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "0x%0*X", (f.bits() + 3) / 4, p.code);
+    t.rows.push_back({std::to_string(p.code), hex, p.bits, p.fields.sign ? "1" : "0",
+                      is_float ? std::to_string(p.fields.exponent) : "", is_float ? std::to_string(p.fields.mantissa) : "",
+                      std::string(to_string(p.cls)), g17(p.value),
+                      finite ? exact::code_value(f, p.code).to_decimal() : g17(p.value),
+                      std::isnan(p.gap_up) ? "" : g17(p.gap_up)});
+  }
+  return t;
+}
+
+Result<Table> bounds_table(const BlockFormat& a, const BlockFormat& b, int max_gap) {
+  for (const BlockFormat* f : {&a, &b})
+    if (auto e = exact::check_bounds_support(*f)) return *e;
+  return exact::bounds_table(a, b, max_gap);
 }
 
 }  // namespace mxlab::ops

@@ -26,6 +26,11 @@ class MappedTensor {
   static Result<MappedTensor> open_npy(const std::string& path, const NpyReadOptions& options = {});
   /// Maps a raw little-endian float32 file with the given shape (1-D when empty).
   static Result<MappedTensor> open_raw_f32(const std::string& path, std::vector<std::int64_t> shape);
+  /// A view of memory the caller owns (a NumPy array's buffer), read in place as a mapped file is: `count`
+  /// elements of `type` in C order at `data`, kept valid by `owner` (or by the caller while the view lives);
+  /// release() leaves such memory alone. `name` stands for it in messages.
+  static Result<MappedTensor> view(const void* data, MappedType type, std::vector<std::int64_t> shape,
+                                   std::shared_ptr<const void> owner = {}, std::string name = "array");
   /// An empty string when the file could be mapped, else the reason (so callers can read it instead).
   static std::string why_not_mappable(const std::string& path, const NpyReadOptions& options = {});
 

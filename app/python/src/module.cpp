@@ -1,0 +1,482 @@
+// mxlab._mxlab: the engine's ops entry points for Python (pybind11). NumPy arrays in C order are read where
+// they lie (float32, float16, bfloat16 bit patterns as uint16; float64 goes through the engine's exact float64
+// tensor, which keeps a copy); the GIL is released while the engine runs; an engine error is a ValueError with
+// the engine's message, a wrong kind of argument a TypeError. The Python package (mxlab/__init__.py) turns
+// keyword options into the engine's option names and builds tables and records from what this returns.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mxlab/core/bits.hpp"
+#include "mxlab/core/provenance.hpp"
+#include "mxlab/formats/catalogue.hpp"
+#include "mxlab/formats/parse.hpp"
+#include "mxlab/io/mapped.hpp"
+#include "mxlab/ops/catalogue.hpp"
+#include "mxlab/ops/ops.hpp"
+#include "mxlab/ops/packed_file.hpp"
+#include "mxlab/ops/requests.hpp"
+#include "mxlab/train/recipe.hpp"
+
+namespace py = pybind11;
+
+namespace mxlab::python {
+namespace {
+
+template <class T>
+T take(Result<T> r) {
+  if (!r) throw py::value_error(r.error().message);
+  return std::move(*r);
+}
+
+/// How messages name a keyword option ("round", "scale_rule"): the CLI names it "option '--scale-rule'".
+std::string option_name(std::string_view name) {
+  std::string s(name);
+  std::replace(s.begin(), s.end(), '-', '_');
+  return "option '" + s + "'";
+}
+
+ops::Run run_with(unsigned threads) {
+  ops::Run run;
+  run.threads = threads;
+  return run;
+}
+
+/// The table as (columns, numeric flags, rows of text): the package makes records of it.
+py::tuple table_tuple(const Table& t) {
+  std::vector<bool> numeric = t.numeric;
+  numeric.resize(t.columns.size(), false);
+  return py::make_tuple(t.columns, numeric, t.rows);
+}
+
+/// The element format of FORMAT text; a block format's name gives its element format (as `mxlab cast`).
+Format element_format(const std::string& text) {
+  std::string lowered = text;
+  for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const auto& name : block_format_names())
+    if (lowered == name)
+      if (auto b = parse_block_format(name)) return b->element;
+  return take(parse_format(text));
+}
+
+// ---- arrays
+
+bool same_dtype(const py::array& a, const char* name) { return a.dtype().equal(py::dtype(name)); }
+
+/// A NumPy array as the engine's tensor source, read in place (float32, float16, bfloat16 as uint16 with bf16);
+/// float64 values go into the engine's exact tensor. The array must stay alive while the source is used: the
+/// callers hold it for the whole call.
+ops::TensorSource source_of(const py::array& a, bool bf16) {
+  if (!(a.flags() & py::array::c_style))
+    throw py::type_error("the array is not C-contiguous (numpy.ascontiguousarray makes a copy that is)");
+  const char order = a.dtype().attr("byteorder").cast<std::string>().at(0);
+  if (order == '>') throw py::type_error("the array is big-endian; mxlab reads little-endian values");
+  std::vector<std::int64_t> shape(a.shape(), a.shape() + a.ndim());
+  std::optional<MappedType> type;
+  if (same_dtype(a, "float32")) type = MappedType::F32;
+  else if (same_dtype(a, "float16")) type = MappedType::F16;
+  else if (same_dtype(a, "uint16") && bf16) type = MappedType::BF16;
+  if (bf16 && type != MappedType::BF16)
+    throw py::type_error("bf16=True needs a uint16 array of bfloat16 bit patterns, not " +
+                         py::str(a.dtype()).cast<std::string>());
+  if (type) return ops::TensorSource::of(take(MappedTensor::view(a.data(), *type, shape)));
+  if (same_dtype(a, "float64")) {
+    const auto* p = static_cast<const double*>(a.data());
+    return ops::TensorSource::of(take(Tensor::from_f64(shape, std::vector<double>(p, p + a.size()))));
+  }
+  if (same_dtype(a, "uint16"))
+    throw py::type_error("a uint16 array is read as bfloat16 bit patterns only with bf16=True");
+  throw py::type_error("expected a float32, float16, float64 array or bfloat16 bit patterns (uint16 with bf16=True), not " +
+                       py::str(a.dtype()).cast<std::string>());
+}
+
+/// The float32 output array: `out` when given (float32, C order, writeable, the input's size), else a new one.
+py::array_t<float> output_for(const py::array& x, const py::object& out) {
+  if (out.is_none()) return py::array_t<float>(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  if (!py::isinstance<py::array>(out)) throw py::type_error("out= must be a NumPy float32 array");
+  auto o = py::reinterpret_borrow<py::array>(out);
+  if (!same_dtype(o, "float32")) throw py::type_error("out= must be a float32 array, not " + py::str(o.dtype()).cast<std::string>());
+  if (!(o.flags() & py::array::c_style) || !o.writeable()) throw py::type_error("out= must be a writeable C-contiguous array");
+  if (o.size() != x.size())
+    throw py::value_error("out= holds " + std::to_string(o.size()) + " values for " + std::to_string(x.size()) + " inputs");
+  return py::reinterpret_borrow<py::array_t<float>>(o);
+}
+
+std::span<const float> floats_of(const py::array& a) { return {static_cast<const float*>(a.data()), static_cast<std::size_t>(a.size())}; }
+std::span<float> floats_of(py::array_t<float>& a) { return {a.mutable_data(), static_cast<std::size_t>(a.size())}; }
+
+// ---- block formats
+
+/// A block format with the package's options: (name, value) pairs with the engine's option names.
+using Options = std::vector<std::pair<std::string, std::string>>;
+
+BlockFormat block_format(const std::string& spec, const Options& options) {
+  return take(ops::block_format(spec, options, option_name));
+}
+
+/// An element format as a block format without scale: each element cast alone, as `mxlab cast` casts it.
+BlockFormat cast_format(const std::string& text, const std::string& round, const std::string& overflow,
+                        const std::string& subnormals, std::uint64_t seed, int random_bits, const std::string& source) {
+  BlockFormat f;
+  f.element = element_format(text);
+  f.name = text;
+  CastOptions o;
+  auto parsed = [](auto r, const char* name) {
+    if (!r) throw py::value_error(option_name(name) + ": " + r.error().message);
+    return *r;
+  };
+  o.rounding = parsed(parse_rounding(round), "round");
+  o.overflow = parsed(parse_overflow(overflow), "overflow");
+  o.subnormals = parsed(parse_subnormals(subnormals), "subnormals");
+  o.source = parsed(parse_source_type(source), "source");
+  if (random_bits < 1 || random_bits > 32)
+    throw py::value_error(option_name("random_bits") + " " + std::to_string(random_bits) + ": expected an integer 1..32");
+  o.random_bits = random_bits;
+  f.options.element = take(resolve_options(f.element, o));
+  f.options.seed = seed;
+  return f;
+}
+
+/// Whether ops::FakeQuantizer runs the format on a tensor of this rank as it lies: blocks along the last axis
+/// (1-D tiles on it), 2-D tiles, a tensor scale or none; per-channel scales and other block axes go through
+/// ops::quantize_fake, which moves them.
+bool runs_in_place(const BlockFormat& f, std::size_t rank) {
+  if (f.layout.channel_axis != ScaleLayout::kNoAxis) return false;
+  if (f.layout.tiles.size() != 1) return true;
+  const int r = static_cast<int>(rank);
+  return rank <= 1 || f.layout.axis == -1 || f.layout.axis == r - 1;
+}
+
+/// Fake quantization of x into out (float32), engine name returned.
+std::string fake_into(const BlockFormat& f, const py::array& x, bool bf16, py::array_t<float>& out, unsigned threads) {
+  const ops::TensorSource source = source_of(x, bf16);
+  const ops::Run run = run_with(threads);
+  std::span<float> o = floats_of(out);
+  if (source.dtype() == DType::F32 && source.mapped() != nullptr && runs_in_place(f, source.shape().size())) {
+    ops::QuantizeResult result;
+    const std::span<const float> in = floats_of(x);
+    Result<std::size_t> r = std::size_t{0};
+    {
+      py::gil_scoped_release release;
+      r = ops::fake_quantize(f, in, source.shape(), o, run, nullptr);
+    }
+    take(std::move(r));
+    return ops::engine_for(f);
+  }
+  ops::QuantizeSink sink;
+  sink.fake = [o](std::size_t first, std::span<const float> v) -> std::optional<Error> {
+    std::memcpy(o.data() + first, v.data(), v.size() * sizeof(float));
+    return std::nullopt;
+  };
+  Result<ops::QuantizeResult> r = ops::QuantizeResult{};
+  {
+    py::gil_scoped_release release;
+    r = ops::quantize_fake(f, source, sink, run);
+  }
+  return take(std::move(r)).engine;
+}
+
+py::array_t<std::uint8_t> bytes_array(const std::vector<std::uint8_t>& v) {
+  py::array_t<std::uint8_t> a(static_cast<py::ssize_t>(v.size()));
+  if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size());
+  return a;
+}
+
+std::vector<std::uint8_t> bytes_of(const py::object& o) {
+  auto a = py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast>::ensure(o);
+  if (!a) throw py::type_error("expected an array of bytes (uint8)");
+  return {a.data(), a.data() + a.size()};
+}
+
+/// The packed tensor as a dict of its arrays (PackedTensor's fields, docs/quantization.md "Packed form").
+py::dict packed_dict(const BlockFormat& f, const PackedTensor& p, const std::string& engine) {
+  py::dict d;
+  d["format"] = f.name;
+  d["shape"] = p.shape;
+  d["elements"] = bytes_array(p.elements);
+  d["scale_grid"] = p.scale_grid;
+  d["scales"] = bytes_array(p.scales);
+  d["tensor_scale"] = bytes_array(p.tensor_scale);
+  d["subtile_grid"] = p.subtile_grid;
+  d["subtile_offsets"] = bytes_array(p.subtile_offsets);
+  d["packing"] = ops::describe_packing(f, p.shape.size());
+  d["engine"] = engine;
+  return d;
+}
+
+PackedTensor packed_of(const py::dict& d) {
+  PackedTensor p;
+  p.shape = d["shape"].cast<std::vector<std::int64_t>>();
+  p.elements = bytes_of(d["elements"]);
+  p.scale_grid = d["scale_grid"].cast<std::vector<std::int64_t>>();
+  p.scales = bytes_of(d["scales"]);
+  p.tensor_scale = bytes_of(d["tensor_scale"]);
+  p.subtile_grid = d["subtile_grid"].cast<std::vector<std::int64_t>>();
+  p.subtile_offsets = bytes_of(d["subtile_offsets"]);
+  return p;
+}
+
+py::array_t<double> values_array(const std::vector<std::int64_t>& shape, const std::vector<double>& v) {
+  py::array_t<double> a(std::vector<py::ssize_t>(shape.begin(), shape.end()));
+  if (static_cast<std::size_t>(a.size()) != v.size()) throw py::value_error("the packed tensor's shape does not match its values");
+  if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(double));
+  return a;
+}
+
+/// The figures of one analysis row (the columns of `mxlab analyze`).
+py::dict stats_row(const BlockFormat& f, double bits, const std::string& engine, const ErrorStats& s, bool saturation) {
+  py::dict r;
+  r["format"] = f.name;
+  r["elements"] = s.count + s.nan_outputs;
+  r["bits_per_element"] = bits;
+  r["mse"] = s.mse();
+  r["rmse"] = s.rmse();
+  r["sqnr_db"] = s.sqnr_db();
+  r["bias"] = s.count ? s.error_sum.to_double() / static_cast<double>(s.count) : 0.0;
+  r["max_abs_error"] = s.max_abs_error;
+  r["max_rel_error"] = s.max_rel_error;
+  r["underflow_ratio"] = s.underflow_ratio();
+  r["saturation_ratio"] = saturation ? py::object(py::float_(s.saturation_ratio())) : py::object(py::none());
+  r["nan_count"] = s.nan_outputs;
+  r["engine"] = engine;
+  return r;
+}
+
+py::list analyze(const std::vector<BlockFormat>& formats, const py::array& x, bool bf16, bool gaps, bool per_block,
+                 const std::vector<int>& reduction_axes, unsigned threads) {
+  if (formats.empty()) throw py::value_error("missing SPEC (e.g. mxlab.analyze(x, 'mxfp4', 'nvfp4'))");
+  if (gaps && per_block) throw py::value_error("choose one of gaps, per_block");
+  ops::TensorSource source = source_of(x, bf16);
+  ops::AnalyzeOptions options;
+  options.gaps = gaps;
+  options.per_block = per_block;
+  Result<std::vector<ops::FormatAnalysis>> results = std::vector<ops::FormatAnalysis>{};
+  {
+    py::gil_scoped_release release;
+    if (!reduction_axes.empty()) {
+      auto moved = ops::block_axes_last(source, reduction_axes);
+      if (moved) source = std::move(*moved);
+      else results = moved.error();
+    }
+    if (results) results = ops::analyze(formats, source, options, run_with(threads));
+  }
+  py::list rows;
+  for (const auto& a : take(std::move(results))) {
+    if (per_block) {
+      for (std::size_t b = 0; b < a.blocks.size(); ++b) {
+        py::dict r = stats_row(a.format, a.bits_per_element, a.engine, a.blocks[b].stats, true);
+        r["block"] = b;
+        r["amax"] = a.blocks[b].amax;
+        r["scale"] = a.blocks[b].scale;
+        rows.append(r);
+      }
+    } else if (gaps) {
+      const bool exact_saturation = a.engine.rfind("reference", 0) == 0;
+      for (const auto& [g, s] : a.by_gap) {
+        py::dict r = stats_row(a.format, a.bits_per_element, a.engine, s, exact_saturation);
+        r["gap"] = g;
+        rows.append(r);
+      }
+    } else {
+      rows.append(stats_row(a.format, a.bits_per_element, a.engine, a.total, true));
+    }
+  }
+  return rows;
+}
+
+// ---- recipes
+
+/// A block format per role of a layer under a recipe (None: FP32), in Role order w, a, g, w_bp, a_bp.
+std::vector<std::optional<BlockFormat>> layer_formats(const train::Recipe& r, const std::string& layer) {
+  return take(train::layer_formats(r, layer));
+}
+
+/// A prepared fake quantizer: ops::FakeQuantizer over NumPy arrays.
+class Quantizer {
+ public:
+  explicit Quantizer(BlockFormat f) : q_(std::move(f)) {}
+  const BlockFormat& format() const { return q_.format(); }
+
+  /// Fake quantization along the last axis (or as the format lays its blocks): out (float32) returned.
+  py::array_t<float> run(const py::array& x, const py::object& out, bool bf16, unsigned threads) const {
+    auto o = output_for(x, out);
+    const ops::TensorSource source = source_of(x, bf16);
+    if (source.dtype() != DType::F32 || !runs_in_place(format(), source.shape().size())) {
+      fake_into(format(), x, bf16, o, threads);
+      return o;
+    }
+    const std::span<const float> in = floats_of(x);
+    std::span<float> dst = floats_of(o);
+    Result<std::size_t> r = std::size_t{0};
+    {
+      py::gil_scoped_release release;
+      r = q_.run(in, source.shape(), dst, run_with(threads));
+    }
+    take(std::move(r));
+    return o;
+  }
+
+  /// Fake quantization of a float32 matrix with the format's blocks down its columns, in x's layout.
+  py::array_t<float> run_columns(const py::array& x, const py::object& out, unsigned threads) const {
+    auto [rows, cols] = matrix(x);
+    auto o = output_for(x, out);
+    const std::span<const float> in = floats_of(x);
+    std::span<float> dst = floats_of(o);
+    Result<std::size_t> r = std::size_t{0};
+    {
+      py::gil_scoped_release release;
+      r = q_.run_columns(in, rows, cols, dst, run_with(threads));
+    }
+    take(std::move(r));
+    return o;
+  }
+
+  /// run() and columns.run_columns() of one float32 matrix in one pass: (rows, columns) returned.
+  py::tuple run_rows_and_columns(const py::array& x, const Quantizer& columns, unsigned threads) const {
+    auto [rows, cols] = matrix(x);
+    auto o = output_for(x, py::none());
+    auto oc = output_for(x, py::none());
+    const std::span<const float> in = floats_of(x);
+    std::span<float> dst = floats_of(o), dst_columns = floats_of(oc);
+    Result<std::size_t> r = std::size_t{0};
+    {
+      py::gil_scoped_release release;
+      r = q_.run_rows_and_columns(in, rows, cols, dst, columns.q_, dst_columns, run_with(threads));
+    }
+    take(std::move(r));
+    return py::make_tuple(o, oc);
+  }
+
+ private:
+  static std::pair<std::int64_t, std::int64_t> matrix(const py::array& x) {
+    if (x.ndim() != 2 || !same_dtype(x, "float32") || !(x.flags() & py::array::c_style))
+      throw py::type_error("expected a C-contiguous 2-D float32 array");
+    return {x.shape(0), x.shape(1)};
+  }
+  ops::FakeQuantizer q_;
+};
+
+}  // namespace
+}  // namespace mxlab::python
+
+PYBIND11_MODULE(_mxlab, m) {
+  using namespace mxlab;
+  using namespace mxlab::python;
+  m.doc() = "mxlab's engine entry points (ops) for NumPy arrays; use the mxlab package.";
+
+  m.def("version", [] { return build_provenance().version; });
+  m.def("simd_target", &ops::simd_target);
+  m.def("format_table", [] { return table_tuple(ops::format_table(catalogue_formats())); });
+  m.def("block_format_table", [] { return table_tuple(ops::block_format_table()); });
+  m.def("codepoint_count", [](const std::string& fmt) { return element_format(fmt).code_count(); });
+  m.def("codepoint_table", [](const std::string& fmt, std::uint64_t first, std::uint64_t last) {
+    const Format f = element_format(fmt);
+    if (first > last || last >= f.code_count())
+      throw py::value_error("codes must satisfy first <= last < " + std::to_string(f.code_count()));
+    Table t;
+    {
+      py::gil_scoped_release release;
+      t = ops::codepoint_table(f, first, last);
+    }
+    return table_tuple(t);
+  });
+  m.def("format_options", [] {
+    std::vector<std::tuple<std::string, std::string, std::string>> v;
+    for (const auto& o : ops::format_options()) v.emplace_back(o.name, o.value_name, o.help);
+    return v;
+  });
+
+  py::class_<BlockFormat>(m, "BlockFormat")
+      .def_readonly("name", &BlockFormat::name)
+      .def_property_readonly("element", [](const BlockFormat& f) { return f.element.name(); })
+      .def_property_readonly("element_bits", [](const BlockFormat& f) { return f.element.bits(); })
+      .def_property_readonly("options", [](const BlockFormat& f) { return ops::describe_options(f); })
+      .def_property_readonly("engine", [](const BlockFormat& f) { return ops::engine_for(f); })
+      .def("bits_per_element", [](const BlockFormat& f, const std::vector<std::int64_t>& shape) {
+        return f.stored_bits_per_element(shape);
+      })
+      .def("__repr__", [](const BlockFormat& f) { return "<mxlab block format " + f.name + ">"; });
+  m.def("block_format", &mxlab::python::block_format, py::arg("spec"), py::arg("options"));
+  m.def("cast_format", &mxlab::python::cast_format);
+
+  m.def("quantize_fake", [](const BlockFormat& f, const py::array& x, const py::object& out, bool bf16, unsigned threads) {
+    auto o = output_for(x, out);
+    const std::string engine = fake_into(f, x, bf16, o, threads);
+    return py::make_tuple(o, engine);
+  });
+  m.def("quantize_packed", [](const BlockFormat& f, const py::array& x, bool bf16, unsigned threads) {
+    const ops::TensorSource source = source_of(x, bf16);
+    ops::QuantizeResult result;
+    Result<PackedTensor> p = PackedTensor{};
+    {
+      py::gil_scoped_release release;
+      p = ops::quantize_packed(f, source, run_with(threads), &result);
+    }
+    return packed_dict(f, take(std::move(p)), result.engine);
+  });
+  m.def("dequantize", [](const BlockFormat& f, const py::dict& packed, unsigned threads) {
+    const PackedTensor p = packed_of(packed);
+    Result<std::vector<double>> v = std::vector<double>{};
+    {
+      py::gil_scoped_release release;
+      v = ops::dequantize(f, p, run_with(threads));
+    }
+    return values_array(p.shape, take(std::move(v)));
+  });
+  m.def("read_packed", [](const BlockFormat& f, const std::string& base) {
+    ops::PackedFile file = take(ops::read_packed(f, base));
+    return py::make_tuple(file.format, packed_dict(file.format, file.tensor, "file"));
+  });
+  m.def("analyze", &mxlab::python::analyze);
+  m.def("bounds_table", [](const BlockFormat& a, const BlockFormat& b, int max_gap) {
+    Result<Table> t = Table{};
+    {
+      py::gil_scoped_release release;
+      t = ops::bounds_table(a, b, max_gap);
+    }
+    return table_tuple(take(std::move(t)));
+  });
+
+  py::class_<Quantizer>(m, "Quantizer")
+      .def(py::init<BlockFormat>())
+      .def_property_readonly("format", &Quantizer::format)
+      .def("run", &Quantizer::run, py::arg("x"), py::arg("out") = py::none(), py::arg("bf16") = false, py::arg("threads") = 0)
+      .def("run_columns", &Quantizer::run_columns, py::arg("x"), py::arg("out") = py::none(), py::arg("threads") = 0)
+      .def("run_rows_and_columns", &Quantizer::run_rows_and_columns, py::arg("x"), py::arg("columns"), py::arg("threads") = 0);
+
+  py::class_<train::Recipe>(m, "Recipe")
+      .def_readonly("name", &train::Recipe::name)
+      .def_property_readonly("formats", [](const train::Recipe& r) {
+        py::dict d;
+        for (int i = 0; i < train::kRoleCount; ++i) {
+          const auto role = static_cast<train::Role>(i);
+          d[py::str(std::string(train::role_name(role)))] = r.formats.at(role);
+        }
+        return d;
+      })
+      .def_property_readonly("loss_scaling", [](const train::Recipe& r) {
+        const char* modes[] = {"none", "static", "dynamic"};
+        py::dict d;
+        d["mode"] = modes[static_cast<int>(r.loss_scaling.mode)];
+        d["initial"] = r.loss_scaling.initial;
+        d["growth_interval"] = r.loss_scaling.growth_interval;
+        d["growth"] = r.loss_scaling.growth;
+        d["backoff"] = r.loss_scaling.backoff;
+        d["min_scale"] = r.loss_scaling.min_scale;
+        return d;
+      })
+      .def_property_readonly("delayed_scaling", [](const train::Recipe& r) { return r.delayed.enabled; })
+      .def_readonly("nongemm", &train::Recipe::nongemm)
+      .def_property_readonly("text", [](const train::Recipe& r) { return train::recipe_text(r); })
+      .def("__repr__", [](const train::Recipe& r) { return "<mxlab recipe " + r.name + ">"; });
+  m.def("load_recipe", [](const std::string& name) { return take(train::load_recipe(name)); });
+  m.def("recipe_presets", &train::recipe_presets);
+  m.def("layer_formats", &mxlab::python::layer_formats);
+}
