@@ -14,11 +14,22 @@
 #include <QStatusBar>
 #include <QTabWidget>
 
+#include <cstdio>
+#include <functional>
+
+#include "checks.hpp"
+#include "mxlab/core/quote.hpp"
 #include "mxlab/core/table.hpp"
 #include "training_view.hpp"
 #include "views.hpp"
 
 namespace mxlab::gui {
+
+namespace {
+
+const char* const kDefaultSource = "gen:normal:0,1";
+
+}  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle("mxlab");
@@ -28,19 +39,21 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   bounds_ = new BoundsView(tabs_);
   experiments_ = new ExperimentsView(tabs_);
   training_ = new TrainingView(tabs_);
+  // Errors show on the field at fault, under the form and here: never in a dialog.
+  auto report = [this](const QString& title) { return [this, title](const QString& m) { showStatus(title + ": " + m, true); }; };
   for (View* v : std::initializer_list<View*>{explorer_, lab_, bounds_}) {
     tabs_->addTab(v, v->title());
-    connect(v->study(), &StudyView::failed, this, &MainWindow::showError);
+    connect(v->study(), &StudyView::failed, this, report(v->title()));
   }
   tabs_->addTab(training_, tr("Training Simulator"));
-  connect(training_, &TrainingView::failed, this, &MainWindow::showError);
+  connect(training_, &TrainingView::failed, this, report(tr("Training Simulator")));
   tabs_->addTab(experiments_, experiments_->title());
-  connect(experiments_->study(), &StudyView::failed, this, &MainWindow::showError);
+  connect(experiments_->study(), &StudyView::failed, this, report(experiments_->title()));
   setCentralWidget(tabs_);
   buildMenus();
+  showStatus(tr("Every number is computed exactly by the engine; File > Save view as experiment "
+                "reproduces a view with mxlab run."));
   restore();
-  statusBar()->showMessage(tr("Every number is computed exactly by the engine; File > Save view as experiment "
-                              "reproduces a view with mxlab run."));
 }
 
 MainWindow::~MainWindow() {
@@ -64,30 +77,103 @@ MainWindow::~MainWindow() {
   s.setValue("bounds/b", bounds_->formatB()->currentText());
 }
 
+void MainWindow::showStatus(const QString& message, bool error) {
+  statusBar()->setStyleSheet(error ? QStringLiteral("color: #c62828;") : QString());
+  statusBar()->showMessage(message);
+}
+
+void MainWindow::drop(const QString& key, const QString& value, const QString& why) {
+  const QString line = tr("saved setting %1 = %2 dropped: %3")
+                           .arg(key, QString::fromStdString(quote_input(value.toStdString())), why);
+  warnings_ << line;
+  std::fprintf(stderr, "mxlab-gui: %s\n", line.toLocal8Bit().constData());
+  QSettings().remove(key);
+  showStatus(warnings_.join("; "), true);
+}
+
 void MainWindow::restore() {
+  // Every saved value passes the check its field makes while typing before it is shown; one that fails is
+  // dropped with a warning (status bar, stderr), so a bad session can never come back at the next start.
   QSettings s;
-  if (s.contains("window/geometry")) restoreGeometry(s.value("window/geometry").toByteArray());
-  else resize(1280, 800);
-  const QSignalBlocker b1(explorer_->format()), b2(explorer_->overlay());
-  if (s.contains("explorer/format")) explorer_->format()->setCurrentText(s.value("explorer/format").toString());
-  if (s.contains("explorer/overlay")) explorer_->overlay()->setCurrentText(s.value("explorer/overlay").toString());
-  if (s.contains("lab/source")) lab_->source()->setText(s.value("lab/source").toString());
-  if (s.contains("lab/size")) lab_->sizeLog2()->setValue(s.value("lab/size").toInt());
-  if (s.contains("lab/seed")) lab_->seed()->setValue(s.value("lab/seed").toInt());
-  const QSignalBlocker b3(lab_->profiles()), b4(lab_->formats()), b5(lab_->sizeLog2()), b6(lab_->seed()), b7(lab_->source());
-  if (s.contains("lab/profiles")) {
-    const QStringList checked = s.value("lab/profiles").toStringList();
-    for (int i = 0; i < lab_->profiles()->count(); ++i)
-      lab_->profiles()->item(i)->setCheckState(checked.contains(lab_->profiles()->item(i)->text()) ? Qt::Checked : Qt::Unchecked);
+  auto text = [&](const QString& key, QString* out) {
+    if (!s.contains(key)) return false;
+    const QVariant v = s.value(key);
+    if (v.typeId() != QMetaType::QString) {
+      drop(key, v.toStringList().join(", "), tr("not a text"));
+      return false;
+    }
+    *out = v.toString();
+    return true;
+  };
+  auto number = [&](const QString& key, int lo, int hi, int* out) {
+    if (!s.contains(key)) return false;
+    bool ok = false;
+    const QString t = s.value(key).toString();
+    const int n = t.toInt(&ok);
+    if (!ok || n < lo || n > hi) {
+      drop(key, t, tr("expected a whole number from %1 to %2").arg(lo).arg(hi));
+      return false;
+    }
+    *out = n;
+    return true;
+  };
+  auto field = [&](const QString& key, QString (*check)(const QString&), const std::function<void(const QString&)>& set) {
+    QString v;
+    if (!text(key, &v)) return false;
+    if (const QString p = check(v); !p.isEmpty()) {
+      drop(key, v, p);
+      return false;
+    }
+    set(v);
+    return true;
+  };
+  auto names = [&](const QString& key, QListWidget* list) {
+    if (!s.contains(key)) return;
+    const QStringList wanted = s.value(key).toStringList();
+    QStringList unknown;
+    for (const QString& n : wanted)
+      if (list->findItems(n, Qt::MatchExactly).isEmpty()) unknown << n;
+    if (!unknown.isEmpty()) drop(key, unknown.join(", "), tr("not in the list"));
+    if (unknown.size() == wanted.size() && !wanted.isEmpty()) return;
+    for (int i = 0; i < list->count(); ++i)
+      list->item(i)->setCheckState(wanted.contains(list->item(i)->text()) ? Qt::Checked : Qt::Unchecked);
+  };
+  if (s.contains("window/geometry") && !restoreGeometry(s.value("window/geometry").toByteArray()))
+    drop("window/geometry", tr("(%1 bytes)").arg(s.value("window/geometry").toByteArray().size()), tr("not a window geometry"));
+  if (!s.contains("window/geometry")) resize(1280, 800);
+  const QSignalBlocker b1(explorer_->format()), b2(explorer_->overlay()), b3(lab_->profiles()), b4(lab_->formats()),
+      b5(lab_->sizeLog2()), b6(lab_->seed()), b7(lab_->source()), b8(bounds_->formatA()), b9(bounds_->formatB());
+  field("explorer/format", elementFormatProblem, [this](const QString& v) { explorer_->format()->setCurrentText(v); });
+  field("explorer/overlay", [](const QString& v) { return v == tr("(none)") ? QString() : elementFormatProblem(v); },
+        [this](const QString& v) { explorer_->overlay()->setCurrentText(v); });
+  restoredSource_ = field("lab/source", sourceProblem, [this](const QString& v) { lab_->source()->setText(v); });
+  int n = 0;
+  if (number("lab/size", lab_->sizeLog2()->minimum(), lab_->sizeLog2()->maximum(), &n)) lab_->sizeLog2()->setValue(n);
+  if (number("lab/seed", lab_->seed()->minimum(), lab_->seed()->maximum(), &n)) lab_->seed()->setValue(n);
+  names("lab/profiles", lab_->profiles());
+  names("lab/formats", lab_->formats());
+  field("bounds/a", blockFormatProblem, [this](const QString& v) { bounds_->formatA()->setCurrentText(v); });
+  field("bounds/b", blockFormatProblem, [this](const QString& v) { bounds_->formatB()->setCurrentText(v); });
+  if (number("window/tab", 0, tabs_->count() - 1, &n)) tabs_->setCurrentIndex(n);
+}
+
+void MainWindow::startViews() {
+  if (restoredSource_) {
+    // The restored input is checked by its first computation (a model or file may be gone since).
+    auto* once = new QObject(this);
+    connect(lab_->study(), &StudyView::finished, once, [once] { once->deleteLater(); });
+    connect(lab_->study(), &StudyView::failed, once, [this, once](const QString& m) {
+      once->deleteLater();
+      drop("lab/source", lab_->source()->text(), m);
+      {
+        const QSignalBlocker b(lab_->source());
+        lab_->source()->setText(kDefaultSource);
+      }
+      lab_->recompute();
+    });
+    restoredSource_ = false;
   }
-  if (s.contains("lab/formats")) {
-    const QStringList checked = s.value("lab/formats").toStringList();
-    for (int i = 0; i < lab_->formats()->count(); ++i)
-      lab_->formats()->item(i)->setCheckState(checked.contains(lab_->formats()->item(i)->text()) ? Qt::Checked : Qt::Unchecked);
-  }
-  if (s.contains("bounds/a")) bounds_->formatA()->setCurrentText(s.value("bounds/a").toString());
-  if (s.contains("bounds/b")) bounds_->formatB()->setCurrentText(s.value("bounds/b").toString());
-  tabs_->setCurrentIndex(s.value("window/tab", 0).toInt());
+  for (View* v : std::initializer_list<View*>{explorer_, lab_, bounds_}) v->recompute();
 }
 
 View* MainWindow::current() const { return qobject_cast<View*>(tabs_->currentWidget()); }
@@ -100,8 +186,6 @@ QString MainWindow::saveView(const QString& path) const {
   return {};
 }
 
-void MainWindow::showError(const QString& message) { QMessageBox::warning(this, tr("mxlab"), message); }
-
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&Open experiment..."), QKeySequence::Open, this, [this] {
@@ -109,29 +193,29 @@ void MainWindow::buildMenus() {
     if (path.isEmpty()) return;
     tabs_->setCurrentWidget(experiments_);
     const QString err = experiments_->open(path);
-    if (!err.isEmpty()) showError(err);
+    if (!err.isEmpty()) showStatus(err, true);
   });
   file->addAction(tr("&Save view as experiment..."), QKeySequence::Save, this, [this] {
     const QString path = QFileDialog::getSaveFileName(this, tr("Save as experiment file"), "view.toml", tr("Experiments (*.toml)"));
     if (path.isEmpty()) return;
     const QString err = saveView(path);
-    if (!err.isEmpty()) showError(err);
-    else statusBar()->showMessage(tr("saved; run it with: mxlab run %1").arg(path));
+    if (!err.isEmpty()) showStatus(err, true);
+    else showStatus(tr("saved; run it with: mxlab run %1").arg(path));
   });
   file->addSeparator();
   file->addAction(tr("Export &plot (PNG, PDF)..."), QKeySequence(tr("Ctrl+E")), this, [this] {
     const QString base = QFileDialog::getSaveFileName(this, tr("Export plot: base name"), "plot");
     if (base.isEmpty()) return;
     const QString err = current() ? current()->study()->exportPlot(base) : training_->exportPlot(base);
-    if (!err.isEmpty()) showError(err);
-    else statusBar()->showMessage(tr("wrote %1.png and %1.pdf").arg(base));
+    if (!err.isEmpty()) showStatus(err, true);
+    else showStatus(tr("wrote %1.png and %1.pdf").arg(base));
   });
   file->addAction(tr("Export &table (CSV, Markdown, LaTeX)..."), QKeySequence(tr("Ctrl+T")), this, [this] {
     const QString base = QFileDialog::getSaveFileName(this, tr("Export table: base name"), "table");
     if (base.isEmpty()) return;
     const QString err = current() ? current()->study()->exportTable(base) : training_->exportTable(base);
-    if (!err.isEmpty()) showError(err);
-    else statusBar()->showMessage(tr("wrote %1.csv, %1.md and %1.tex").arg(base));
+    if (!err.isEmpty()) showStatus(err, true);
+    else showStatus(tr("wrote %1.csv, %1.md and %1.tex").arg(base));
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);

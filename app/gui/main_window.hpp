@@ -32,11 +32,19 @@ class MainWindow : public QMainWindow {
   /// The current view when it is an experiment view (the Training Simulator is not), else null.
   /// Saves the current view as an experiment file; an error message, or empty.
   QString saveView(const QString& path) const;
+  /// Computes the first three views (what a start shows). A restored Quantization Lab input whose first
+  /// computation fails is dropped like a setting that fails its check.
+  void startViews();
+  /// The saved settings the last start dropped, one line each (also in the status bar and on stderr).
+  const QStringList& settingsWarnings() const { return warnings_; }
+  /// Shows a message in the status bar (errors in red) until the next one.
+  void showStatus(const QString& message, bool error = false);
 
  private:
   void buildMenus();
   void restore();
-  void showError(const QString& message);
+  /// Drops a saved setting: a warning line, and the key removed.
+  void drop(const QString& key, const QString& value, const QString& why);
 
   QTabWidget* tabs_ = nullptr;
   FormatExplorer* explorer_ = nullptr;
@@ -44,6 +52,8 @@ class MainWindow : public QMainWindow {
   BoundsView* bounds_ = nullptr;
   ExperimentsView* experiments_ = nullptr;
   TrainingView* training_ = nullptr;
+  QStringList warnings_;
+  bool restoredSource_ = false;
 };
 
 }  // namespace mxlab::gui

@@ -7,7 +7,6 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
-#include <QStandardItemModel>
 #include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
@@ -17,30 +16,10 @@
 #include "mxlab/core/table.hpp"
 #include "mxlab/plot/draw.hpp"
 #include "mxlab/plot/plot.hpp"
+#include "plot_tools.hpp"
+#include "table_model.hpp"
 
 namespace mxlab::gui {
-
-namespace {
-
-/// Numbers sort as numbers.
-class TableModel : public QStandardItemModel {
- public:
-  using QStandardItemModel::QStandardItemModel;
-};
-
-QStandardItem* item(const std::string& text, bool numeric) {
-  auto* it = new QStandardItem(QString::fromStdString(text));
-  it->setEditable(false);
-  if (numeric) {
-    bool ok = false;
-    const double v = QString::fromStdString(text).toDouble(&ok);
-    if (ok) it->setData(v, Qt::UserRole + 1);
-    it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-  }
-  return it;
-}
-
-}  // namespace
 
 StudyView::StudyView(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
@@ -116,6 +95,12 @@ void StudyView::run(const QString& toml, const QString& name) {
   }));
 }
 
+void StudyView::showProblem(const QString& message) {
+  status_->setStyleSheet(QStringLiteral("color: #c62828;"));
+  status_->setText(message);
+  status_->setToolTip(message);
+}
+
 void StudyView::onDone() {
   progress_->setVisible(false);
   stop_->setVisible(false);
@@ -125,10 +110,11 @@ void StudyView::onDone() {
     return;
   }
   if (!o.evaluation) {
-    status_->setText(tr("error"));
+    showProblem(o.error);
     emit failed(o.error);
     return;
   }
+  status_->setStyleSheet({});
   const double seconds = static_cast<double>(clock_.elapsed()) / 1000.0;
   shownText_ = pendingText_;
   show(std::move(*o.evaluation));
@@ -153,7 +139,10 @@ void StudyView::show(experiment::Evaluation ev) {
     for (const auto& n : plotNames) {
       auto* p = new QCustomPlot(tabs_);
       p->setMinimumSize(320, 240);
-      p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+      const std::size_t index = plots_.size();
+      addPlotTools(p, [this, index]() -> const experiment::Figure* {
+        return evaluation_ && index < evaluation_->figures.size() ? &evaluation_->figures[index].second : nullptr;
+      });
       plots_.push_back(p);
       tabs_->addTab(p, n);
     }
@@ -162,11 +151,13 @@ void StudyView::show(experiment::Evaluation ev) {
       auto* model = new TableModel(view);
       auto* proxy = new QSortFilterProxyModel(view);
       proxy->setSourceModel(model);
-      proxy->setSortRole(Qt::UserRole + 1);
+      proxy->setSortRole(TableModel::SortRole);
       view->setModel(proxy);
       view->setSortingEnabled(true);
-      view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+      view->sortByColumn(-1, Qt::AscendingOrder);  // the engine's order until a header is clicked
+      view->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
       view->verticalHeader()->setVisible(false);
+      view->verticalHeader()->setDefaultSectionSize(view->fontMetrics().height() + 6);
       models_.push_back(model);
       proxies_.push_back(proxy);
       tabs_->addTab(view, n + tr(" (table)"));
@@ -181,40 +172,42 @@ void StudyView::show(experiment::Evaluation ev) {
     plot::draw(*plots_[i], ev.figures[i].second, 12);
   }
   redrawMs_ = static_cast<double>(t.nsecsElapsed()) / 1e6;
-  for (std::size_t i = 0; i < ev.tables.size(); ++i) {
-    const Table& tb = ev.tables[i].second;
-    QStandardItemModel* m = models_[i];
-    m->clear();
-    QStringList headers;
-    for (const auto& c : tb.columns) headers << QString::fromStdString(c);
-    m->setHorizontalHeaderLabels(headers);
-    for (const auto& row : tb.rows) {
-      QList<QStandardItem*> items;
-      for (std::size_t c = 0; c < row.size(); ++c) {
-        const bool numeric = c < tb.numeric.size() && tb.numeric[c];
-        QStandardItem* it = item(row[c], numeric);
-        if (!numeric) it->setData(QString::fromStdString(row[c]), Qt::UserRole + 1);
-        items << it;
-      }
-      m->appendRow(items);
-    }
+  // The models show the evaluation's tables in place (no copy): detached while it is replaced.
+  for (TableModel* m : models_) m->setTable(nullptr);
+  evaluation_ = std::move(ev);
+  for (std::size_t i = 0; i < evaluation_->tables.size(); ++i) {
+    models_[i]->setTable(&evaluation_->tables[i].second);
+    auto* view = qobject_cast<QTableView*>(tabs_->widget(static_cast<int>(plots_.size() + i)));
+    // Widths from the header and the first rows (a long table is not measured to its end).
+    view->horizontalHeader()->setResizeContentsPrecision(200);
+    view->resizeColumnsToContents();
   }
   if (current >= 0 && current < tabs_->count()) tabs_->setCurrentIndex(current);
-  evaluation_ = std::move(ev);
 }
 
 QCustomPlot* StudyView::plot(int i) const { return i >= 0 && i < plotCount() ? plots_[static_cast<std::size_t>(i)] : nullptr; }
 int StudyView::plotCount() const { return static_cast<int>(plots_.size()); }
-const QStandardItemModel* StudyView::table(int i) const {
+const QAbstractItemModel* StudyView::table(int i) const {
   return i >= 0 && i < static_cast<int>(models_.size()) ? models_[static_cast<std::size_t>(i)] : nullptr;
+}
+
+QString StudyView::cell(int i, int row, const QString& column) const {
+  const QAbstractItemModel* m = table(i);
+  const int c = m ? models_[static_cast<std::size_t>(i)]->column(column) : -1;
+  return c < 0 ? QString() : m->index(row, c).data().toString();
+}
+
+void StudyView::sortTable(int i, const QString& column, Qt::SortOrder order) {
+  if (i < 0 || i >= static_cast<int>(proxies_.size())) return;
+  const int c = models_[static_cast<std::size_t>(i)]->column(column);
+  auto* view = qobject_cast<QTableView*>(tabs_->widget(plotCount() + i));
+  if (c >= 0 && view) view->sortByColumn(c, order);
 }
 
 void StudyView::filterTable(int i, const QString& column, const QString& value) {
   if (i < 0 || i >= static_cast<int>(proxies_.size())) return;
   QSortFilterProxyModel* p = proxies_[static_cast<std::size_t>(i)];
-  int col = -1;
-  for (int c = 0; c < models_[static_cast<std::size_t>(i)]->columnCount(); ++c)
-    if (models_[static_cast<std::size_t>(i)]->horizontalHeaderItem(c)->text() == column) col = c;
+  const int col = models_[static_cast<std::size_t>(i)]->column(column);
   p->setFilterKeyColumn(col < 0 ? 0 : col);
   p->setFilterRole(Qt::DisplayRole);
   p->setFilterRegularExpression(value.isEmpty() ? QString() : "^" + QRegularExpression::escape(value) + "$");
@@ -225,23 +218,38 @@ int StudyView::shownRows(int i) const {
 }
 
 QString StudyView::exportPlot(const QString& base) const {
-  if (!evaluation_ || evaluation_->figures.empty()) return tr("no plot to export");
-  int i = tabs_->currentIndex();
-  if (i < 0 || i >= static_cast<int>(evaluation_->figures.size())) i = 0;
+  if (!evaluation_) return tr("nothing computed yet: no plot to export");
+  const int i = tabs_->currentIndex();
+  if (i < 0 || i >= plotCount())
+    return tr("the tab on screen (%1) is a table: Export table writes it; choose a plot's tab to export a plot")
+        .arg(tabs_->tabText(i));
   if (auto err = plot::save_figure(evaluation_->figures[static_cast<std::size_t>(i)].second, base.toStdString()))
     return QString::fromStdString(err->message);
   return {};
 }
 
+Table StudyView::visibleTable() const {
+  if (!evaluation_) return {};
+  const int i = tabs_->currentIndex();
+  if (i >= 0 && i < plotCount()) return figureData(evaluation_->figures[static_cast<std::size_t>(i)].second);
+  const int k = i - plotCount();
+  if (k < 0 || k >= static_cast<int>(models_.size())) return {};
+  // The rows the filter shows, in the order on screen.
+  const Table& src = evaluation_->tables[static_cast<std::size_t>(k)].second;
+  const QSortFilterProxyModel* p = proxies_[static_cast<std::size_t>(k)];
+  Table t;
+  t.columns = src.columns;
+  t.numeric = src.numeric;
+  t.rows.reserve(static_cast<std::size_t>(p->rowCount()));
+  for (int r = 0; r < p->rowCount(); ++r) t.rows.push_back(src.rows[static_cast<std::size_t>(p->mapToSource(p->index(r, 0)).row())]);
+  return t;
+}
+
 QString StudyView::exportTable(const QString& base) const {
-  if (!evaluation_ || evaluation_->tables.empty()) return tr("no table to export");
-  int i = tabs_->currentIndex() - static_cast<int>(evaluation_->figures.size());
-  if (i < 0 || i >= static_cast<int>(evaluation_->tables.size())) i = 0;
-  const Table& t = evaluation_->tables[static_cast<std::size_t>(i)].second;
-  const std::string b = base.toStdString();
-  for (const auto& [ext, text] : {std::pair{".csv", to_csv(t)}, std::pair{".md", to_markdown(t)}, std::pair{".tex", to_latex(t)}})
-    if (auto err = write_file_atomic(b + ext, text)) return QString::fromStdString(err->message);
-  return {};
+  if (!evaluation_) return tr("nothing computed yet: no table to export");
+  const Table t = visibleTable();
+  if (t.columns.empty()) return tr("the tab on screen has no table");
+  return writeTable(t, base);
 }
 
 }  // namespace mxlab::gui

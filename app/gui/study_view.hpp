@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "mxlab/core/table.hpp"
 #include "mxlab/experiment/runner.hpp"
 
 class QCustomPlot;
@@ -18,11 +19,13 @@ class QProgressBar;
 class QPushButton;
 class QLabel;
 class QTableView;
-class QStandardItemModel;
+class QAbstractItemModel;
 class QSortFilterProxyModel;
 class QComboBox;
 
 namespace mxlab::gui {
+
+class TableModel;
 
 /// The outcome of one evaluation, carried from the worker to the GUI thread.
 struct Outcome {
@@ -50,18 +53,30 @@ class StudyView : public QWidget {
   /// The plot widget of figure `i` (tests compare what is drawn with the engine's numbers).
   QCustomPlot* plot(int i) const;
   int plotCount() const;
-  /// The model of table `i`.
-  const QStandardItemModel* table(int i) const;
+  /// The model of table `i` (rows in the engine's order; the view sorts and filters through a proxy).
+  const QAbstractItemModel* table(int i) const;
+  /// The cell of table `i` at (row, column name) in the engine's order, or "" (tests read the table with it).
+  QString cell(int i, int row, const QString& column) const;
   /// Filters the rows of table `i` to those whose `column` equals `value` ("" = all).
   void filterTable(int i, const QString& column, const QString& value);
   /// Rows of table `i` that the filter shows.
   int shownRows(int i) const;
+  /// Sorts table `i` by a column as a click on its header does.
+  void sortTable(int i, const QString& column, Qt::SortOrder order);
+  /// The tab on screen: a figure (0 ... plotCount() - 1), then the tables.
+  QTabWidget* tabs() const { return tabs_; }
+  /// Shows why the form cannot be computed (in the status line, red); the last result stays.
+  void showProblem(const QString& message);
   /// Milliseconds the last redraw of every figure took.
   double lastRedrawMs() const { return redrawMs_; }
 
-  /// Exports the current figure (PNG and PDF at BASE) and the current table (CSV, Markdown, LaTeX at BASE).
+  /// Exports what the visible tab shows: its figure (PNG and PDF at BASE); its table (CSV, Markdown, LaTeX at
+  /// BASE) with the rows the filter shows in the order on screen, or a figure's data (series, x, y).
+  /// An error (nothing to export, a table tab for a plot) or "".
   QString exportPlot(const QString& base) const;
   QString exportTable(const QString& base) const;
+  /// The table exportTable writes: the visible tab's rows as shown.
+  Table visibleTable() const;
 
  signals:
   /// A new result is on screen.
@@ -78,7 +93,7 @@ class StudyView : public QWidget {
   QPushButton* stop_ = nullptr;
   QLabel* status_ = nullptr;
   std::vector<QCustomPlot*> plots_;
-  std::vector<QStandardItemModel*> models_;
+  std::vector<TableModel*> models_;
   std::vector<QSortFilterProxyModel*> proxies_;
   std::vector<QString> tableNames_, plotNames_;
   std::optional<experiment::Evaluation> evaluation_;

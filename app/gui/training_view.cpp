@@ -24,6 +24,8 @@
 #include "mxlab/core/table.hpp"
 #include "mxlab/plot/draw.hpp"
 #include "mxlab/plot/plot.hpp"
+#include "plot_tools.hpp"
+#include "toml_text.hpp"
 
 namespace mxlab::gui {
 
@@ -82,7 +84,7 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   auto* right = new QWidget(this);
   auto* rl = new QVBoxLayout(right);
   rl->setContentsMargins(0, 0, 0, 0);
-  auto* tabs = new QTabWidget(right);
+  auto* tabs = tabs_ = new QTabWidget(right);
   loss_ = new QCustomPlot(tabs);
   accuracy_ = new QCustomPlot(tabs);
   underflow_ = new QCustomPlot(tabs);
@@ -91,6 +93,13 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   summary_->setHorizontalHeaderLabels({tr("recipe"), tr("steps"), tr("test accuracy (or bits per character)"),
                                        tr("validation loss"), tr("skipped")});
   summary_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  int index = 0;
+  for (QCustomPlot* p : {loss_, accuracy_, underflow_}) {
+    addPlotTools(p, [this, index]() -> const experiment::Figure* {
+      return static_cast<std::size_t>(index) < figures_.size() ? &figures_[static_cast<std::size_t>(index)] : nullptr;
+    });
+    ++index;
+  }
   tabs->addTab(loss_, tr("loss"));
   tabs->addTab(accuracy_, tr("accuracy"));
   tabs->addTab(underflow_, tr("gradient underflow"));
@@ -128,7 +137,18 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
       err = error_;
     }
     if (!err.isEmpty() && err != "cancelled") emit failed(err);
-    status_->setText(err == "cancelled" ? tr("stopped") : err.isEmpty() ? tr("finished") : tr("error"));
+    if (err == "cancelled") {
+      std::int64_t done = 0, total = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        done = done_, total = total_;
+      }
+      const QString what = tr("stopped at step %1 of %2: validation skipped").arg(done).arg(total);
+      progress_->setFormat(what);
+      status_->setText(what);
+    } else {
+      status_->setText(err.isEmpty() ? tr("finished") : err);
+    }
     emit finished();
   });
 }
@@ -141,7 +161,25 @@ TrainingView::~TrainingView() {
 bool TrainingView::busy() const { return watcher_->isRunning(); }
 
 void TrainingView::stop() {
-  if (cancel_) cancel_->store(true);
+  if (!cancel_ || cancel_->load()) return;
+  cancel_->store(true);
+  if (busy()) {
+    progress_->setFormat(tr("stopping after this step: validation skipped"));
+    status_->setText(tr("stopping ..."));
+  }
+}
+
+TrainingView::Settings TrainingView::formSettings() const {
+  Settings s;
+  s.model = model_->currentText();
+  s.data = data_->currentText();
+  for (int i = 0; i < recipes_->count(); ++i)
+    if (recipes_->item(i)->checkState() == Qt::Checked) s.recipes << recipes_->item(i)->text();
+  s.steps = steps_->value();
+  s.batch = batch_->value();
+  s.lr = lr_->value();
+  s.seed = seed_->value();
+  return s;
 }
 
 std::map<std::string, std::vector<double>> TrainingView::losses() const {
@@ -156,33 +194,42 @@ void TrainingView::start() {
     stop();
     watcher_->waitForFinished();
   }
+  const Settings settings = formSettings();
   std::vector<train::TrainOptions> configs;
-  for (int i = 0; i < recipes_->count(); ++i) {
-    if (recipes_->item(i)->checkState() != Qt::Checked) continue;
+  for (const QString& name : settings.recipes) {
     train::TrainOptions o;
-    o.model.kind = model_->currentText().toStdString();
-    o.recipe = *train::recipe_preset(recipes_->item(i)->text().toStdString());
-    o.steps = steps_->value();
-    o.batch = batch_->value();
-    o.optimizer.lr = lr_->value();
-    o.seed = static_cast<std::uint64_t>(seed_->value());
+    o.model.kind = settings.model.toStdString();
+    o.recipe = *train::recipe_preset(name.toStdString());
+    o.steps = settings.steps;
+    o.batch = settings.batch;
+    o.optimizer.lr = settings.lr;
+    o.seed = static_cast<std::uint64_t>(settings.seed);
+    o.eval_on_cancel = false;  // Stop returns at once: no validation pass after a cancel
     configs.push_back(o);
   }
-  if (configs.empty()) return;
+  if (configs.empty()) {
+    status_->setText(tr("check at least one recipe"));
+    return;
+  }
+  shown_ = settings;
   {
     std::lock_guard<std::mutex> lock(mu_);
     runs_.clear();
     error_.clear();
     done_ = 0;
-    total_ = static_cast<std::int64_t>(configs.size()) * steps_->value();
+    total_ = static_cast<std::int64_t>(configs.size()) * settings.steps;
+    // The heatmap's columns: at most 16 windows of steps.
+    window_ = (settings.steps + 15) / 16;
+    windows_ = (settings.steps + window_ - 1) / window_;
   }
   cancel_ = std::make_shared<std::atomic<bool>>(false);
   auto cancel = cancel_;
   start_->setEnabled(false);
   stop_->setEnabled(true);
+  progress_->setFormat("%p%");
   status_->setText(tr("training ..."));
   timer_->start();
-  const std::string spec = data_->currentText().toStdString();
+  const std::string spec = settings.data.toStdString();
   watcher_->setFuture(QtConcurrent::run([this, configs, cancel, spec] {
     train::DataOptions dopt;
     dopt.seed = configs.front().seed;
@@ -211,7 +258,9 @@ void TrainingView::start() {
         if (m.validation) run.val_loss = m.validation->loss;
         for (const auto& op : m.operands)
           if (op.role == train::Role::G) {
-            auto& g = run.g[op.layer];
+            auto& windows = run.g[op.layer];
+            windows.resize(static_cast<std::size_t>(windows_));
+            auto& g = windows[static_cast<std::size_t>(std::min(windows_ - 1, (m.step - 1) / window_))];
             g.first += op.underflow;
             g.second += op.nonzero;
           }
@@ -245,20 +294,18 @@ void TrainingView::refresh() {
   acc.y.label = text ? "bits per character" : "accuracy";
   acc.y.scale = experiment::AxisScale::Linear;
   heat.kind = experiment::PlotKind::Heatmap;
-  heat.title = "Output-gradient underflow by layer";
-  heat.x.label = "recipe";
-  heat.y.label = "layer";
+  heat.title = "Output-gradient underflow by layer over the steps";
+  heat.x.label = "steps";
+  heat.y.label = "recipe: layer";
   heat.heatmap.value_label = "underflow ratio";
   std::int64_t done = 0, total = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     done = done_;
     total = total_;
-    std::vector<std::string> layers;
-    for (const auto& r : runs_)
-      for (const auto& [layer, g] : r.g)
-        if (std::find(layers.begin(), layers.end(), layer) == layers.end()) layers.push_back(layer);
-    heat.heatmap.y_labels = layers;
+    for (std::int64_t w = 0; w < windows_; ++w)
+      heat.heatmap.x_labels.push_back(window_ == 1 ? std::to_string(w + 1)
+                                                   : std::to_string(w * window_ + 1) + "-" + std::to_string((w + 1) * window_));
     summary_->setRowCount(static_cast<int>(runs_.size()));
     for (std::size_t i = 0; i < runs_.size(); ++i) {
       const Run& r = runs_[i];
@@ -274,18 +321,17 @@ void TrainingView::refresh() {
       }
       loss.series.push_back(sl);
       acc.series.push_back(sa);
-      heat.heatmap.x_labels.push_back(r.recipe);
       const QStringList cells = {QString::fromStdString(r.recipe), QString::number(r.step.size()),
                                  r.test_accuracy >= 0 ? QString::number(r.test_accuracy, 'f', 4) : QString("-"),
                                  r.val_loss >= 0 ? QString::number(r.val_loss, 'f', 4) : QString("-"), QString::number(r.skipped)};
       for (int c = 0; c < cells.size(); ++c) summary_->setItem(static_cast<int>(i), c, new QTableWidgetItem(cells[c]));
     }
-    heat.heatmap.values.assign(heat.heatmap.x_labels.size() * layers.size(), std::nan(""));
-    for (std::size_t i = 0; i < runs_.size(); ++i)
-      for (std::size_t l = 0; l < layers.size(); ++l) {
-        auto it = runs_[i].g.find(layers[l]);
-        if (it != runs_[i].g.end() && it->second.second > 0)
-          heat.heatmap.values[l * runs_.size() + i] = static_cast<double>(it->second.first) / static_cast<double>(it->second.second);
+    // One row per recipe and layer (the first run's first layer at the top), one column per window of steps.
+    for (auto r = runs_.rbegin(); r != runs_.rend(); ++r)
+      for (auto l = r->g.rbegin(); l != r->g.rend(); ++l) {
+        heat.heatmap.y_labels.push_back(r->recipe + ": " + l->first);
+        for (const auto& [under, nonzero] : l->second)
+          heat.heatmap.values.push_back(nonzero > 0 ? static_cast<double>(under) / static_cast<double>(nonzero) : std::nan(""));
       }
   }
   figures_ = {loss, acc, heat};
@@ -293,16 +339,25 @@ void TrainingView::refresh() {
   plot::draw(*accuracy_, acc, 12);
   if (!heat.heatmap.x_labels.empty() && !heat.heatmap.y_labels.empty()) plot::draw(*underflow_, heat, 12);
   progress_->setValue(total > 0 ? static_cast<int>(100 * done / total) : 0);
-  if (busy()) status_->setText(tr("step %1 of %2").arg(done).arg(total));
+  if (busy() && !cancel_->load()) status_->setText(tr("step %1 of %2").arg(done).arg(total));
 }
 
 QString TrainingView::exportPlot(const QString& base) const {
-  if (figures_.empty() || figures_[0].series.empty()) return tr("no training run to export");
-  if (auto err = plot::save_figure(figures_[0], base.toStdString())) return QString::fromStdString(err->message);
+  const int i = tabs_->currentIndex();
+  if (i < 0 || i >= static_cast<int>(figures_.size()))
+    return tr("the tab on screen (%1) is a table: Export table writes it; choose a plot's tab to export a plot").arg(tabs_->tabText(i));
+  const experiment::Figure& f = figures_[static_cast<std::size_t>(i)];
+  if (f.series.empty() && f.heatmap.values.empty()) return tr("no training run to export");
+  if (auto err = plot::save_figure(f, base.toStdString())) return QString::fromStdString(err->message);
   return {};
 }
 
 QString TrainingView::exportTable(const QString& base) const {
+  if (const int i = tabs_->currentIndex(); i >= 0 && i < static_cast<int>(figures_.size())) {
+    const Table t = figureData(figures_[static_cast<std::size_t>(i)]);
+    if (t.rows.empty()) return tr("no training run to export");
+    return writeTable(t, base);
+  }
   Table t;
   for (int c = 0; c < summary_->columnCount(); ++c) t.add_column(summary_->horizontalHeaderItem(c)->text().toStdString(), c > 0);
   for (int r = 0; r < summary_->rowCount(); ++r) {
@@ -312,29 +367,24 @@ QString TrainingView::exportTable(const QString& base) const {
     t.rows.push_back(std::move(row));
   }
   if (t.rows.empty()) return tr("no training run to export");
-  const std::string b = base.toStdString();
-  for (const auto& [ext, text] : {std::pair{".csv", to_csv(t)}, std::pair{".md", to_markdown(t)}, std::pair{".tex", to_latex(t)}})
-    if (auto err = write_file_atomic(b + ext, text)) return QString::fromStdString(err->message);
-  return {};
+  return writeTable(t, base);
 }
 
 QString TrainingView::experimentText() const {
-  QStringList recipes;
-  for (int i = 0; i < recipes_->count(); ++i)
-    if (recipes_->item(i)->checkState() == Qt::Checked) recipes << "\"" + recipes_->item(i)->text() + "\"";
+  const Settings s = shown_ ? *shown_ : formSettings();
   return QString(R"TOML(# Training Simulator, saved from mxlab-gui
 name = "training"
-description = "%1 on %2 with %3"
+description = %1
 job = "train"
 
 [sweep]
-model = "%1"
-data = "%2"
+model = %2
+data = %3
 steps = %4
 batch = %5
 lr = %6
 seed = %7
-recipe = [%3]
+recipe = %8
 
 [[table]]
 name = "summary"
@@ -360,11 +410,9 @@ x = "recipe"
 y = "layer"
 value = "underflow_ratio"
 )TOML")
-      .arg(model_->currentText(), data_->currentText(), recipes.join(", "))
-      .arg(steps_->value())
-      .arg(batch_->value())
-      .arg(QString::fromStdString(g17(lr_->value())))
-      .arg(seed_->value());
+      .arg(tomlString(s.model + " on " + s.data + " with " + s.recipes.join(", ")), tomlString(s.model), tomlString(s.data),
+           QString::number(s.steps), QString::number(s.batch), QString::fromStdString(g17(s.lr)), QString::number(s.seed),
+           tomlList(s.recipes));
 }
 
 }  // namespace mxlab::gui

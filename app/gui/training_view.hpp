@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "mxlab/experiment/figure.hpp"
@@ -22,6 +23,7 @@ class QProgressBar;
 class QLabel;
 class QCustomPlot;
 class QTableWidget;
+class QTabWidget;
 class QTimer;
 
 namespace mxlab::gui {
@@ -35,18 +37,27 @@ class TrainingView : public QWidget {
 
   /// Starts training every checked recipe in turn; a run in progress is stopped first.
   void start();
+  /// Stops the run at the end of its current step: the validation pass is skipped and the progress bar says so.
   void stop();
   bool busy() const;
-  /// The experiment file (job = "train") that reproduces the runs with mxlab run.
+  /// The experiment file (job = "train") that reproduces the runs on screen with mxlab run (before any run:
+  /// the form's settings).
   QString experimentText() const;
 
   QComboBox* model() const { return model_; }
   QListWidget* recipes() const { return recipes_; }
   QSpinBox* steps() const { return steps_; }
   QSpinBox* batch() const { return batch_; }
+  QSpinBox* seed() const { return seed_; }
   QCustomPlot* lossPlot() const { return loss_; }
+  QCustomPlot* underflowPlot() const { return underflow_; }
   QTableWidget* summary() const { return summary_; }
-  /// Exports the loss curves (PNG, PDF at BASE) and the table of runs (CSV, Markdown, LaTeX at BASE); an error or "".
+  QProgressBar* progress() const { return progress_; }
+  QTabWidget* tabs() const { return tabs_; }
+  /// The figures as last drawn: loss, accuracy, gradient underflow by layer and step.
+  const std::vector<experiment::Figure>& figures() const { return figures_; }
+  /// Export what the visible tab shows: its figure (PNG, PDF at BASE); the table of runs, or a figure's data
+  /// (CSV, Markdown, LaTeX at BASE). An error or "".
   QString exportPlot(const QString& base) const;
   QString exportTable(const QString& base) const;
   /// Losses received so far per recipe (tests compare them with train::run).
@@ -58,6 +69,14 @@ class TrainingView : public QWidget {
 
  private:
   void refresh();
+  /// The settings of a run: the form's now, or the run on screen's.
+  struct Settings {
+    QString model, data;
+    QStringList recipes;
+    int steps = 0, batch = 0, seed = 0;
+    double lr = 0;
+  };
+  Settings formSettings() const;
 
   QComboBox* model_ = nullptr;
   QComboBox* data_ = nullptr;
@@ -74,20 +93,23 @@ class TrainingView : public QWidget {
   QCustomPlot* accuracy_ = nullptr;
   QCustomPlot* underflow_ = nullptr;
   QTableWidget* summary_ = nullptr;
+  QTabWidget* tabs_ = nullptr;
   QTimer* timer_ = nullptr;
   std::vector<experiment::Figure> figures_;  ///< as last drawn: loss, accuracy, underflow
+  std::optional<Settings> shown_;            ///< the settings of the runs on screen
 
   /// What the worker has reported, read by the GUI thread under the mutex.
   struct Run {
     std::string recipe;
     std::vector<double> step, loss, accuracy;
-    std::map<std::string, std::pair<std::int64_t, std::int64_t>> g;  ///< layer -> (underflows, nonzero)
+    /// Output-gradient counts per layer and window of steps: layer -> per window (underflows, nonzero).
+    std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> g;
     double test_accuracy = -1, val_loss = -1;
     std::int64_t skipped = 0;
   };
   mutable std::mutex mu_;
   std::vector<Run> runs_;
-  std::int64_t done_ = 0, total_ = 0;
+  std::int64_t done_ = 0, total_ = 0, window_ = 1, windows_ = 1;
   QString error_;
   std::shared_ptr<std::atomic<bool>> cancel_;
   QFutureWatcher<void>* watcher_ = nullptr;

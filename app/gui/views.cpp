@@ -2,6 +2,7 @@
 #include "views.hpp"
 
 #include <QComboBox>
+#include <QCompleter>
 #include <QFile>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -15,7 +16,10 @@
 #include <QSplitter>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <functional>
 
+#include "checks.hpp"
+#include "toml_text.hpp"
 #include "mxlab/experiment/experiment.hpp"
 #include "mxlab/formats/catalogue.hpp"
 #include "mxlab/quantize/block_format.hpp"
@@ -24,29 +28,26 @@ namespace mxlab::gui {
 
 namespace {
 
-/// A TOML basic string.
-QString q(const QString& s) {
-  QString out = "\"";
-  for (QChar c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-QString list(const QStringList& items) {
-  QStringList quoted;
-  for (const auto& s : items) quoted << q(s);
-  return "[" + quoted.join(", ") + "]";
-}
-
 QComboBox* format_box(const QStringList& names, const QString& current, QWidget* parent) {
   auto* box = new QComboBox(parent);
   box->setEditable(true);
   box->addItems(names);
   box->setCurrentText(current);
   box->setInsertPolicy(QComboBox::NoInsert);
+  // Completions in a list under the field: the typed text stays as typed (inline completion would replace it).
+  box->completer()->setCompletionMode(QCompleter::PopupCompletion);
+  box->completer()->setCaseSensitivity(Qt::CaseSensitive);
   return box;
+}
+
+/// Checks a field as it is typed: a problem shows on the field; accepted text recomputes once typing pauses.
+void check_as_typed(QComboBox* box, QLabel* message, QString (*check)(const QString&), View* view,
+                    const std::function<void()>& later) {
+  QObject::connect(box, &QComboBox::currentTextChanged, view, [=](const QString& text) {
+    const QString p = text == QObject::tr("(none)") ? QString() : check(text);
+    markField(box, message, p);
+    if (p.isEmpty()) later();
+  });
 }
 
 QStringList element_names() {
@@ -66,16 +67,35 @@ QStringList block_names() {
 void View::build(QWidget* form) {
   auto* layout = new QHBoxLayout(this);
   auto* split = new QSplitter(this);
-  form->setMaximumWidth(360);
-  split->addWidget(form);
+  auto* left = new QWidget(split);
+  auto* ll = new QVBoxLayout(left);
+  ll->setContentsMargins(0, 0, 0, 0);
+  ll->addWidget(form, 1);
+  formMessage_ = messageLine(left);
+  ll->addWidget(formMessage_);
+  left->setMaximumWidth(360);
+  split->addWidget(left);
   study_ = new StudyView(split);
   split->addWidget(study_);
   split->setStretchFactor(1, 1);
   layout->addWidget(split);
+  debounce_ = new QTimer(this);
+  debounce_->setSingleShot(true);
+  debounce_->setInterval(350);
+  connect(debounce_, &QTimer::timeout, this, &View::recompute);
+  // A failed computation says why under the form; the next result clears it.
+  connect(study_, &StudyView::failed, this, [this](const QString& m) { markField(formMessage_, formMessage_, m); });
+  connect(study_, &StudyView::finished, this, [this] { markField(formMessage_, formMessage_, {}); });
 }
 
+void View::later() { debounce_->start(); }
+
 void View::recompute() {
-  if (debounce_ != nullptr) debounce_->stop();
+  debounce_->stop();
+  if (const QString p = problem(); !p.isEmpty()) {
+    study_->showProblem(p);
+    return;
+  }
   if (!experimentText().isEmpty()) study_->run(experimentText(), sourceName());
 }
 
@@ -92,8 +112,12 @@ FormatExplorer::FormatExplorer(QWidget* parent) : View(parent) {
   class_ = new QComboBox(form);
   class_->addItems({tr("all"), "zero", "subnormal", "normal", "inf", "nan"});
   class_->setToolTip(tr("Show only the codes of one class in the code-point table"));
+  formatMessage_ = messageLine(form);
+  overlayMessage_ = messageLine(form);
   f->addRow(tr("format"), format_);
+  f->addRow(formatMessage_);
   f->addRow(tr("overlay"), overlay_);
+  f->addRow(overlayMessage_);
   f->addRow(tr("codes of class"), class_);
   auto* go = new QPushButton(tr("Show"), form);
   f->addRow(go);
@@ -106,14 +130,22 @@ FormatExplorer::FormatExplorer(QWidget* parent) : View(parent) {
   f->addRow(help);
   build(form);
   connect(go, &QPushButton::clicked, this, &View::recompute);
-  connect(format_, &QComboBox::currentTextChanged, this, &View::recompute);
-  connect(overlay_, &QComboBox::currentTextChanged, this, &View::recompute);
+  check_as_typed(format_, formatMessage_, elementFormatProblem, this, [this] { later(); });
+  check_as_typed(overlay_, overlayMessage_, elementFormatProblem, this, [this] { later(); });
   connect(class_, &QComboBox::currentTextChanged, this, [this](const QString& c) {
     study_->filterTable(0, "class", c == tr("all") ? QString() : c);
   });
   connect(study_, &StudyView::finished, this, [this] {
     study_->filterTable(0, "class", class_->currentText() == tr("all") ? QString() : class_->currentText());
   });
+}
+
+QString FormatExplorer::problem() const {
+  if (QString p = elementFormatProblem(format_->currentText()); !p.isEmpty()) return tr("format: %1").arg(p);
+  const QString b = overlay_->currentText().trimmed();
+  if (b.isEmpty() || b == tr("(none)")) return {};
+  if (QString p = elementFormatProblem(b); !p.isEmpty()) return tr("overlay: %1").arg(p);
+  return {};
 }
 
 QString FormatExplorer::experimentText() const {
@@ -123,7 +155,7 @@ QString FormatExplorer::experimentText() const {
   if (!b.isEmpty() && b != tr("(none)") && b != a) formats << b;
   return QString(R"TOML(# Format Explorer, saved from mxlab-gui
 name = "format_explorer"
-description = "code points, number line and density of %1"
+description = %1
 job = "catalogue"
 
 [sweep]
@@ -170,7 +202,7 @@ x_label = "binade k: values in [2^k, 2^(k+1))"
 y_label = "values"
 legend_title = "format"
 )TOML")
-      .arg(formats.join(", "), list(formats), q(a));
+      .arg(tomlString("code points, number line and density of " + formats.join(", ")), tomlList(formats), tomlString(a));
 }
 
 // ---- Quantization Lab
@@ -211,7 +243,9 @@ QuantizationLab::QuantizationLab(QWidget* parent) : View(parent) {
   }
   profiles_->setMaximumHeight(120);
   profiles_->setToolTip(tr("Peer libraries' choices (docs/profiles.md); each applies to the formats it covers"));
+  sourceMessage_ = messageLine(form);
   f->addRow(tr("input"), row);
+  f->addRow(sourceMessage_);
   f->addRow(tr("size"), size_);
   f->addRow(tr("seed"), seed_);
   f->addRow(tr("formats"), formats_);
@@ -227,12 +261,11 @@ QuantizationLab::QuantizationLab(QWidget* parent) : View(parent) {
   build(form);
   connect(go, &QPushButton::clicked, this, &View::recompute);
   // Recomputes on every change, once the changes pause (the running computation is cancelled).
-  debounce_ = new QTimer(this);
-  debounce_->setSingleShot(true);
-  debounce_->setInterval(400);
-  connect(debounce_, &QTimer::timeout, this, &View::recompute);
-  auto later = [this] { debounce_->start(); };
-  connect(source_, &QLineEdit::editingFinished, this, later);
+  auto later = [this] { View::later(); };
+  connect(source_, &QLineEdit::textChanged, this, [this](const QString& t) { markField(source_, sourceMessage_, sourceProblem(t)); });
+  connect(source_, &QLineEdit::editingFinished, this, [this, later] {
+    if (sourceProblem(source_->text()).isEmpty()) later();
+  });
   connect(size_, &QSpinBox::valueChanged, this, later);
   connect(seed_, &QSpinBox::valueChanged, this, later);
   connect(formats_, &QListWidget::itemChanged, this, later);
@@ -241,6 +274,11 @@ QuantizationLab::QuantizationLab(QWidget* parent) : View(parent) {
     const QString file = QFileDialog::getOpenFileName(this, tr("Tensor file"), {}, tr("Tensors (*.npy *.csv *.f32 *.bin *.raw)"));
     if (!file.isEmpty()) source_->setText(file);
   });
+}
+
+QString QuantizationLab::problem() const {
+  const QString p = sourceProblem(source_->text());
+  return p.isEmpty() ? QString() : tr("input: %1").arg(p);
 }
 
 QString QuantizationLab::experimentText() const {
@@ -259,33 +297,33 @@ QString QuantizationLab::experimentText() const {
     bool any = false;
     for (const auto& p : profiles) {
       if (!parsed || !apply_profile(*parsed, p.toStdString()).ok()) continue;
-      points += QString("[[points]]\nformat = %1\nprofile = %2\n").arg(q(f), q(p));
+      points += QString("[[points]]\nformat = %1\nprofile = %2\n").arg(tomlString(f), tomlString(p));
       any = true;
     }
-    if (!any) points += QString("[[points]]\nformat = %1\nprofile = \"ocp\"\n").arg(q(f));
+    if (!any) points += QString("[[points]]\nformat = %1\nprofile = \"ocp\"\n").arg(tomlString(f));
   }
   const QString src = source_->text().trimmed();
   const bool generated = src.startsWith("gen:");
   // model:NAME:PATTERN is a layer (or the layers) of a registered model or weight file.
-  QString input = "source = " + q(src) + "\n";
+  QString input = "source = " + tomlString(src) + "\n";
   if (src.startsWith("model:")) {
     const QString rest = src.mid(6);
     const int colon = static_cast<int>(rest.indexOf(':'));
-    input = "weights = " + q(colon < 0 ? rest : rest.left(colon)) + "\n" + (colon < 0 ? QString() : "select = " + q(rest.mid(colon + 1)) + "\n");
+    input = "weights = " + tomlString(colon < 0 ? rest : rest.left(colon)) + "\n" + (colon < 0 ? QString() : "select = " + tomlString(rest.mid(colon + 1)) + "\n");
   }
   return QString(R"TOML(# Quantization Lab, saved from mxlab-gui
 name = "quantization_lab"
-description = "%1 through %2"
+description = %1
 job = "analyze"
 gaps = true
 histogram_bins = 120
 
 [inputs.input]
-%3%4
+%2%3
 [sweep]
 input = "input"
 
-%5
+%4
 [[table]]
 name = "metrics"
 rows = ["format", "profile", "layer"]
@@ -342,7 +380,7 @@ title = "Largest relative error by exponent gap"
 x_label = "exponent gap"
 y_label = "max relative error"
 )TOML")
-      .arg(src, formats.join(", "), input,
+      .arg(tomlString(src + " through " + formats.join(", ")), input,
            generated ? QString("shape = \"%1\"\nseed = %2\n").arg(qulonglong{1} << size_->value()).arg(seed_->value()) : QString(),
            points);
 }
@@ -360,8 +398,12 @@ BoundsView::BoundsView(QWidget* parent) : View(parent) {
   maxGap_->setRange(-1, 64);
   maxGap_->setValue(-1);
   maxGap_->setSpecialValueText(tr("until both underflow"));
+  aMessage_ = messageLine(form);
+  bMessage_ = messageLine(form);
   f->addRow(tr("format A"), a_);
+  f->addRow(aMessage_);
   f->addRow(tr("format B"), b_);
+  f->addRow(bMessage_);
   f->addRow(tr("last gap"), maxGap_);
   auto* go = new QPushButton(tr("Compare"), form);
   f->addRow(go);
@@ -374,26 +416,35 @@ BoundsView::BoundsView(QWidget* parent) : View(parent) {
   f->addRow(help);
   build(form);
   connect(go, &QPushButton::clicked, this, &View::recompute);
+  check_as_typed(a_, aMessage_, blockFormatProblem, this, [this] { later(); });
+  check_as_typed(b_, bMessage_, blockFormatProblem, this, [this] { later(); });
+  connect(maxGap_, &QSpinBox::valueChanged, this, [this] { later(); });
+}
+
+QString BoundsView::problem() const {
+  if (QString p = blockFormatProblem(a_->currentText()); !p.isEmpty()) return tr("format A: %1").arg(p);
+  if (QString p = blockFormatProblem(b_->currentText()); !p.isEmpty()) return tr("format B: %1").arg(p);
+  return {};
 }
 
 QString BoundsView::experimentText() const {
   const QString a = a_->currentText().trimmed(), b = b_->currentText().trimmed();
   return QString(R"TOML(# Bounds, saved from mxlab-gui
 name = "bounds"
-description = "worst-case error by exponent gap: %1 and %2"
+description = %1
 job = "bounds"
-%3
+%2
 [sweep]
-format = %4
+format = %3
 
 [[points]]
-a = %5
-b = %6
+a = %4
+b = %5
 
 [[table]]
 name = "bounds"
 from = "bounds"
-where = { a = %5 }
+where = { a = %4 }
 rows = ["gap"]
 values = ["max_rel_A", "max_rel_B", "rel_smaller", "max_abs_A", "max_abs_B", "abs_smaller", "analytic_eq_enumerated"]
 
@@ -425,8 +476,8 @@ x_label = "exponent gap"
 y_label = "max |q - x| / 2^floor(log2 amax)"
 legend_title = "format"
 )TOML")
-      .arg(a, b, maxGap_->value() >= 0 ? QString("max_gap = %1\n").arg(maxGap_->value()) : QString(),
-           list(a == b ? QStringList{a} : QStringList{a, b}), q(a), q(b));
+      .arg(tomlString("worst-case error by exponent gap: " + a + " and " + b), maxGap_->value() >= 0 ? QString("max_gap = %1\n").arg(maxGap_->value()) : QString(),
+           tomlList(a == b ? QStringList{a} : QStringList{a, b}), tomlString(a), tomlString(b));
 }
 
 // ---- Experiments
@@ -460,10 +511,17 @@ ExperimentsView::ExperimentsView(QWidget* parent) : View(parent) {
   connect(rerun, &QPushButton::clicked, this, &View::recompute);
 }
 
-QString ExperimentsView::open(const QString& path) {
+QString ExperimentsView::check(const QString& path) {
   auto e = experiment::read_experiment(path.toStdString());
   if (!e) return QString::fromStdString(e.error().message);
   if (!e->batch.empty()) return tr("%1 is a batch of experiment files: open one of them").arg(path);
+  return {};
+}
+
+QString ExperimentsView::open(const QString& path) {
+  if (QString p = check(path); !p.isEmpty()) return p;
+  auto e = experiment::read_experiment(path.toStdString());
+  if (!e) return QString::fromStdString(e.error().message);
   file_ = path;
   text_ = QString::fromStdString(e->text);
   path_->setText(path);

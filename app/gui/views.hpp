@@ -27,16 +27,24 @@ class View : public QWidget {
   StudyView* study() const { return study_; }
   /// The name errors give the experiment (relative paths are read from its folder).
   virtual QString sourceName() const { return title().toLower().replace(' ', '_') + ".toml"; }
+  /// Why the form does not describe a study (a field's check failed; shown on the field), or empty.
+  virtual QString problem() const { return {}; }
+  /// The line under the form that shows why the last computation failed.
+  QLabel* formMessage() const { return formMessage_; }
 
  public slots:
   /// Recomputes from the form (off the GUI thread); a recompute still waiting for edits to settle is dropped.
+  /// A form with a problem is not computed: the problem stays on its field and in the status line.
   void recompute();
 
  protected:
   /// Lays out the form on the left and the results on the right.
   void build(QWidget* form);
+  /// Recomputes once the edits pause (the running computation is cancelled when the new one starts).
+  void later();
   StudyView* study_ = nullptr;
-  QTimer* debounce_ = nullptr;  ///< views that recompute as the form changes: the pending recompute
+  QTimer* debounce_ = nullptr;  ///< the pending recompute of edits still settling
+  QLabel* formMessage_ = nullptr;
 };
 
 /// Format Explorer: any format string; code points, number line, density per binade; an overlay format.
@@ -49,11 +57,14 @@ class FormatExplorer : public View {
   QComboBox* format() const { return format_; }
   QComboBox* overlay() const { return overlay_; }
   QComboBox* classFilter() const { return class_; }
+  QString problem() const override;
 
  private:
   QComboBox* format_ = nullptr;
   QComboBox* overlay_ = nullptr;
   QComboBox* class_ = nullptr;
+  QLabel* formatMessage_ = nullptr;
+  QLabel* overlayMessage_ = nullptr;
 };
 
 /// Quantization Lab: an input, several block formats and a profile; histograms, errors and metrics.
@@ -68,9 +79,11 @@ class QuantizationLab : public View {
   QSpinBox* seed() const { return seed_; }
   QListWidget* formats() const { return formats_; }
   QListWidget* profiles() const { return profiles_; }
+  QString problem() const override;
 
  private:
   QLineEdit* source_ = nullptr;
+  QLabel* sourceMessage_ = nullptr;
   QSpinBox* size_ = nullptr;
   QSpinBox* seed_ = nullptr;
   QListWidget* formats_ = nullptr;
@@ -86,10 +99,13 @@ class BoundsView : public View {
   QString title() const override { return tr("Bounds"); }
   QComboBox* formatA() const { return a_; }
   QComboBox* formatB() const { return b_; }
+  QString problem() const override;
 
  private:
   QComboBox* a_ = nullptr;
   QComboBox* b_ = nullptr;
+  QLabel* aMessage_ = nullptr;
+  QLabel* bMessage_ = nullptr;
   QSpinBox* maxGap_ = nullptr;
 };
 
@@ -103,6 +119,8 @@ class ExperimentsView : public View {
   QString sourceName() const override { return file_; }
   /// Reads an experiment file and runs it; an error names the file.
   QString open(const QString& path);
+  /// Why the file cannot be opened as one experiment (unreadable, malformed, a batch), naming it; or empty.
+  static QString check(const QString& path);
 
  private:
   QLabel* path_ = nullptr;

@@ -1,13 +1,20 @@
 // mxlab-gui driven under Qt's offscreen platform: each view computes, and what it draws and tabulates is
 // compared with the engine's own numbers (enumerate_codes, ops::analyze, exact bounds).
+#include <QApplication>
 #include <QComboBox>
+#include <QLabel>
 #include <QLineEdit>
+#include <QMessageBox>
+#include <QProcess>
+#include <QProgressBar>
+#include <QStatusBar>
 #include <QListWidget>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStandardItemModel>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <QtTest>
 #include <qcustomplot.h>
 
@@ -37,10 +44,80 @@ bool wait_result(View* v) {
   return !done.isEmpty();
 }
 
-int column(const QStandardItemModel* m, const QString& name) {
-  for (int c = 0; c < m->columnCount(); ++c)
-    if (m->horizontalHeaderItem(c)->text() == name) return c;
-  return -1;
+/// Fails when a dialog (a message box or any modal window) is open.
+bool no_dialog() {
+  if (QApplication::activeModalWidget() != nullptr) return false;
+  for (QWidget* w : QApplication::topLevelWidgets())
+    if (qobject_cast<QMessageBox*>(w) && w->isVisible()) return false;
+  return true;
+}
+
+/// A file's lines.
+QStringList lines(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QString::fromUtf8(f.readAll()).split('\n', Qt::SkipEmptyParts);
+}
+
+/// Installs Fashion-MNIST (from its Debian package) into a scratch folder the views read; false if not installed.
+bool fashion_mnist() {
+  const QString dir = QDir::temp().filePath("mxlab_gui_test_data");
+  FetchOptions fo;
+  fo.dir = dir.toStdString();
+  if (!fetch_data({"fashion-mnist"}, fo).ok()) return false;
+  qputenv("MXLAB_DATA_DIR", dir.toUtf8());
+  return true;
+}
+
+/// Runs a program; its exit code, standard output and standard error.
+struct Ran {
+  int code = -1;
+  QString out, err;
+};
+Ran run(const QString& program, const QStringList& args, bool display = false) {
+  QProcess p;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  if (!display) env.remove("DISPLAY"), env.remove("WAYLAND_DISPLAY"), env.remove("QT_QPA_PLATFORM");
+  p.setProcessEnvironment(env);
+  p.start(program, args);
+  if (!p.waitForFinished(600000)) return {};
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
+          QString::fromUtf8(p.readAllStandardError())};
+}
+
+/// A safetensors file of float32 tensors (name, shape), values 0.01 * (i + 1) with alternating signs.
+void write_safetensors(const QString& path, const std::vector<std::pair<std::string, std::vector<int>>>& tensors) {
+  QByteArray header = "{", data;
+  for (const auto& [name, shape] : tensors) {
+    std::size_t n = 1;
+    QStringList dims;
+    for (int d : shape) n *= static_cast<std::size_t>(d), dims << QString::number(d);
+    const auto begin = data.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const float v = (i % 2 ? -0.01f : 0.01f) * static_cast<float>(i % 97 + 1);
+      data.append(reinterpret_cast<const char*>(&v), 4);
+    }
+    if (header.size() > 1) header += ",";
+    header += QString("\"%1\":{\"dtype\":\"F32\",\"shape\":[%2],\"data_offsets\":[%3,%4]}")
+                  .arg(QString::fromStdString(name), dims.join(','))
+                  .arg(begin)
+                  .arg(data.size())
+                  .toUtf8();
+  }
+  header += "}";
+  while (header.size() % 8) header += ' ';
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  const quint64 len = static_cast<quint64>(header.size());
+  f.write(reinterpret_cast<const char*>(&len), 8);
+  f.write(header);
+  f.write(data);
+}
+
+/// Waits until the training view is idle (or 120 s).
+bool wait_idle(TrainingView* v) {
+  for (int i = 0; i < 1200 && v->busy(); ++i) QTest::qWait(100);
+  return !v->busy();
 }
 
 }  // namespace
@@ -65,12 +142,11 @@ class GuiTest : public QObject {
     // The code table holds every code of E2M1 with the engine's exact values.
     const Format f = *parse_format("e2m1");
     const auto codes = enumerate_codes(f, 0, f.code_count() - 1);
-    const QStandardItemModel* t = v->study()->table(0);
+    const QAbstractItemModel* t = v->study()->table(0);
     QVERIFY(t);
     QCOMPARE(t->rowCount(), static_cast<int>(codes.size()));
-    const int value = column(t, "value");
-    QVERIFY(value >= 0);
-    for (int r = 0; r < t->rowCount(); ++r) QCOMPARE(t->item(r, value)->text().toDouble(), codes[static_cast<std::size_t>(r)].value);
+    for (int r = 0; r < t->rowCount(); ++r)
+      QCOMPARE(v->study()->cell(0, r, "value").toDouble(), codes[static_cast<std::size_t>(r)].value);
     // The number line plots the positive values: 0.5, 1, 1.5, 2, 3, 4, 6.
     QCustomPlot* p = v->study()->plot(0);
     QVERIFY(p && p->graphCount() == 1);
@@ -100,7 +176,7 @@ class GuiTest : public QObject {
       v->profiles()->item(i)->setCheckState(v->profiles()->item(i)->text() == "ocp" ? Qt::Checked : Qt::Unchecked);
     v->recompute();
     QVERIFY(wait_result(v));
-    const QStandardItemModel* t = v->study()->table(0);
+    const QAbstractItemModel* t = v->study()->table(0);
     QVERIFY(t);
     QCOMPARE(t->rowCount(), 2);
     ops::InputRequest req;
@@ -110,14 +186,14 @@ class GuiTest : public QObject {
     auto src = ops::open_tensor(req);
     QVERIFY(src.ok());
     for (int r = 0; r < 2; ++r) {
-      const std::string name = t->item(r, column(t, "format"))->text().toStdString();
+      const std::string name = v->study()->cell(0, r, "format").toStdString();
       auto f = ops::block_format(name, {}, [](std::string_view n) { return std::string(n); });
       QVERIFY(f.ok());
       auto a = ops::analyze({*f}, *src);
       QVERIFY(a.ok());
       // The table rounds to 4 significant digits: compare with the engine's value printed the same way.
-      QCOMPARE(t->item(r, column(t, "sqnr_db"))->text(), QString::number(a->front().total.sqnr_db(), 'g', 4));
-      QCOMPARE(t->item(r, column(t, "bits_per_element"))->text(), QString::number(a->front().bits_per_element, 'g', 4));
+      QCOMPARE(v->study()->cell(0, r, "sqnr_db"), QString::number(a->front().total.sqnr_db(), 'g', 4));
+      QCOMPARE(v->study()->cell(0, r, "bits_per_element"), QString::number(a->front().bits_per_element, 'g', 4));
     }
     // Four figures; the exponent-gap histogram counts every nonzero element once per format.
     QCOMPARE(v->study()->plotCount(), 4);
@@ -160,10 +236,9 @@ class GuiTest : public QObject {
     QVERIFY(wait_result(v));
     QCOMPARE(v->study()->plotCount(), 1);
     QCOMPARE(v->study()->plot(0)->graphCount(), 4);
-    const QStandardItemModel* t = v->study()->table(0);
-    QCOMPARE(t->rowCount(), 17);  // gaps 0..16
+    QCOMPARE(v->study()->table(0)->rowCount(), 17);  // gaps 0..16
     // MXINT8's bound at gap 1 is 1/65 exactly.
-    QCOMPARE(t->item(1, column(t, "mxint8"))->text(), QString("1/65"));
+    QCOMPARE(v->study()->cell(0, 1, "mxint8"), QString("1/65"));
     // A malformed file is refused with its name.
     QTemporaryDir dir;
     const QString bad = dir.filePath("bad.toml");
@@ -193,12 +268,7 @@ class GuiTest : public QObject {
   }
 
   void trainingSimulatorShowsTheEnginesLosses() {
-    // Fashion-MNIST from its Debian package, installed into a scratch folder the views read.
-    const QString dir = QDir::temp().filePath("mxlab_gui_test_data");
-    FetchOptions fo;
-    fo.dir = dir.toStdString();
-    if (!fetch_data({"fashion-mnist"}, fo).ok()) QSKIP("the Debian package dataset-fashion-mnist is not installed");
-    qputenv("MXLAB_DATA_DIR", dir.toUtf8());
+    if (!fashion_mnist()) QSKIP("the Debian package dataset-fashion-mnist is not installed");
     MainWindow w;
     TrainingView* v = w.training();
     for (int i = 0; i < v->recipes()->count(); ++i) {
@@ -254,6 +324,125 @@ class GuiTest : public QObject {
     for (int i = 0; i < 600 && v->study()->busy(); ++i) QTest::qWait(50);
     QVERIFY(!v->study()->busy());
     QCOMPARE(v->study()->evaluation()->figures[0].second.series[0].y, before);
+  }
+
+  void hostileSettingsAreDroppedWithAWarning() {
+    QTemporaryDir dir;
+    const QString weights = dir.filePath("w.safetensors");
+    write_safetensors(weights, {{"conv1.weight", {16, 3, 3, 3}}, {"fc.weight", {10, 64}}});
+    {
+      QSettings s;
+      s.clear();
+      s.setValue("window/geometry", QByteArray("not a geometry"));
+      s.setValue("window/tab", "99");
+      s.setValue("explorer/format", "e3m");
+      s.setValue("explorer/overlay", QStringList{"a", "list"});
+      // A name pattern past the 4,096 bytes a pattern may have, nested 3,000 deep.
+      s.setValue("lab/source", "model:posenet:re:" + QString(3000, '(') + "a" + QString(3000, ')'));
+      s.setValue("lab/size", "2^99");
+      s.setValue("lab/formats", QStringList{"mxfp4", "not_a_format"});
+      s.setValue("bounds/a", "mxint8");
+      s.setValue("bounds/b", "mxfp4@0");
+    }
+    {
+      MainWindow w;
+      QVERIFY(no_dialog());
+      QCOMPARE(w.bounds()->formatA()->currentText(), QString("mxint8"));  // a good value is kept
+      QCOMPARE(w.bounds()->formatB()->currentText(), QString("mxsf"));    // the bad one dropped
+      QCOMPARE(w.formatExplorer()->format()->currentText(), QString("e4m3"));
+      QCOMPARE(w.quantizationLab()->source()->text(), QString("gen:normal:0,1"));
+      QCOMPARE(w.quantizationLab()->sizeLog2()->value(), 20);
+      QCOMPARE(w.tabs()->currentIndex(), 0);
+      const QString warnings = w.settingsWarnings().join('\n');
+      for (const char* key : {"window/geometry", "window/tab", "explorer/format", "explorer/overlay", "lab/source", "lab/size",
+                              "lab/formats", "bounds/b"})
+        QVERIFY2(warnings.contains(key), key);
+      QVERIFY(!warnings.contains("bounds/a"));
+      QVERIFY(w.statusBar()->currentMessage().contains("mxfp4@0"));
+      // The known format of the list stays checked, and the views compute without a dialog.
+      QCOMPARE(w.quantizationLab()->formats()->findItems("mxfp4", Qt::MatchExactly).first()->checkState(), Qt::Checked);
+      w.startViews();
+      QVERIFY(wait_result(w.bounds()));
+      QVERIFY(no_dialog());
+      QVERIFY(!QSettings().contains("bounds/b"));
+    }
+    // A pattern that parses (RE2, linear time) but matches nothing: dropped at its first computation.
+    QSettings().setValue("lab/source", "model:" + weights + ":re:(((a*)*)*)*b");
+    {
+      MainWindow w;
+      QVERIFY(w.settingsWarnings().isEmpty());
+      w.startViews();
+      QSignalSpy done(w.quantizationLab()->study(), &StudyView::finished);
+      for (int i = 0; i < 600 && done.isEmpty(); ++i) QTest::qWait(100);
+      QVERIFY(!done.isEmpty());
+      QVERIFY(no_dialog());
+      QCOMPARE(w.quantizationLab()->source()->text(), QString("gen:normal:0,1"));
+      QVERIFY(w.settingsWarnings().join(' ').contains("lab/source"));
+    }
+    QSettings().clear();
+  }
+
+  void commandLine() {
+    // --help prints the usage and exits 0 without a display.
+    Ran r = run(MXLAB_GUI_BINARY, {"--help"});
+    QCOMPARE(r.code, 0);
+    QVERIFY(r.out.startsWith("usage: mxlab-gui"));
+    QVERIFY(r.err.isEmpty());
+    // A bad command line: one line on stderr naming the problem, exit 2, nothing else.
+    const QStringList bad[] = {{"--open", "/nonexistent/x.toml"}, {"--bogus"}, {"--tab", "7"}, {"--tab"}, {"stray"}};
+    const char* named[] = {"/nonexistent/x.toml", "--bogus", "--tab 7", "tab", "stray"};
+    for (std::size_t i = 0; i < std::size(bad); ++i) {
+      r = run(MXLAB_GUI_BINARY, bad[i]);
+      QCOMPARE(r.code, 2);
+      QVERIFY(r.out.isEmpty());
+      QVERIFY2(r.err.startsWith("mxlab-gui: ") && r.err.count('\n') == 1 && r.err.contains(named[i]), qPrintable(r.err));
+    }
+    // A malformed experiment file is named with its line.
+    QTemporaryDir dir;
+    QFile f(dir.filePath("bad.toml"));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("name = \"x\"\njob = 3\n");
+    f.close();
+    r = run(MXLAB_GUI_BINARY, {"--open", f.fileName()});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("bad.toml:2"), qPrintable(r.err));
+  }
+
+  void typingAFormatRaisesNoDialog() {
+    MainWindow w;
+    w.show();
+    FormatExplorer* v = w.formatExplorer();
+    v->overlay()->setCurrentText("(none)");
+    QLineEdit* edit = v->format()->lineEdit();
+    QVERIFY(edit);
+    // A watcher fails the test if a dialog opens at any moment.
+    bool dialog = false;
+    QTimer watch;
+    QObject::connect(&watch, &QTimer::timeout, [&] { dialog = dialog || !no_dialog(); });
+    watch.start(5);
+    QSignalSpy failed(v->study(), &StudyView::failed);
+    for (int delay : {0, 500}) {  // fast, and slower than the pause that starts a computation
+      edit->selectAll();
+      QTest::keyClick(edit, Qt::Key_Backspace);
+      QSignalSpy done(v->study(), &StudyView::finished);
+      for (const char c : std::string("e3m4")) {
+        QTest::keyClicks(edit, QString(c), Qt::NoModifier, 0);
+        QCOMPARE(edit->text().right(1), QString(c));  // every key reaches the field
+        if (std::string("e3m").find(c) != std::string::npos && edit->text() != "e") {
+          // "e3" and "e3m" are not formats: said on the field, not in a dialog.
+          QVERIFY(!edit->styleSheet().isEmpty());
+          QVERIFY(!edit->toolTip().isEmpty());
+        }
+        if (delay) QTest::qWait(delay);
+      }
+      QCOMPARE(edit->text(), QString("e3m4"));
+      QVERIFY(edit->styleSheet().isEmpty());
+      for (int i = 0; i < 600 && done.isEmpty(); ++i) QTest::qWait(50);
+      QVERIFY(!done.isEmpty());
+      QCOMPARE(v->study()->table(0)->rowCount(), 256);
+    }
+    QVERIFY(!dialog);
+    QVERIFY(failed.isEmpty());  // nothing half-typed was computed
   }
 };
 

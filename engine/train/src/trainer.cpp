@@ -538,7 +538,7 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     if (auto e = checkpoint()) return *e;
   if (!result.cancelled && o.final_eval && !data.is_text && data.test.count() > 0)
     result.test = evaluate(model, data, o, true, 0, ctx_nongemm, &delayed);
-  if (result.cancelled && o.final_eval) result.validation = evaluate(model, data, o, false, 0, ctx_nongemm, &delayed);
+  if (result.cancelled && o.final_eval && o.eval_on_cancel) result.validation = evaluate(model, data, o, false, 0, ctx_nongemm, &delayed);
   result.losses = std::move(loop.losses);
   result.steps_done = loop.steps_done;
   result.skipped = loop.skipped;

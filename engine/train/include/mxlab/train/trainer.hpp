@@ -40,6 +40,7 @@ struct TrainOptions {
   std::int64_t metrics_every = 1;    ///< operand metrics on every Nth step (0: never)
   std::int64_t eval_every = 0;       ///< validation every Nth step (0: only at the end)
   bool final_eval = true;            ///< validation and test after the last step
+  bool eval_on_cancel = true;        ///< final_eval: a cancelled run still validates (false: a cancel returns at once)
   std::int64_t eval_limit = 0;       ///< periodic validation on at most this many examples (text: windows); 0 = all;
                                      ///< the final validation and test always use everything
   /// Checkpoints: after every Nth step (0: never), and after the last step done when the run is cancelled,

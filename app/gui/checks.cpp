@@ -1,0 +1,91 @@
+// Checks of what the views' fields accept.
+#include "checks.hpp"
+
+#include <QComboBox>
+#include <QFileInfo>
+#include <QLabel>
+#include <QLineEdit>
+
+#include "mxlab/formats/parse.hpp"
+#include "mxlab/io/distributions.hpp"
+#include "mxlab/io/weights.hpp"
+#include "mxlab/quantize/block_format.hpp"
+
+namespace mxlab::gui {
+
+namespace {
+
+/// Longest text a field takes (a name pattern is at most 4096 bytes; the rest of a source is short).
+constexpr qsizetype kMaxFieldChars = 8192;
+
+QString tooLong(const QString& text) {
+  return text.size() > kMaxFieldChars ? QObject::tr("%1 characters: longer than the %2 a field takes").arg(text.size()).arg(kMaxFieldChars)
+                                      : QString();
+}
+
+}  // namespace
+
+QString elementFormatProblem(const QString& text) {
+  if (auto e = tooLong(text); !e.isEmpty()) return e;
+  const std::string s = text.trimmed().toStdString();
+  if (s.empty()) return QObject::tr("type a format: e4m3, e2m1, int8, e3m4, ...");
+  auto f = parse_format(s);
+  if (f || parse_block_format(s)) return {};
+  return QString::fromStdString(f.error().message);
+}
+
+QString blockFormatProblem(const QString& text) {
+  if (auto e = tooLong(text); !e.isEmpty()) return e;
+  const std::string s = text.trimmed().toStdString();
+  if (s.empty()) return QObject::tr("type a block format: mxfp4, mxint8, mxfp4@16, ...");
+  auto b = parse_block_format(s);
+  return b ? QString() : QString::fromStdString(b.error().message);
+}
+
+QString sourceProblem(const QString& text) {
+  if (auto e = tooLong(text); !e.isEmpty()) return e;
+  const QString s = text.trimmed();
+  if (s.isEmpty()) return QObject::tr("type an input: gen:normal:0,1, a tensor file, model:NAME:PATTERN or data:NAME");
+  if (s.startsWith("gen:")) {
+    auto d = parse_distribution(s.mid(4).toStdString());
+    if (!d) return QString::fromStdString(d.error().message);
+    auto v = validate_distribution(*d, s.toStdString());
+    return v ? QString() : QString::fromStdString(v.error().message);
+  }
+  if (s.startsWith("model:")) {
+    const QString rest = s.mid(6);
+    const qsizetype colon = rest.indexOf(':');
+    if ((colon < 0 ? rest : rest.left(colon)).isEmpty()) return QObject::tr("model:NAME[:PATTERN]: the model's name is missing");
+    if (colon < 0) return {};
+    auto p = NamePattern::parse(rest.mid(colon + 1).toStdString());
+    return p ? QString() : QString::fromStdString(p.error().message);
+  }
+  if (s.startsWith("data:")) return s.size() > 5 ? QString() : QObject::tr("data:NAME[:SPLIT]: the data set's name is missing");
+  const QFileInfo f(s);
+  if (!f.exists()) return QObject::tr("%1: no such file").arg(s);
+  if (!f.isFile()) return QObject::tr("%1: not a file").arg(s);
+  return {};
+}
+
+void markField(QWidget* field, QLabel* message, const QString& problem) {
+  // The border goes on the line edit (an editable combo box's too), so the box keeps its native look.
+  QWidget* target = field;
+  if (auto* box = qobject_cast<QComboBox*>(field); box && box->lineEdit()) target = box->lineEdit();
+  target->setStyleSheet(problem.isEmpty() ? QString() : QStringLiteral("border: 2px solid #c62828;"));
+  target->setToolTip(problem);
+  if (message) {
+    message->setText(problem);
+    message->setVisible(!problem.isEmpty());
+  }
+}
+
+QLabel* messageLine(QWidget* parent) {
+  auto* l = new QLabel(parent);
+  l->setWordWrap(true);
+  l->setStyleSheet(QStringLiteral("color: #c62828;"));
+  l->setVisible(false);
+  l->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  return l;
+}
+
+}  // namespace mxlab::gui
