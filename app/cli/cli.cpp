@@ -130,6 +130,59 @@ std::optional<Error> check_table_options(const Args& args, const Table& header) 
   return std::nullopt;
 }
 
+Result<CsvStream> CsvStream::open(Io io, const Args& args, const Table& header) {
+  if (auto e = check_table_options(args, header)) return *e;
+  CsvStream s(io, header);
+  s.pending_.rows.clear();
+  if (auto list = args.value("columns")) {
+    auto c = parse_columns(*list, header);
+    if (!c) return c.error();
+    s.columns_ = std::move(*c);
+  } else {
+    s.columns_ = present_columns({}, header);
+  }
+  if (auto out = args.value("out"); out && *out != "-") {
+    if (out->empty()) return make_error("option '--out' needs a file name");
+    auto created = AtomicFile::create(*out, "csv");
+    if (!created) return created.error();
+    s.file_.emplace(std::move(*created));
+    s.out_path_ = *out;
+  }
+  return s;
+}
+
+bool CsvStream::flush() {
+  std::string text = to_csv(select_columns(pending_, columns_));
+  if (wrote_header_) text.erase(0, text.find('\n') + 1);  // the header line once
+  wrote_header_ = true;
+  pending_.rows.clear();
+  if (file_) return ok_ = ok_ && file_->write(text);
+  io_.out << text;
+  return ok_ = ok_ && static_cast<bool>(io_.out);
+}
+
+bool CsvStream::add(std::vector<std::string> row) {
+  pending_.rows.push_back(std::move(row));
+  return pending_.rows.size() < 4096 || flush();
+}
+
+std::optional<Error> CsvStream::finish(const Provenance& provenance) {
+  if (!pending_.rows.empty() || !wrote_header_) flush();
+  if (!file_) return ok_ ? std::nullopt : std::optional(make_error("cannot write to standard output"));
+  if (!ok_) {
+    auto failed = file_->commit();  // says why the writes failed, and removes the temporary file
+    return failed ? make_error("cannot write '" + out_path_ + "'") : failed.error();
+  }
+  const std::string side = out_path_ + ".provenance.json";
+  if (auto e = write_file_atomic(side, provenance_json(provenance) + "\n")) return e;
+  auto done = file_->commit();
+  if (!done) {
+    std::remove(side.c_str());
+    return done.error();
+  }
+  return std::nullopt;
+}
+
 int emit_table(Io io, const std::string& command, const Args& args, const Table& table, Provenance provenance,
                const TerminalView& view) {
   TableFormat fmt = TableFormat::Text;

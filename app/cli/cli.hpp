@@ -2,10 +2,12 @@
 #pragma once
 
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/args.hpp"
+#include "mxlab/core/atomic_file.hpp"
 #include "mxlab/core/provenance.hpp"
 #include "mxlab/core/table.hpp"
 #include "mxlab/formats/format.hpp"
@@ -62,6 +64,35 @@ std::optional<Error> check_table_options(const Args& args, const Table& header);
 
 int emit_table(Io io, const std::string& command, const Args& args, const Table& table, Provenance provenance,
                const TerminalView& view = {});
+
+/// A CSV table written row by row as its rows are made (to --out atomically, or standard output), with the
+/// columns --columns selects, byte for byte what emit_table writes for the same rows; memory stays that of a
+/// few thousand rows however many there are. Rows are added to `header`'s columns.
+class CsvStream {
+ public:
+  /// Checks the options and opens --out; the error is the message for bad_input.
+  static Result<CsvStream> open(Io io, const Args& args, const Table& header);
+  /// Adds a row; false once writing has failed (finish() then says why).
+  bool add(std::vector<std::string> row);
+  /// Writes what is left and, for --out, the provenance beside the file, then renames it into place.
+  std::optional<Error> finish(const Provenance& provenance);
+  /// Leaves no file behind (standard output keeps what was written).
+  void discard() {
+    if (file_) file_->discard();
+  }
+
+ private:
+  CsvStream(Io io, Table header) : io_(io), pending_(std::move(header)) {}
+  bool flush();
+
+  Io io_;
+  std::optional<AtomicFile> file_;
+  std::string out_path_;
+  std::vector<std::size_t> columns_;
+  Table pending_;  ///< the header's columns and the rows not yet written
+  bool wrote_header_ = false;
+  bool ok_ = true;
+};
 
 // Commands.
 int cmd_formats(const std::vector<std::string>& argv, Io io);

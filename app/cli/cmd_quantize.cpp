@@ -243,6 +243,9 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
   return kExitOk;
 }
 
+/// Most per-block rows analyze makes as a whole table (terminal, JSON, Markdown); more stream as CSV.
+constexpr std::int64_t kMaxPerBlockRows = std::int64_t{1} << 16;
+
 /// The columns of analyze's table.
 Table analyze_header(bool per_block, bool gaps) {
   Table table;
@@ -329,32 +332,64 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
   run.threads = *threads;
   ProgressBar bar(io.err, "elements", true);
   if (t->size() >= kProgressElements && ProgressBar::stderr_is_tty()) run.reporter = bar.reporter();
-  auto results = ops::analyze(formats, *t, options, run);
-  bar.finish();
-  if (!results) return bad_input(io, "analyze", results.error().message);
-
-  Table table = analyze_header(per_block, gaps);
-  auto row = [&](const ops::FormatAnalysis& a, const ErrorStats& s, std::vector<std::string> lead, bool saturation) {
-    std::vector<std::string> r = {a.format.name};
+  auto row = [&](const BlockFormat& f, double bits, const std::string& engine, const ErrorStats& s,
+                 std::vector<std::string> lead, bool saturation) {
+    std::vector<std::string> r = {f.name};
     for (auto& l : lead) r.push_back(std::move(l));
     const double bias = s.count ? s.error_sum.to_double() / static_cast<double>(s.count) : 0.0;
     const std::vector<std::string> rest = {
-        std::to_string(s.count + s.nan_outputs), g17(a.bits_per_element), g17(s.mse()), g17(s.rmse()), g17(s.sqnr_db()),
+        std::to_string(s.count + s.nan_outputs), g17(bits), g17(s.mse()), g17(s.rmse()), g17(s.sqnr_db()),
         g17(bias), g17(s.max_abs_error), g17(s.max_rel_error), g17(s.underflow_ratio()),
         saturation ? g17(s.saturation_ratio()) : std::string("-"), std::to_string(s.nan_outputs),
-        exact::from_parts(s.sse.parts()).to_decimal(), a.engine};
+        exact::from_parts(s.sse.parts()).to_decimal(), engine};
     r.insert(r.end(), rest.begin(), rest.end());
-    table.rows.push_back(std::move(r));
+    return r;
   };
+  auto block_lead = [](std::size_t b, const ops::BlockSummary& s) {
+    return std::vector<std::string>{std::to_string(b), g17(s.amax), g17(s.scale)};
+  };
+  // Per-block rows of large tensors stream as CSV (memory that does not grow with the blocks); other tables
+  // are made whole, so they are limited to as many rows as a person reads.
+  std::optional<CsvStream> stream;
+  std::vector<double> bits;
+  std::vector<std::string> engines;
+  if (per_block) {
+    std::int64_t blocks = 0;
+    for (const auto& f : formats) blocks += ops::block_count(f, t->shape());
+    if (args->flag("csv")) {
+      auto opened = CsvStream::open(io, *args, analyze_header(true, false));
+      if (!opened) return bad_input(io, "analyze", opened.error().message);
+      stream.emplace(std::move(*opened));
+      for (const auto& f : formats) bits.push_back(f.stored_bits_per_element(t->shape())), engines.push_back(ops::engine_for(f));
+      options.block_sink = [&](std::size_t fi, std::size_t b, const ops::BlockSummary& s) -> std::optional<Error> {
+        if (!stream->add(row(formats[fi], bits[fi], engines[fi], s.stats, block_lead(b, s), true)))
+          return make_error("cannot write the rows");
+        return std::nullopt;
+      };
+    } else if (blocks > kMaxPerBlockRows) {
+      return bad_input(io, "analyze", "--per-block gives " + std::to_string(blocks) + " rows here; more than " +
+                                          std::to_string(kMaxPerBlockRows) + " are written as CSV only: add --csv");
+    }
+  }
+  auto results = ops::analyze(formats, *t, options, run);
+  bar.finish();
+  if (!results) {
+    if (stream) stream->discard();
+    return bad_input(io, "analyze", results.error().message);
+  }
+
+  Table table = analyze_header(per_block, gaps);
   for (const auto& a : *results) {
+    if (stream) break;
     if (per_block) {
       for (std::size_t b = 0; b < a.blocks.size(); ++b)
-        row(a, a.blocks[b].stats, {std::to_string(b), g17(a.blocks[b].amax), g17(a.blocks[b].scale)}, true);
+        table.rows.push_back(row(a.format, a.bits_per_element, a.engine, a.blocks[b].stats, block_lead(b, a.blocks[b]), true));
     } else if (gaps) {
       const bool exact_sat = a.engine.rfind("reference", 0) == 0;
-      for (const auto& [g, s] : a.by_gap) row(a, s, {std::to_string(g)}, exact_sat);
+      for (const auto& [g, s] : a.by_gap)
+        table.rows.push_back(row(a.format, a.bits_per_element, a.engine, s, {std::to_string(g)}, exact_sat));
     } else {
-      row(a, a.total, {}, true);
+      table.rows.push_back(row(a.format, a.bits_per_element, a.engine, a.total, {}, true));
     }
   }
   Provenance prov = build_provenance();
@@ -366,6 +401,10 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
   prov.inputs.front().second.clear();
   for (const auto& f : formats) prov.inputs.front().second += (prov.inputs.front().second.empty() ? "" : " ") + f.name;
   prov.inputs.emplace_back("input", describe_source(input, *args, *t));
+  if (stream) {
+    if (auto e = stream->finish(prov)) return bad_input(io, "analyze", e->message);
+    return kExitOk;
+  }
   return emit_table(io, "analyze", *args, table, prov,
                     {gaps ? kAnalyzeGapColumns : per_block ? kAnalyzeBlockColumns : kAnalyzeColumns, ""});
 }

@@ -30,7 +30,11 @@ namespace {
 Result<ops::InputRequest> request_from_args(const std::string& input, const Args& args) {
   ops::InputRequest r;
   r.input = input;
-  r.shape = args.value("shape").value_or("");
+  if (auto shape = args.value("shape")) {
+    // An empty value would mean the default shape; a user who means that omits the option.
+    if (shape->empty()) return make_error("option '--shape': empty (give a shape such as 65536 or 1024x1024, or omit it)");
+    r.shape = *shape;
+  }
   auto seed = data_seed(args);
   if (!seed) return seed.error();
   r.seed = *seed;

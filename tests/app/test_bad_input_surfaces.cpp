@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -149,6 +150,52 @@ TEST_CASE("bad input: name patterns in every front end are refused or matched, n
        "invalid regular expression"},
       {{"train", "--model", "mlp", "--data", "digits", "--recipe", d + "/recipe_nested.txt", "--steps", "1", "--out", out},
        "longer than 4096 characters"},
+  };
+  mxlab_test::check_bad_inputs(dir, cases);
+  fs::remove_all(dir);
+}
+
+// Regression: analyze --per-block kept every block's figures and every row in memory (7.5 GB for 1 M
+// elements in small blocks); --shape '' meant the default 65536.
+TEST_CASE("analyze --per-block streams its CSV rows; larger tables are CSV only", "[cli]") {
+  const auto dir = fs::temp_directory_path() / "mxlab_test_per_block_stream";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string d = dir.string();
+  using mxlab_test::run_cli;
+  // 9000 blocks: more than one piece of rows, one header.
+  const std::vector<std::string> analyze = {"analyze", "mxfp4", "nvfp4", "gen:normal:0,1", "--shape", "96x1500",
+                                            "--per-block", "--csv"};
+  const auto to_stdout = run_cli(analyze);
+  REQUIRE(to_stdout.code == 0);
+  auto to_file = analyze;
+  to_file.insert(to_file.end(), {"--out", d + "/blocks.csv"});
+  REQUIRE(run_cli(to_file).code == 0);
+  CHECK(slurp(d + "/blocks.csv") == to_stdout.out);
+  CHECK(fs::exists(d + "/blocks.csv.provenance.json"));
+  const auto rows = mxlab_test::text_lines(to_stdout.out);
+  REQUIRE(rows.size() == 1 + 96 * 47 + 96 * 94);  // mxfp4: 47 blocks a row (32 each), nvfp4: 94 (16 each)
+  CHECK(rows[0].rfind("format,block,amax,scale,", 0) == 0);
+  CHECK(rows[1].rfind("mxfp4,0,", 0) == 0);
+  CHECK(rows[96 * 47 + 1].rfind("nvfp4,0,", 0) == 0);
+  // The same rows as the whole table for a tensor small enough for it (--md is the whole-table path).
+  const auto small_csv = run_cli({"analyze", "mxfp4", "gen:normal:0,1", "--shape", "4x64", "--per-block", "--csv"});
+  const auto small_md = run_cli({"analyze", "mxfp4", "gen:normal:0,1", "--shape", "4x64", "--per-block", "--md"});
+  REQUIRE(small_csv.code == 0);
+  REQUIRE(small_md.code == 0);
+  const auto csv_rows = mxlab_test::text_lines(small_csv.out), md_rows = mxlab_test::text_lines(small_md.out);
+  REQUIRE(csv_rows.size() == 9);
+  for (std::size_t i = 1; i < csv_rows.size(); ++i) {
+    std::string md = csv_rows[i];
+    for (auto& c : md) c = c == ',' ? '|' : c;
+    CHECK_THAT(small_md.out, Catch::Contains("| " + md.substr(0, md.find('|')) + " | " + std::to_string(i - 1) + " |"));
+  }
+  const mxlab_test::BadInput cases[] = {
+      {{"analyze", "mxfp4@8", "gen:normal:0,1", "--shape", "1048576", "--per-block"},
+       "--per-block gives 131072 rows here; more than 65536 are written as CSV only: add --csv"},
+      {{"analyze", "mxfp4", "gen:normal:0,1", "--shape", "", "--per-block"}, "option '--shape': empty"},
+      {{"quantize", "mxfp4", "gen:normal:0,1", "--shape", "", "--out", d + "/q.npy"}, "option '--shape': empty"},
+      {{"analyze", "mxfp4", "gen:normal:0,1", "--per-block", "--csv", "--out", d + "/missing/b.csv"}, "missing/b.csv"},
   };
   mxlab_test::check_bad_inputs(dir, cases);
   fs::remove_all(dir);

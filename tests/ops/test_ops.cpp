@@ -1,6 +1,7 @@
 // The engine entry points against the scalar reference (mxlab::quantize, mxlab::analyze, mxlab::pack):
 // whichever engine ops picks, codes, scales, values and every metric are the reference's, bit for bit, on
 // every compiled SIMD target, for any thread count and chunk size.
+#include <algorithm>
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -103,7 +104,7 @@ void check_against_reference(const BlockFormat& f, const std::vector<float>& xf,
   run.threads = threads;
   run.chunk_elements = chunk;
 
-  auto a = ops::analyze({f}, src, ops::AnalyzeOptions{true, false}, run);
+  auto a = ops::analyze({f}, src, ops::AnalyzeOptions{true, false, {}}, run);
   REQUIRE(a.ok());
   const ops::FormatAnalysis& got = a->front();
   INFO("engine " << got.engine);
@@ -571,7 +572,7 @@ TEST_CASE("ops: blocks along another axis equal the reference's, and an axis out
       f.layout.axis = axis;
       INFO(name << " axis " << axis);
       const Reference ref = reference_of(f, xf, shape);
-      auto a = ops::analyze({f}, ops::TensorSource::of(ref.tensor), ops::AnalyzeOptions{true, false});
+      auto a = ops::analyze({f}, ops::TensorSource::of(ref.tensor), ops::AnalyzeOptions{true, false, {}});
       REQUIRE(a.ok());
       CHECK(a->front().engine.rfind("simd:", 0) == 0);
       check_stats(a->front().total, ref.analysis.total, true);
@@ -667,7 +668,7 @@ TEST_CASE("ops: several formats read the input in one pass and equal each format
           last = p.done;
         }
       };
-      auto all = ops::analyze(formats, src, ops::AnalyzeOptions{gaps, false}, run);
+      auto all = ops::analyze(formats, src, ops::AnalyzeOptions{gaps, false, {}}, run);
       REQUIRE(all.ok());
       REQUIRE(all->size() == formats.size());
       CHECK(monotonic);
@@ -676,7 +677,7 @@ TEST_CASE("ops: several formats read the input in one pass and equal each format
         INFO(names[i]);
         ops::Run alone_run;
         alone_run.threads = 1;
-        auto alone = ops::analyze({formats[i]}, src, ops::AnalyzeOptions{gaps, false}, alone_run);
+        auto alone = ops::analyze({formats[i]}, src, ops::AnalyzeOptions{gaps, false, {}}, alone_run);
         REQUIRE(alone.ok());
         const ops::FormatAnalysis& a = (*all)[i];
         const ops::FormatAnalysis& b = alone->front();
@@ -711,8 +712,8 @@ TEST_CASE("ops: a mapped file gives the same results as the tensor in memory, te
   formats.push_back(*te);
   ops::Run run;
   run.chunk_elements = 1000;
-  auto a = ops::analyze(formats, file, ops::AnalyzeOptions{true, false}, run);
-  auto b = ops::analyze(formats, memory, ops::AnalyzeOptions{true, false}, run);
+  auto a = ops::analyze(formats, file, ops::AnalyzeOptions{true, false, {}}, run);
+  auto b = ops::analyze(formats, memory, ops::AnalyzeOptions{true, false, {}}, run);
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   for (std::size_t i = 0; i < formats.size(); ++i) {
@@ -785,6 +786,67 @@ TEST_CASE("ops: packed files read back, and hostile metadata is refused before a
   auto short_scales = ops::parse_packed(f, files, "q");
   REQUIRE_FALSE(short_scales.ok());
   CHECK_THAT(short_scales.error().message, Catch::Contains("q.scales.npy"));
+}
+
+// Regression: analyze --per-block kept every block's exact sums until the end (7.5 GB for 1 M elements in
+// small blocks). Streamed summaries must be the kept ones, block for block, with the same totals.
+TEST_CASE("ops: per-block summaries streamed to a sink equal the kept ones", "[ops]") {
+  auto t = Tensor::from_f32({24, 40}, corner_input(21, 960, false));
+  REQUIRE(t.ok());
+  const auto src = ops::TensorSource::of(*t);
+  std::vector<BlockFormat> formats;
+  for (const char* spec : {"mxfp4", "nvfp4", "e4m3:e8m0_t8_t8", "mxint8@7", "e4m3:float32_c0", "e4m3:float32"})
+    formats.push_back(parse(spec));
+  ops::AnalyzeOptions kept;
+  kept.per_block = true;
+  auto want = ops::analyze(formats, src, kept);
+  REQUIRE(want.ok());
+  std::vector<std::vector<ops::BlockSummary>> got(formats.size());
+  std::vector<std::size_t> order;
+  ops::AnalyzeOptions streamed;
+  streamed.per_block = true;
+  streamed.block_sink = [&](std::size_t f, std::size_t b, const ops::BlockSummary& s) -> std::optional<Error> {
+    CHECK(b == got[f].size());  // block after block
+    order.push_back(f);
+    got[f].push_back(s);
+    return std::nullopt;
+  };
+  auto totals = ops::analyze(formats, src, streamed);
+  REQUIRE(totals.ok());
+  CHECK(std::is_sorted(order.begin(), order.end()));  // format after format
+  for (std::size_t f = 0; f < formats.size(); ++f) {
+    INFO(formats[f].name);
+    const auto& w = (*want)[f];
+    CHECK((*totals)[f].blocks.empty());
+    CHECK(static_cast<std::int64_t>(w.blocks.size()) == ops::block_count(formats[f], t->shape()));
+    REQUIRE(got[f].size() == w.blocks.size());
+    auto same_sum = [](const ExactSum& a, const ExactSum& b) {
+      const auto pa = a.parts(), pb = b.parts();
+      return pa.negative == pb.negative && pa.limbs == pb.limbs && pa.exponent == pb.exponent;
+    };
+    auto same = [&](const ErrorStats& a, const ErrorStats& b) {
+      return a.count == b.count && a.nonzero_inputs == b.nonzero_inputs && a.underflows == b.underflows &&
+             a.saturations == b.saturations && a.nan_outputs == b.nan_outputs && same_sum(a.sse, b.sse) &&
+             same_sum(a.signal, b.signal) && same_sum(a.error_sum, b.error_sum) &&
+             std::bit_cast<std::uint64_t>(a.max_abs_error) == std::bit_cast<std::uint64_t>(b.max_abs_error) &&
+             std::bit_cast<std::uint64_t>(a.max_rel_error) == std::bit_cast<std::uint64_t>(b.max_rel_error);
+    };
+    for (std::size_t b = 0; b < got[f].size(); ++b) {
+      CHECK(std::bit_cast<std::uint64_t>(got[f][b].amax) == std::bit_cast<std::uint64_t>(w.blocks[b].amax));
+      CHECK(std::bit_cast<std::uint64_t>(got[f][b].scale) == std::bit_cast<std::uint64_t>(w.blocks[b].scale));
+      CHECK(same(got[f][b].stats, w.blocks[b].stats));
+    }
+    CHECK(same((*totals)[f].total, w.total));
+    CHECK((*totals)[f].bits_per_element == w.bits_per_element);
+  }
+  // A sink's error stops the analysis and is returned.
+  streamed.block_sink = [](std::size_t, std::size_t b, const ops::BlockSummary&) -> std::optional<Error> {
+    if (b == 3) return make_error("disk full");
+    return std::nullopt;
+  };
+  auto stopped = ops::analyze(formats, src, streamed);
+  REQUIRE_FALSE(stopped.ok());
+  CHECK(stopped.error().message == "disk full");
 }
 
 // Regression: dequantize decoded every packed file with the default packing, so files written with

@@ -234,7 +234,9 @@ class KernelAnalysis {
     }
     if (o_.per_block) {
       // Per-block summaries are a diagnostic whose size grows with the blocks: the reference supplies them.
-      auto ref = analyze_reference(r_.format, input_, AnalyzeOptions{false, true}, r_.engine);
+      AnalyzeOptions blocks_only;
+      blocks_only.per_block = true;
+      auto ref = analyze_reference(r_.format, input_, blocks_only, r_.engine);
       if (!ref) return ref.error();
       r_.blocks = std::move(ref->blocks);
     }
@@ -372,10 +374,52 @@ std::optional<Result<FormatAnalysis>> gathered_analysis(const BlockFormat& f, co
   return Result<FormatAnalysis>(std::move(total));
 }
 
+/// Per-block summaries streamed to the sink, block after block, with the totals merged from the blocks: the
+/// reference's quantization of the whole tensor and two indexes per element, nothing per block.
+Result<FormatAnalysis> stream_blocks(const BlockFormat& f, std::size_t index, const TensorSource& input,
+                                     const BlockSink& sink) {
+  std::vector<double> x(input.size());
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = input.value(i);
+  auto q = quantize(f, x, input.shape());
+  if (!q) return make_error("format '" + f.name + "': " + q.error().message);
+  FormatAnalysis r;
+  r.format = f;
+  r.engine = engine_for(f);
+  r.bits_per_element = f.stored_bits_per_element(input.shape());
+  if (!f.layout.scale) {  // no blocks: the totals alone
+    r.total = analyze(f, x, *q).total;
+    return r;
+  }
+  std::optional<Error> failed;
+  for_each_block(f, x, *q, [&](std::size_t b, const ErrorStats& s) {
+    r.total.merge(s);
+    failed = sink(index, b, BlockSummary{q->block_amax[b], q->scale_values[b] * q->tensor_scale, s});
+    return !failed;
+  });
+  if (failed) return *failed;
+  return r;
+}
+
 }  // namespace
+
+std::int64_t block_count(const BlockFormat& f, const std::vector<std::int64_t>& shape) {
+  if (!f.layout.scale) return 0;
+  return BlockIndexer(shape, f.layout).block_count();
+}
 
 Result<std::vector<FormatAnalysis>> analyze(const std::vector<BlockFormat>& formats, const TensorSource& input,
                                             const AnalyzeOptions& options, const Run& run) {
+  if (options.per_block && options.block_sink && !options.gaps) {
+    std::vector<FormatAnalysis> out;
+    for (std::size_t i = 0; i < formats.size(); ++i) {
+      if (run.reporter.cancelled()) return make_error(kCancelled);
+      if (auto e = detail::check_axis(formats[i], input)) return *e;
+      auto r = stream_blocks(formats[i], i, input, options.block_sink);
+      if (!r) return r.error();
+      out.push_back(std::move(*r));
+    }
+    return out;
+  }
   // Each format's result, in the order given: a job of the joint pass (index into `joint`) or a result.
   std::vector<std::optional<Result<FormatAnalysis>>> done(formats.size());
   std::vector<KernelAnalysis> joint;

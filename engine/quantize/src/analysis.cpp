@@ -99,4 +99,28 @@ Analysis analyze(const BlockFormat& f, std::span<const double> x, const Quantize
   return a;
 }
 
+void for_each_block(const BlockFormat& f, std::span<const double> x, const QuantizedTensor& q,
+                    const std::function<bool(std::size_t block, const ErrorStats& stats)>& visit) {
+  if (!f.layout.scale) return;
+  const std::vector<std::int64_t> block_of = BlockIndexer(q.shape, f.layout).block_of_all();
+  const std::size_t blocks = q.scale_codes.size();
+  // The elements of every block, in element order (a counting sort by block): start[b] .. start[b + 1].
+  std::vector<std::size_t> start(blocks + 1, 0);
+  for (auto b : block_of) ++start[static_cast<std::size_t>(b) + 1];
+  for (std::size_t b = 0; b < blocks; ++b) start[b + 1] += start[b];
+  std::vector<std::size_t> order(x.size());
+  {
+    std::vector<std::size_t> next(start.begin(), start.end() - 1);
+    for (std::size_t i = 0; i < x.size(); ++i) order[next[static_cast<std::size_t>(block_of[i])]++] = i;
+  }
+  for (std::size_t b = 0; b < blocks; ++b) {
+    ErrorStats s;
+    for (std::size_t k = start[b]; k < start[b + 1]; ++k) {
+      const std::size_t i = order[k];
+      s.add(x[i], q.values[i], q.flags.empty() ? 0 : q.flags[i]);
+    }
+    if (!visit(b, s)) return;
+  }
+}
+
 }  // namespace mxlab

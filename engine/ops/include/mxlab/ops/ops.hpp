@@ -47,17 +47,27 @@ std::string engine_for(const BlockFormat& f);
 
 // ---- analyze
 
-struct AnalyzeOptions {
-  bool gaps = false;       ///< exponent-gap histogram and errors by gap
-  bool per_block = false;  ///< one summary per block (memory grows with the number of blocks)
-};
-
 /// One block's figures (AnalyzeOptions::per_block).
 struct BlockSummary {
   double amax = 0;   ///< largest finite magnitude in the block
   double scale = 0;  ///< the block's decoded scale times the tensor scale
   ErrorStats stats;
 };
+
+/// Receives per-block summaries as they are made: the format's index in the request, the block's index
+/// (row-major over the block grid) and its figures. An error stops the analysis and is returned.
+using BlockSink = std::function<std::optional<Error>(std::size_t format, std::size_t block, const BlockSummary&)>;
+
+struct AnalyzeOptions {
+  bool gaps = false;       ///< exponent-gap histogram and errors by gap
+  bool per_block = false;  ///< one summary per block (kept in FormatAnalysis::blocks unless block_sink is set)
+  /// With per_block: summaries go here, format after format and block after block, and are not kept, so
+  /// memory does not grow with the number of blocks.
+  BlockSink block_sink;
+};
+
+/// Number of blocks of `f` over a tensor of this shape (0 for formats without block scales).
+std::int64_t block_count(const BlockFormat& f, const std::vector<std::int64_t>& shape);
 
 /// The analysis of one block format on one tensor.
 struct FormatAnalysis {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <vector>
@@ -46,5 +47,11 @@ struct Analysis {
 
 /// Analyzes q (from quantize(f, x, shape)) against x.
 Analysis analyze(const BlockFormat& f, std::span<const double> x, const QuantizedTensor& q);
+
+/// Each block's error totals, in block order (row-major over the block grid), handed to `visit` one at a time
+/// (the same figures as analyze's Analysis::blocks, in memory that does not grow with the number of blocks
+/// beyond two indexes per element). Stops early when `visit` returns false; f must have block scales.
+void for_each_block(const BlockFormat& f, std::span<const double> x, const QuantizedTensor& q,
+                    const std::function<bool(std::size_t block, const ErrorStats& stats)>& visit);
 
 }  // namespace mxlab
