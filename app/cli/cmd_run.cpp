@@ -141,6 +141,11 @@ Result<RunFiles> read_files(const std::vector<std::string>& paths, const std::op
       r.experiments.push_back(std::move(*m));
     }
   }
+  // Two experiments writing one folder would replace each other's results.
+  if (auto err = experiment::check_distinct_folders(r.experiments, r.out_dirs)) return *err;
+  // Every point of every file is checked before anything runs.
+  for (const auto& e : r.experiments)
+    if (auto points = experiment::checked_points(e); !points) return points.error();
   return r;
 }
 
@@ -224,15 +229,20 @@ int run_files(Io io, const std::string& command, const Args& args, std::vector<s
     o.render = renderer();
     ProgressBar bar(io.err, "points", ProgressBar::stderr_is_tty());
     if (!args.flag("quiet")) {
-      io.err << e.name << ": " << (e.description.empty() ? e.path : e.description) << "\n";
+      // The experiment's line comes with its first report, after the run's checks: bad input stays one line.
       o.reporter = bar.reporter(&g_interrupted);
+      o.reporter.on_progress = [&io, &e, named = false, show = o.reporter.on_progress](const Progress& p) mutable {
+        if (!named) io.err << e.name << ": " << (e.description.empty() ? e.path : e.description) << "\n";
+        named = true;
+        show(p);
+      };
     } else {
       o.reporter.cancel = &g_interrupted;
     }
     auto s = experiment::run_experiment(e, o);
     bar.finish();
     if (!s) {
-      if (s.error().message.find("results database") != std::string::npos) {
+      if (experiment::is_storage_failure(s.error())) {  // a full disk or an I/O error: not the input's fault
         io.err << "mxlab " << command << ": " << s.error().message << "\n";
         return kExitFailure;
       }
@@ -328,6 +338,10 @@ int cmd_merge(const std::vector<std::string>& argv, Io io) {
   if (!out) return bad_input(io, "merge", "missing --out DIR");
   if (args->positional.empty()) return bad_input(io, "merge", "expected the shard folders");
   auto s = experiment::merge_results(args->positional, *out, renderer());
+  if (!s && experiment::is_storage_failure(s.error())) {
+    io.err << "mxlab merge: " << s.error().message << "\n";
+    return kExitFailure;
+  }
   if (!s) return bad_input(io, "merge", s.error().message);
   print_summary(io, *s);
   return kExitOk;

@@ -2,6 +2,7 @@
 // themselves: sweep expansion, tables, resume after SIGKILL, shards merged, malformed files.
 #include <catch2/catch.hpp>
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -120,13 +121,13 @@ std::vector<std::vector<std::string>> csv_rows(const fs::path& p) {
   return rows;
 }
 
-/// Every file of a results folder but the database and provenance, with its bytes.
+/// Every file of a results folder but the database, its lock file and provenance, with its bytes.
 std::map<std::string, std::string> outputs(const fs::path& dir) {
   std::map<std::string, std::string> files;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     if (!e.is_regular_file()) continue;
     const std::string rel = fs::relative(e.path(), dir).string();
-    if (rel.find("results.sqlite") == 0 || rel == "provenance.json" || rel.ends_with(".png") || rel.ends_with(".pdf") ||
+    if (rel.find("results.sqlite") == 0 || rel == ".mxlab.lock" || rel == "provenance.json" || rel.ends_with(".png") || rel.ends_with(".pdf") ||
         rel.ends_with("results/metrics.json") || rel.ends_with("results/gaps.json"))
       continue;
     files[rel] = read(e.path());
@@ -482,4 +483,127 @@ TEST_CASE("a data set's images are an input: data:NAME:SPLIT", "[experiment][dat
   std::string err;
   CHECK(run_cli({"run", bad, "--out", (s.dir / "out2").string(), "--quiet"}, nullptr, &err) == 2);
   CHECK_THAT(err, Catch::Contains("mxlab data fetch fashion-mnist"));
+}
+
+namespace {
+
+/// Runs SQL on a results database, as a person editing it by hand would.
+void edit_database(const fs::path& db, const std::string& statement) {
+  sqlite3* h = nullptr;
+  REQUIRE(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
+  const int rc = sqlite3_exec(h, statement.c_str(), nullptr, nullptr, nullptr);
+  const int changed = sqlite3_changes(h);
+  sqlite3_close(h);
+  REQUIRE(rc == SQLITE_OK);
+  REQUIRE(changed == 1);
+}
+
+}  // namespace
+
+TEST_CASE("merge takes every point exactly once: a missing or repeated point is refused and nothing is written", "[experiment]") {
+  Scratch s;
+  const std::string file = s.put("tiny.toml", kTiny);
+  REQUIRE(run_cli({"run", file, "--out", (s.dir / "one").string(), "--quiet"}) == 0);
+  for (int k = 0; k < 3; ++k)
+    REQUIRE(run_cli({"run", file, "--out", (s.dir / ("s" + std::to_string(k))).string(), "--shard", std::to_string(k) + "/3", "--quiet"}) == 0);
+  const std::string s0 = (s.dir / "s0").string(), s1 = (s.dir / "s1").string(), s2 = (s.dir / "s2").string();
+  const std::string out = (s.dir / "merged").string();
+  std::string err;
+  // A shard left out: the first missing point and its shard are named.
+  CHECK(run_cli({"merge", s0, s2, "--out", out}, nullptr, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("4 of 12 points are missing from '" + s0 + "' and the other folders, point 1 first (shard 1/3"));
+  CHECK_FALSE(fs::exists(out));
+  // A shard given twice: the point and both folders are named, even when every point is there.
+  err.clear();
+  CHECK(run_cli({"merge", s0, s1, s2, s1, "--out", out}, nullptr, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("point 1 is in both '" + s1 + "' and '" + s1 + "'"));
+  CHECK_FALSE(fs::exists(out));
+  // Rows of one shard moved into another's database by hand: refused, although the count is right.
+  fs::copy(s.dir / "s1", s.dir / "s1_moved", fs::copy_options::recursive);
+  edit_database(s.dir / "s1_moved/results.sqlite", "UPDATE points SET idx = 2 WHERE idx = 1");
+  err.clear();
+  CHECK(run_cli({"merge", s0, (s.dir / "s1_moved").string(), s2, "--out", out}, nullptr, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("s1_moved/results.sqlite': holds point 2, which is not in its shard 1/3"));
+  CHECK_FALSE(fs::exists(out));
+  // The three shards in any order: the tables of one run, byte for byte, and a database that resumes to them.
+  REQUIRE(run_cli({"merge", s2, s0, s1, "--out", out}) == 0);
+  CHECK(outputs(s.dir / "one") == outputs(out));
+  std::string said;
+  REQUIRE(run_cli({"run", file, "--out", out, "--resume", "--quiet"}, &said) == 0);
+  CHECK_THAT(said, Catch::Contains("(12 points: 0 run, 12 kept)"));
+  CHECK(outputs(s.dir / "one") == outputs(out));
+}
+
+TEST_CASE("a results database edited by hand is refused by --resume, and its tables are not republished", "[experiment]") {
+  Scratch s;
+  const std::string file = s.put("tiny.toml", kTiny);
+  const std::string out = (s.dir / "out").string();
+  REQUIRE(run_cli({"run", file, "--out", out, "--quiet"}) == 0);
+  const auto before = outputs(out);
+  // A better SQNR typed into point 3's stored result.
+  edit_database(s.dir / "out/results.sqlite",
+                "UPDATE points SET result = replace(result, '[\"sqnr_db\",', '[\"sqnr_db\",1') WHERE idx = 3");
+  std::string out_text, err;
+  CHECK(run_cli({"run", file, "--out", out, "--resume", "--quiet"}, &out_text, &err) == 2);
+  CHECK(out_text.empty());
+  CHECK_THAT(err, Catch::Contains("results database '" + out + "/results.sqlite': point 3 does not match its checksum"));
+  CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  CHECK(outputs(out) == before);
+  // Merging it is refused the same way; running it again without --resume recomputes every point.
+  err.clear();
+  CHECK(run_cli({"merge", out, "--out", (s.dir / "merged").string()}, nullptr, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("point 3 does not match its checksum"));
+  REQUIRE(run_cli({"run", file, "--out", out, "--quiet"}) == 0);
+  CHECK(outputs(out) == before);
+}
+
+TEST_CASE("two processes on one results folder: the second exits 2 naming the first's PID", "[experiment]") {
+  Scratch s;
+  // 24 points of 2^18 elements on one thread: the first process still runs when it is stopped below.
+  const std::string file = s.put("long.toml", R"(name = "long"
+[inputs.n]
+source = "gen:normal:0,1"
+shape = "262144"
+[sweep]
+format = ["mxfp8_e4m3", "mxfp6_e2m3", "mxfp4", "mxint8", "nvfp4", "mxfp6_e3m2"]
+block = [8, 16, 32, 64]
+input = "n"
+[[table]]
+name = "sqnr"
+rows = ["format"]
+pivot = "block"
+values = ["sqnr_db"]
+)");
+  const std::string out = (s.dir / "out").string(), done = (s.dir / "done").string();
+  REQUIRE(run_cli({"run", file, "--out", done, "--quiet"}) == 0);  // the reference, and a folder to merge
+  const pid_t first = mxlab_test::spawn_mxlab({"run", file, "--out", out, "--quiet", "--threads", "1"});
+  REQUIRE(first > 0);
+  // The first holds the folder once its lock file names it.
+  const std::string holder = "process " + std::to_string(first) + " (mxlab run)";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (read(s.dir / "out/.mxlab.lock").find(holder) == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE_THAT(read(s.dir / "out/.mxlab.lock"), Catch::Contains(holder));
+  // Stopped while it holds the folder (a stopped process keeps its lock), so the second always meets it.
+  REQUIRE(::kill(first, SIGSTOP) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(first, &status, WUNTRACED) == first);
+  REQUIRE(WIFSTOPPED(status));
+  // A second process: run, run --resume and a merge into the folder are refused, naming the first.
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"run", file, "--out", out, "--quiet"},
+                                               {"run", file, "--out", out, "--resume", "--quiet"},
+                                               {"merge", done, "--out", out}}) {
+    const std::string err_file = (s.dir / "second.txt").string();
+    const int code = mxlab_test::run_mxlab(args, {}, nullptr, {err_file, {}});
+    const std::string err = read(err_file);
+    INFO(args[0] << ": " << err);
+    CHECK(code == 2);
+    CHECK_THAT(err, Catch::Contains("'" + out + "' is in use by " + holder));
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  }
+  // The first was not disturbed: killed now, its database resumes to the tables of an uninterrupted run.
+  ::kill(first, SIGKILL);
+  ::waitpid(first, &status, 0);
+  REQUIRE(run_cli({"run", file, "--out", out, "--resume", "--quiet"}) == 0);
+  CHECK(outputs(done) == outputs(out));
 }

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "mxlab/core/quote.hpp"
+#include "mxlab/core/small_file.hpp"
 #include "mxlab/core/table.hpp"
 #include "mxlab/exact/bounds.hpp"
 #include "mxlab/experiment/results.hpp"
@@ -21,6 +22,7 @@
 #include "mxlab/ops/catalogue.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/requests.hpp"
+#include "file_kind.hpp"
 #include "mxlab/train/data.hpp"
 #include "mxlab/train/recipe.hpp"
 #include "mxlab/train/trainer.hpp"
@@ -83,6 +85,17 @@ Result<std::vector<WeightInfo>> input_layers(const Experiment& e, const InputDef
   if (out.empty())
     return make_error("input '" + in.name + "': no readable tensor of " + *path + " matches '" + in.select + "'");
   return out;
+}
+
+/// Why `path` is not a regular file to read (" does not exist", ": is a directory, not a file", the file
+/// system's reason), or nullopt when it is one.
+std::optional<std::string> not_a_file(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) return ": " + ec.message();
+  if (st.type() == fs::file_type::not_found) return std::string(" does not exist");
+  if (st.type() == fs::file_type::regular) return std::nullopt;
+  return ": is " + file_kind(st) + ", not a file";
 }
 
 bool is_format_option(const std::string& name) {
@@ -525,18 +538,88 @@ std::string Point::key() const {
   return s + "}";
 }
 
+namespace {
+
+/// Whether a point that already has parameter `key` keeps it when crossed with `axis`: the axis itself, and a
+/// point that names its format (or a bounds pair a, b) keeps it.
+bool sets_axis(const std::string& key, const std::string& axis) {
+  const auto formatish = [](const std::string& k) { return k == "format" || k == "a" || k == "b"; };
+  return key == axis || (formatish(axis) && formatish(key));
+}
+
+/// Whether the sweep's own product is a set of points (it names the format), else only explicit points are.
+bool sweep_is_product(const Experiment& e) {
+  const bool names_format = std::any_of(e.axes.begin(), e.axes.end(), [](const auto& a) { return a.first == "format" || a.first == "a" || a.first == "recipe"; });
+  return names_format || e.points.empty();
+}
+
+std::string count_text(std::uint64_t n, bool overflow) { return overflow ? "more than 2^64" : std::to_string(n); }
+
+/// What crossing the sweep with a start (a point's own parameters, or none for the sweep's product) gives.
+struct Crossing {
+  std::uint64_t points = 1;  ///< how many points
+  std::uint64_t bytes = 0;   ///< at most this much parameter text in all
+  bool overflow = false;     ///< either passed 2^64
+};
+
+/// Mirrors the crossing of expand_points without doing it: every point from `start` gains the same axes, so
+/// they are the product of the sizes of the axes it does not set, and their text is at most that count times
+/// the longest value of each axis.
+Crossing crossing(const Experiment& e, const Pairs& start) {
+  Crossing c;
+  std::uint64_t per_point = 0;
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : start) keys.push_back(k), per_point += k.size() + v.size();
+  for (const auto& [axis, values] : e.axes) {
+    if (std::any_of(keys.begin(), keys.end(), [&](const std::string& k) { return sets_axis(k, axis); })) continue;
+    std::size_t longest = 0;
+    for (const auto& v : values) longest = std::max(longest, v.size());
+    c.overflow |= __builtin_mul_overflow(c.points, static_cast<std::uint64_t>(values.size()), &c.points);
+    per_point += axis.size() + longest;
+    keys.push_back(axis);
+  }
+  c.overflow |= __builtin_mul_overflow(c.points, per_point, &c.bytes);
+  return c;
+}
+
+}  // namespace
+
+Result<std::size_t> count_points(const Experiment& e) {
+  std::uint64_t points = 0, bytes = 0;
+  bool overflow = false;
+  auto add = [&](const Pairs& start) {
+    const Crossing c = crossing(e, start);
+    overflow |= c.overflow || __builtin_add_overflow(points, c.points, &points) || __builtin_add_overflow(bytes, c.bytes, &bytes);
+  };
+  if (sweep_is_product(e)) add({});
+  for (const Pairs& p : e.points) add(p);
+  if (overflow || points > kMaxPoints)
+    return make_error(e.path + ": the sweep gives " + count_text(points, overflow) + " points, more than the " +
+                      std::to_string(kMaxPoints) + " (2^20) an experiment can have");
+  if (bytes > kMaxPointBytes)
+    return make_error(e.path + ": the sweep's " + std::to_string(points) + " points have " + byte_size_text(bytes) +
+                      " of parameters, more than the " + byte_size_text(kMaxPointBytes) + " an experiment can have");
+  return static_cast<std::size_t>(points);
+}
+
 Result<std::vector<Point>> expand_points(const Experiment& e) {
+  // Counted first: a sweep too large is refused before anything is expanded.
+  auto count = count_points(e);
+  if (!count) return count.error();
   // The product of the sweep (when it names the format), then each explicit point crossed with the axes it
   // does not set.
-  auto cross = [&](std::vector<Pairs> base) -> Result<std::vector<Pairs>> {
+  std::vector<Pairs> base;
+  base.reserve(*count);
+  auto cross = [&](const Pairs& start) {
+    // An axis without values gives no points: nothing is crossed (its partial products could be large).
+    if (crossing(e, start).points == 0) return;
+    std::vector<Pairs> done = {start};
     for (const auto& entry : e.axes) {
       const std::string& axis = entry.first;  // a plain reference: lambdas below capture it
       const auto& values = entry.second;
       std::vector<Pairs> next;
-      for (const Pairs& b : base) {
-        // A point that names its format (or a bounds pair a, b) keeps it.
-        auto sets = [&](const std::string& a) { return a == axis || ((axis == "format" || axis == "a" || axis == "b") && (a == "format" || a == "a" || a == "b")); };
-        if (std::any_of(b.begin(), b.end(), [&](const auto& kv) { return sets(kv.first); })) {
+      for (const Pairs& b : done) {
+        if (std::any_of(b.begin(), b.end(), [&](const auto& kv) { return sets_axis(kv.first, axis); })) {
           next.push_back(b);
           continue;
         }
@@ -545,24 +628,13 @@ Result<std::vector<Point>> expand_points(const Experiment& e) {
           p.emplace_back(axis, v);
           next.push_back(std::move(p));
         }
-        if (next.size() > (std::size_t{1} << 20)) return make_error(e.path + ": the sweep has more than 2^20 points");
       }
-      base = std::move(next);
+      done = std::move(next);
     }
-    return base;
+    base.insert(base.end(), std::make_move_iterator(done.begin()), std::make_move_iterator(done.end()));
   };
-  std::vector<Pairs> base;
-  const bool sweep_names_format = std::any_of(e.axes.begin(), e.axes.end(), [](const auto& a) { return a.first == "format" || a.first == "a" || a.first == "recipe"; });
-  if (sweep_names_format || e.points.empty()) {
-    auto product = cross({Pairs{}});
-    if (!product) return product.error();
-    base = std::move(*product);
-  }
-  for (const Pairs& p : e.points) {
-    auto crossed = cross({p});
-    if (!crossed) return crossed.error();
-    base.insert(base.end(), crossed->begin(), crossed->end());
-  }
+  if (sweep_is_product(e)) cross({});
+  for (const Pairs& p : e.points) cross(p);
   // Weight inputs expand into their layers.
   std::map<std::string, std::vector<std::string>> layers;
   std::vector<Point> out;
@@ -581,6 +653,10 @@ Result<std::vector<Point>> expand_points(const Experiment& e) {
       if (!l) return make_error(e.path + ": " + l.error().message);
       for (const auto& w : *l) layers[in->name].push_back(w.name);
     }
+    if (layers[in->name].size() > kMaxPoints - out.size())
+      return make_error(e.path + ": the sweep gives more than the " + std::to_string(kMaxPoints) +
+                        " (2^20) points an experiment can have with the " + std::to_string(layers[in->name].size()) +
+                        " layers of input '" + in->name + "'");
     for (const auto& name : layers[in->name]) {
       Pairs p = b;
       p.insert(p.begin() + (input - b.begin()) + 1, {"layer", name});
@@ -766,9 +842,8 @@ std::optional<Error> check_point(const Experiment& e, const Point& p) {
           return in_point(make_error("input '" + in->name + "': " + d.error().message));
         if (auto sh = parse_shape(in->shape.empty() ? "65536" : in->shape); !sh)
           return in_point(make_error("input '" + in->name + "': " + sh.error().message));
-      } else if (std::error_code ec; !fs::is_regular_file(resolve(e, in->source), ec)) {
-        const std::string why = ec && ec != std::errc::no_such_file_or_directory ? ": " + ec.message() : " does not exist";
-        return in_point(make_error("input '" + in->name + "': file " + quote_input(resolve(e, in->source)) + why));
+      } else if (auto why = not_a_file(resolve(e, in->source))) {
+        return in_point(make_error("input '" + in->name + "': file " + quote_input(resolve(e, in->source)) + *why));
       }
     }
   }

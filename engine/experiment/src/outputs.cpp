@@ -3,15 +3,18 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "mxlab/core/small_file.hpp"
 #include "mxlab/experiment/outputs.hpp"
 #include "mxlab/io/csv.hpp"
 
 namespace mxlab::experiment {
 
 namespace {
+
+/// Largest golden table read.
+constexpr std::uint64_t kMaxGoldenBytes = std::uint64_t{64} << 20;
 
 std::string at(const Experiment& e, int line, const std::string& what) {
   std::string s = e.path;
@@ -356,12 +359,11 @@ std::vector<ExpectOutcome> check_expectations(const Experiment& e, const AllResu
     if (!x.golden.empty()) {
       auto t = tables.find(x.table);
       const std::filesystem::path golden = std::filesystem::path(e.path).parent_path() / x.golden;
-      std::ifstream in(golden);
+      // A regular file of at most 64 MiB (a FIFO or a device is refused, not read forever).
+      auto text = read_small_file(golden.string(), kMaxGoldenBytes, "golden file");
       if (t == tables.end()) fail("no table '" + x.table + "' was built");
-      else if (!in) fail("golden file '" + golden.string() + "' cannot be read");
+      else if (!text) fail(printable(text.error().message));
       else {
-        std::stringstream ss;
-        ss << in.rdbuf();
         // Compare cell by cell: text equal, numbers within the tolerance.
         auto split = [](const std::string& text) {
           std::vector<std::vector<std::string>> rows;
@@ -381,7 +383,7 @@ std::vector<ExpectOutcome> check_expectations(const Experiment& e, const AllResu
           }
           return rows;
         };
-        const auto want = split(ss.str());
+        const auto want = split(*text);
         const auto got = split(to_csv(t->second));
         if (want.size() != got.size()) fail("table has " + std::to_string(got.size()) + " lines, golden " + std::to_string(want.size()));
         for (std::size_t i = 0; i < std::min(want.size(), got.size()); ++i) {

@@ -1,12 +1,13 @@
 // Reading experiment files with toml++: every key checked, every error with the file, line and key.
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <cstdio>
 #include <set>
 #include <sstream>
 
 #include <toml++/toml.h>
 
+#include "mxlab/core/small_file.hpp"
 #include "mxlab/experiment/experiment.hpp"
 #include "mxlab/experiment/figure.hpp"
 #include "mxlab/ops/requests.hpp"
@@ -17,8 +18,6 @@ namespace {
 
 /// Largest experiment file read (a real one is a few KiB; this keeps a hostile one from costing much).
 constexpr std::size_t kMaxFileBytes = std::size_t{1} << 20;
-/// Most points a sweep may expand to.
-constexpr std::size_t kMaxPoints = std::size_t{1} << 20;
 /// Deepest nesting of tables and arrays (toml++ itself limits nesting while parsing).
 constexpr int kMaxDepth = 8;
 
@@ -45,7 +44,7 @@ class Reader {
   [[noreturn]] void fail(const toml::node* at, const std::string& key, const std::string& problem) const {
     std::string where = path_;
     if (at && at->source().begin.line > 0) where += ":" + std::to_string(at->source().begin.line);
-    throw Fail{where + ": " + (key.empty() ? "" : "key '" + key + "': ") + problem};
+    throw Fail{printable(where + ": " + (key.empty() ? "" : "key '" + key + "': ") + problem)};
   }
 
   static std::string type_name(const toml::node& n) {
@@ -98,6 +97,13 @@ class Reader {
     if (n.is_integer()) return static_cast<double>(*n.value<std::int64_t>());
     if (n.is_floating_point()) return *n.value<double>();
     fail(&n, key, "expected a number, found " + type_name(n));
+  }
+
+  /// A number that is neither infinite nor NaN (bounds and axis limits, where those mean nothing).
+  double finite_number(const toml::node& n, const std::string& key) const {
+    const double v = number(n, key);
+    if (!std::isfinite(v)) fail(&n, key, "expected a finite number, found " + scalar_text(n, key));
+    return v;
   }
 
   std::int64_t integer(const toml::node& n, const std::string& key, std::int64_t lo, std::int64_t hi) const {
@@ -171,8 +177,13 @@ class Reader {
   std::string path_;
 };
 
+/// What is_name accepts, for messages.
+constexpr const char* kNameRule = "letters, digits, '_', '-' and '.', at most 64, not '.' or '..'";
+
+/// A name that becomes a file or folder name: letters, digits, '_', '-' and '.', at most 64 of them, and not
+/// "." or ".." (which name the folder itself or its parent).
 bool is_name(const std::string& s) {
-  return !s.empty() && s.size() <= 64 &&
+  return !s.empty() && s.size() <= 64 && s != "." && s != ".." &&
          std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; });
 }
 
@@ -201,7 +212,7 @@ void read_input(const Reader& r, const std::string& name, const toml::table& t, 
   r.only(t, p, {"source", "shape", "seed", "bf16", "weights", "select", "layout", "min_elements", "kernels", "data_dir"});
   InputDef in;
   in.name = name;
-  if (!is_name(name)) r.fail(&t, "inputs." + name, "an input name is letters, digits, '_', '-' and '.'");
+  if (!is_name(name)) r.fail(&t, "inputs." + name, std::string("an input name is ") + kNameRule);
   if (auto n = t.get("source")) in.source = r.string(*n, p + "source");
   if (auto n = t.get("shape")) in.shape = r.scalar_text(*n, p + "shape");
   if (auto n = t.get("seed")) in.seed = static_cast<std::uint64_t>(r.integer(*n, p + "seed", 0, INT64_MAX));
@@ -242,7 +253,7 @@ void read_common_filters(const Reader& r, const toml::table& t, const std::strin
 std::string entry_name(const Reader& r, const toml::table& t, const std::string& what, std::size_t i) {
   if (auto n = t.get("name")) {
     std::string name = r.string(*n, what + ".name");
-    if (!is_name(name)) r.fail(n, what + ".name", "a name is letters, digits, '_', '-' and '.' (it names files)");
+    if (!is_name(name)) r.fail(n, what + ".name", std::string("a name is ") + kNameRule + " (it names files)");
     return name;
   }
   return what + std::to_string(i + 1);
@@ -301,7 +312,7 @@ void read_plot(const Reader& r, const toml::table& t, std::size_t i, Experiment&
   text("marker_label", d.marker_label);
   for (auto [key, field] : {std::pair{"x_min", &d.x_min}, std::pair{"x_max", &d.x_max}, std::pair{"y_min", &d.y_min},
                             std::pair{"y_max", &d.y_max}})
-    if (auto n = t.get(key)) *field = r.number(*n, p + key);
+    if (auto n = t.get(key)) *field = r.finite_number(*n, p + key);
   if (d.x.empty() || d.y.empty()) r.fail(&t, "plot " + d.name, "needs x = COLUMN and y = COLUMN");
   if (d.kind == "heatmap" && d.value.empty()) r.fail(&t, "plot " + d.name, "a heatmap needs value = COLUMN");
   e.plots.push_back(std::move(d));
@@ -316,12 +327,12 @@ void read_expect(const Reader& r, const toml::table& t, std::size_t i, Experimen
   d.name = entry_name(r, t, "expect", i);
   read_common_filters(r, t, p, d);
   if (auto n = t.get("metric")) d.metric = r.string(*n, p + "metric");
-  if (auto n = t.get("at_most")) d.at_most = r.number(*n, p + "at_most");
-  if (auto n = t.get("at_least")) d.at_least = r.number(*n, p + "at_least");
-  if (auto n = t.get("equals")) d.equals = r.number(*n, p + "equals");
+  if (auto n = t.get("at_most")) d.at_most = r.finite_number(*n, p + "at_most");
+  if (auto n = t.get("at_least")) d.at_least = r.finite_number(*n, p + "at_least");
+  if (auto n = t.get("equals")) d.equals = r.finite_number(*n, p + "equals");
   if (auto n = t.get("at_most_column")) d.at_most_column = r.string(*n, p + "at_most_column");
   if (auto n = t.get("tolerance")) {
-    d.tolerance = r.number(*n, p + "tolerance");
+    d.tolerance = r.finite_number(*n, p + "tolerance");
     if (!(d.tolerance >= 0)) r.fail(n, p + "tolerance", "expected a number >= 0");
   }
   if (auto n = t.get("reason")) d.reason = r.string(*n, p + "reason");
@@ -349,7 +360,7 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
   try {
     root = toml::parse(text, path);
   } catch (const toml::parse_error& err) {
-    return make_error(path + ":" + std::to_string(err.source().begin.line) + ": " + std::string(err.description()));
+    return make_error(printable(path + ":" + std::to_string(err.source().begin.line) + ": " + std::string(err.description())));
   }
   try {
     r.check_depth(root, 0);
@@ -359,7 +370,8 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
       e.path = path;
       e.text = text;
       if (auto m = root.get("name")) e.name = r.string(*m, "name");
-      if (e.name.empty() || !is_name(e.name)) r.fail(root.get("name"), "name", "a batch needs name = \"...\" of letters, digits, '_', '-' and '.'");
+      if (e.name.empty() || !is_name(e.name))
+        r.fail(root.get("name"), "name", std::string("a batch needs name = \"...\" of ") + kNameRule + " (it names the results folder)");
       if (auto m = root.get("description")) e.description = r.string(*m, "description");
       e.batch = r.strings(*n, "batch");
       if (e.batch.empty()) r.fail(n, "batch", "lists no experiment files");
@@ -372,7 +384,7 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
     e.text = text;
     if (auto n = root.get("name")) e.name = r.string(*n, "name");
     if (e.name.empty() || !is_name(e.name))
-      r.fail(root.get("name"), "name", "an experiment needs name = \"...\" of letters, digits, '_', '-' and '.'");
+      r.fail(root.get("name"), "name", std::string("an experiment needs name = \"...\" of ") + kNameRule + " (it names the results folder)");
     if (auto n = root.get("description")) e.description = r.string(*n, "description");
     if (auto n = root.get("job")) {
       e.job = r.string(*n, "job");
@@ -446,6 +458,8 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
       for (const auto& pt : e.points) for (const auto& [a, v] : pt) input |= a == "input";
       if (!input) r.fail(root.get("sweep"), "sweep.input", "job '" + e.job + "' needs inputs (sweep.input = [...])");
     }
+    // The points are counted (not expanded) here: a sweep too large is refused with the file.
+    if (auto count = count_points(e); !count) return count.error();
     return e;
   } catch (const Fail& f) {
     return make_error(f.message);
@@ -453,15 +467,26 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
 }
 
 Result<Experiment> read_experiment(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("experiment file '" + path + "': cannot be read");
-  std::string text;
-  char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    text.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxFileBytes) return make_error(path + ": larger than 1 MiB; not an experiment file");
+  // Only a regular file of at most 1 MiB is read (a FIFO or /dev/zero is refused, not read forever).
+  auto text = read_small_file(path, kMaxFileBytes, "experiment file");
+  if (!text) return make_error(printable(text.error().message));
+  return parse_experiment(*text, path);
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
   }
-  return parse_experiment(text, path);
+  return out;
 }
 
 }  // namespace mxlab::experiment

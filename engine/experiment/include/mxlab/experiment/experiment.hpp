@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -119,7 +120,20 @@ struct Point {
   std::optional<std::string> param(const std::string& name) const;
 };
 
-/// Every point of the experiment in a fixed order (weight inputs are opened to list their layers).
+/// Most points an experiment may have, and most bytes of parameter text all its points may have together.
+inline constexpr std::size_t kMaxPoints = std::size_t{1} << 20;
+inline constexpr std::uint64_t kMaxPointBytes = std::uint64_t{64} << 20;
+
+/// How many points the sweep and the explicit points give, counted without expanding them (a weights input
+/// counts as one layer). Errors name the file and the count when it passes kMaxPoints (or their parameters
+/// kMaxPointBytes), with the products checked for overflow.
+Result<std::size_t> count_points(const Experiment& e);
+
+/// Every point of the experiment in a fixed order (weight inputs are opened to list their layers); refused,
+/// before anything is expanded, when count_points refuses it.
 Result<std::vector<Point>> expand_points(const Experiment& e);
+
+/// Text with its control characters written as \xNN, for one-line messages that show stored or written text.
+std::string printable(std::string_view text);
 
 }  // namespace mxlab::experiment

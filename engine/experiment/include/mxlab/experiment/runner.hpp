@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,11 +54,55 @@ struct Evaluation {
 /// Runs every point in memory (no files) with progress (points done) and cancellation (the error "cancelled").
 Result<Evaluation> evaluate(const Experiment& e, unsigned threads = 0, const Reporter& reporter = {});
 
-/// Runs the experiment into its results folder.
+/// Every point of the experiment, each checked (check_point): what run_experiment runs, or the first problem.
+Result<std::vector<Point>> checked_points(const Experiment& e);
+
+/// Refuses experiments of one batch (or one command line) that would write the same results folder (two of one
+/// name, or one file given twice), naming both files. `out_dirs[k]` is the folder of `experiments[k]`.
+std::optional<Error> check_distinct_folders(const std::vector<Experiment>& experiments, const std::vector<std::string>& out_dirs);
+
+/// Runs the experiment into its results folder, holding the folder's lock (FolderLock) throughout: a second
+/// process on the same folder is refused, naming the first.
 Result<RunSummary> run_experiment(const Experiment& e, const RunOptions& options);
 
+/// A point as stored in a results database.
+struct StoredPoint {
+  std::string key;     ///< the point's parameters (Point::key)
+  std::string result;  ///< its result sets as exact JSON (result_json)
+  double seconds = 0;
+  std::string sha256;  ///< result_checksum of the row, written with it
+};
+
+/// A results database (FOLDER/results.sqlite) as read and checked.
+struct ResultsDatabase {
+  std::string path;
+  std::string experiment_sha256;  ///< of experiment_text
+  std::string experiment_text;
+  std::string experiment_path;
+  std::string version;            ///< of the mxlab that ran it
+  std::size_t points = 0;         ///< of the experiment (every shard)
+  std::size_t shard = 0, shards = 1;
+  std::map<std::size_t, StoredPoint> stored;  ///< by point index
+};
+
+/// The checksum stored with each point: SHA-256 of the experiment's SHA-256, the index, the key and the result
+/// (one per line), so an edited, damaged or transplanted row is found.
+std::string result_checksum(const std::string& experiment_sha256, std::size_t index, const std::string& key,
+                            const std::string& result);
+
+/// Reads a results database and checks it: every column read has its type (no NULL, no text for a number),
+/// the experiment text matches its checksum, and every point's index is in range and in the database's shard
+/// and its row matches its checksum. Errors name the database and the point. Nothing is written.
+Result<ResultsDatabase> read_results_database(const std::string& path);
+
+/// Whether an error of run_experiment or merge_results is the storage failing (a full disk, an I/O error)
+/// rather than bad input or damaged state.
+bool is_storage_failure(const Error& e);
+
 /// Joins the databases of shard folders (runs of the same experiment with --shard I/N) into `out_dir` and writes
-/// the outputs when every point is present.
+/// its outputs. Every point index of the experiment must be in exactly one folder, every folder must hold the same
+/// experiment file run by the same version, and every row must match its checksum; otherwise nothing is written.
+/// `out_dir` is locked while it is written.
 Result<RunSummary> merge_results(const std::vector<std::string>& dirs, const std::string& out_dir, const Renderer& render);
 
 }  // namespace mxlab::experiment
