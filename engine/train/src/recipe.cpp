@@ -2,10 +2,12 @@
 #include "mxlab/train/recipe.hpp"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <sstream>
 
+#include "mxlab/core/small_file.hpp"
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/io/weights.hpp"
 
@@ -31,6 +33,13 @@ bool parse_number(const std::string& text, double& out) {
   } catch (const std::exception&) {
     return false;
   }
+}
+
+/// The shortest decimal that reads back to v (recipe.txt must give the run's values exactly).
+std::string shortest(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 }  // namespace
@@ -159,11 +168,13 @@ Result<Recipe> parse_recipe(std::string_view text, const std::string& origin) {
   std::string line;
   int line_no = 0;
   bool named = false;
+  bool settings = false;
   while (std::getline(in, line)) {
     ++line_no;
     if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
     const std::string t = trim(line);
     if (t.empty()) continue;
+    settings = true;
     const auto where = origin + ":" + std::to_string(line_no) + ": ";
     const auto eq = t.find('=');
     if (eq == std::string::npos) return make_error(where + "expected 'key = value', got '" + t + "'");
@@ -268,16 +279,20 @@ Result<Recipe> parse_recipe(std::string_view text, const std::string& origin) {
                       "growth_interval, growth, backoff, min_scale, scaling, amax_history_len, amax_compute_algo, margin, "
                       "layer PATTERN ROLE)");
   }
+  // An empty file (or comments only) is not FP32 by accident: FP32 is 'preset = fp32'.
+  if (!settings) return make_error("recipe '" + origin + "' holds no settings (for FP32 write 'preset = fp32')");
   return r;
 }
 
 Result<Recipe> load_recipe(const std::string& name_or_path) {
   if (auto p = recipe_preset(name_or_path)) return p;
-  std::ifstream in(name_or_path);
-  if (in) {
-    std::stringstream s;
-    s << in.rdbuf();
-    return parse_recipe(s.str(), name_or_path);
+  // Whatever exists under the name is the recipe file: a directory, a device or a FIFO is refused, not read
+  // as an empty recipe or forever.
+  if (std::error_code ec; std::filesystem::symlink_status(name_or_path, ec).type() != std::filesystem::file_type::not_found &&
+                          !ec) {
+    auto text = read_small_file(name_or_path, kMaxRecipeFileBytes, "recipe");
+    if (!text) return text.error();
+    return parse_recipe(*text, name_or_path);
   }
   if (auto f = role_format(name_or_path); f && f->has_value()) {
     Recipe r;
@@ -288,7 +303,7 @@ Result<Recipe> load_recipe(const std::string& name_or_path) {
   std::string msg = "recipe '" + name_or_path + "' is neither a preset (";
   const auto names = recipe_presets();
   for (std::size_t i = 0; i < names.size(); ++i) msg += (i ? ", " : "") + names[i];
-  return make_error(msg + "), a readable recipe file, nor a format name for every role");
+  return make_error(msg + "), a recipe file, nor a format name for every role");
 }
 
 std::string recipe_text(const Recipe& r) {
@@ -302,10 +317,11 @@ std::string recipe_text(const Recipe& r) {
   const char* modes[] = {"none", "static", "dynamic"};
   s << "loss_scaling = " << modes[static_cast<int>(r.loss_scaling.mode)] << "\n";
   if (r.loss_scaling.mode != LossScaling::Mode::None) {
-    s << "loss_scale = " << r.loss_scaling.initial << "\n";
+    s << "loss_scale = " << shortest(r.loss_scaling.initial) << "\n";
     if (r.loss_scaling.mode == LossScaling::Mode::Dynamic)
-      s << "growth_interval = " << r.loss_scaling.growth_interval << "\ngrowth = " << r.loss_scaling.growth
-        << "\nbackoff = " << r.loss_scaling.backoff << "\nmin_scale = " << r.loss_scaling.min_scale << "\n";
+      s << "growth_interval = " << r.loss_scaling.growth_interval << "\ngrowth = " << shortest(r.loss_scaling.growth)
+        << "\nbackoff = " << shortest(r.loss_scaling.backoff) << "\nmin_scale = " << shortest(r.loss_scaling.min_scale)
+        << "\n";
   }
   if (r.delayed.enabled)
     s << "scaling = delayed\namax_history_len = " << r.delayed.history_len << "\namax_compute_algo = "

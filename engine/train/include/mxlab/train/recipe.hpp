@@ -90,10 +90,15 @@ Result<Recipe> recipe_preset(std::string_view name);
 /// name, all / fwd / bwd / w / a / g / w_bp / a_bp (formats), nongemm (format), loss_scaling (none|static|dynamic),
 /// loss_scale, growth_interval, growth, backoff, min_scale, scaling (none|delayed), amax_history_len,
 /// amax_compute_algo (max|most_recent), margin, and "layer PATTERN ROLE = FORMAT" overrides.
-/// `origin` names the file in messages.
+/// `origin` names the file in messages. Text without any setting (empty, or comments only) is an error.
 Result<Recipe> parse_recipe(std::string_view text, const std::string& origin);
 
-/// A preset name, a recipe file, or a block format name for every role ("mxfp8_e4m3@32x32").
+/// The largest recipe file load_recipe reads (1 MB: thousands of override lines).
+inline constexpr std::uint64_t kMaxRecipeFileBytes = std::uint64_t{1} << 20;
+
+/// A preset name, a recipe file, or a block format name for every role ("mxfp8_e4m3@32x32"). Whatever exists
+/// under the name is read as the recipe file: it must be a regular file of at most kMaxRecipeFileBytes with at
+/// least one setting (an empty recipe is refused, not taken as FP32).
 Result<Recipe> load_recipe(const std::string& name_or_path);
 
 /// The block format of a role's format text: a block spec (parse_block_format), or an element format for a
