@@ -1,13 +1,18 @@
 // `mxlab train`: a training run with quantized GEMMs on real data, streaming per-step metrics to
 // DIR/metrics.csv and writing DIR/summary.json (with provenance) and DIR/recipe.txt.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <sstream>
 #include <string_view>
@@ -15,7 +20,11 @@
 
 #include "cli/cli.hpp"
 #include "mxlab/core/atomic_file.hpp"
+#include "mxlab/core/folder_lock.hpp"
+#include "mxlab/core/quote.hpp"
+#include "mxlab/core/small_file.hpp"
 #include "mxlab/io/datasets.hpp"
+#include "mxlab/io/sha256.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/train/trainer.hpp"
 
@@ -73,6 +82,27 @@ std::vector<OptionSpec> train_options() {
           {"checkpoint-every", true, "N", "save DIR/checkpoint.bin every N steps (default 500; 0 = never)"},
           {"resume", false, "", "continue from DIR/checkpoint.bin (without one: start at step 1)"},
           {"no-timing", false, "", "leave the times out of metrics.csv and summary.json (byte-comparable files)"}};
+}
+
+/// The most MLP hidden layers --hidden takes (as --layers for the transformer).
+constexpr std::size_t kMaxHiddenLayers = 64;
+
+/// The option the largest part of a memory estimate comes from, for the message: --steps for the per-step
+/// records, --batch (or the transformer's --context) for the activations, the model's size options for the
+/// weights and optimizer state.
+std::string memory_option(const Args& args, const train::MemoryEstimate& e, const std::string& kind) {
+  auto named = [&](const std::string& name) {
+    const auto v = args.value(name);
+    return "option " + (v ? quote_input("--" + name + " " + *v) : "'--" + name + "' (its default)");
+  };
+  const double model = e.weight_bytes + e.optimizer_bytes + e.checkpoint_bytes,
+               records = e.history_bytes + e.record_bytes;
+  if (records >= model && records >= e.activation_bytes) return named("steps");
+  if (e.activation_bytes >= model)
+    return kind == "transformer" && args.value("context") && !args.value("batch") ? named("context") : named("batch");
+  if (kind == "mlp") return named("hidden");
+  if (kind == "transformer") return args.value("layers") && !args.value("d-model") ? named("layers") : named("d-model");
+  return "the " + kind + " model";
 }
 
 bool parse_int(const std::string& s, std::int64_t lo, std::int64_t hi, std::int64_t& out) {
@@ -168,10 +198,14 @@ std::string first_difference(const std::string& a, const std::string& b) {
   }
 }
 
-/// DIR/checkpoint.bin: "mxlab train checkpoint 1\n", then sections "NAME LENGTH\n" followed by LENGTH bytes:
-/// identity (run_identity), state (the trainer's), csv (metrics.csv so far), columns and totals (the operand
-/// columns and their running sums, doubles as hexadecimal floats so they come back exactly).
-constexpr std::string_view kCheckpointMagic = "mxlab train checkpoint 1\n";
+/// DIR/checkpoint.bin: "mxlab train checkpoint 2\n", then sections "NAME LENGTH\n" followed by LENGTH bytes:
+/// identity (run_identity), state (the trainer's), csv (metrics.csv so far), columns (the operand columns and
+/// their running sums, doubles as hexadecimal floats so they come back exactly), and last "sha256 64\n" with the
+/// SHA-256 of every byte before it, checked before anything in the file is used.
+constexpr std::string_view kCheckpointMagic = "mxlab train checkpoint 2\n";
+constexpr std::string_view kCheckpointMagicV1 = "mxlab train checkpoint 1\n";
+constexpr std::string_view kChecksumHeader = "sha256 64\n";
+constexpr std::size_t kChecksumBytes = kChecksumHeader.size() + 64;
 
 struct CheckpointFile {
   std::map<std::string, std::string> sections;
@@ -180,33 +214,126 @@ struct CheckpointFile {
 std::string checkpoint_bytes(const std::vector<std::pair<std::string, std::string>>& sections) {
   std::string out(kCheckpointMagic);
   for (const auto& [name, bytes] : sections) out += name + " " + std::to_string(bytes.size()) + "\n" + bytes;
-  return out;
+  const std::string digest = sha256_hex(out);
+  return out + std::string(kChecksumHeader) + digest;
 }
 
-Result<CheckpointFile> read_checkpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot read '" + path + "'");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.compare(0, kCheckpointMagic.size(), kCheckpointMagic) != 0)
-    return make_error("'" + path + "' is not a training checkpoint");
+/// Reads a checkpoint of at most max_bytes (the largest the run can write): a regular file whose checksum
+/// matches, with every section a run writes. Errors name the file.
+Result<CheckpointFile> read_checkpoint(const std::string& path, std::uint64_t max_bytes) {
+  auto bytes = read_small_file(path, max_bytes, "checkpoint");
+  if (!bytes) return bytes.error();
+  const std::string& text = *bytes;
+  const std::string name = "checkpoint '" + path + "'";
+  if (text.compare(0, kCheckpointMagicV1.size(), kCheckpointMagicV1) == 0)
+    return make_error(name + " has format 1, which carries no checksum; remove it to start the run over");
+  if (text.compare(0, kCheckpointMagic.size(), kCheckpointMagic) != 0) return make_error(name + " is not a training checkpoint");
+  if (text.size() < kCheckpointMagic.size() + kChecksumBytes ||
+      text.compare(text.size() - kChecksumBytes, kChecksumHeader.size(), kChecksumHeader) != 0)
+    return make_error(name + " is damaged (it does not end in its checksum: cut short?)");
+  const std::string_view payload(text.data(), text.size() - kChecksumBytes);
+  if (sha256_hex(payload) != std::string_view(text).substr(text.size() - 64))
+    return make_error(name + " is damaged: its SHA-256 does not match its contents (changed since it was written)");
   CheckpointFile f;
   std::size_t at = kCheckpointMagic.size();
-  while (at < text.size()) {
-    const auto eol = text.find('\n', at);
-    const auto space = text.find(' ', at);
+  while (at < payload.size()) {
+    const auto eol = payload.find('\n', at);
+    const auto space = payload.find(' ', at);
     if (eol == std::string::npos || space == std::string::npos || space > eol)
-      return make_error("'" + path + "' is damaged (a section header at byte " + std::to_string(at) + ")");
-    const std::string name = text.substr(at, space - at);
+      return make_error(name + " is damaged (a section header at byte " + std::to_string(at) + ")");
+    const std::string section(payload.substr(at, space - at));
     std::int64_t length = 0;
-    if (!parse_int(text.substr(space + 1, eol - space - 1), 0, std::int64_t{1} << 40, length) ||
-        static_cast<std::uint64_t>(length) > text.size() - eol - 1)
-      return make_error("'" + path + "' is damaged (section '" + name + "' runs past the end)");
-    f.sections[name] = text.substr(eol + 1, static_cast<std::size_t>(length));
+    if (!parse_int(std::string(payload.substr(space + 1, eol - space - 1)), 0, std::int64_t{1} << 50, length) ||
+        static_cast<std::uint64_t>(length) > payload.size() - eol - 1)
+      return make_error(name + " is damaged (section '" + section + "' runs past the end)");
+    if (!f.sections.emplace(section, payload.substr(eol + 1, static_cast<std::size_t>(length))).second)
+      return make_error(name + " is damaged (section '" + section + "' twice)");
     at = eol + 1 + static_cast<std::size_t>(length);
   }
   for (const char* needed : {"identity", "state", "csv", "columns"})
-    if (f.sections.count(needed) == 0) return make_error("'" + path + "' is damaged (no section '" + needed + "')");
+    if (f.sections.count(needed) == 0) return make_error(name + " is damaged (no section '" + needed + "')");
   return f;
+}
+
+/// metrics.csv's header for the operand columns.
+std::string csv_header(const std::vector<OperandColumn>& columns) {
+  std::string h = "step,loss,accuracy,bpc,lr,loss_scale,skipped,skipped_total,seconds,val_loss,val_accuracy,val_bpc";
+  for (const auto& c : columns) {
+    h += "," + c.key + ".underflow," + c.key + ".mse";
+    if (c.delayed) h += "," + c.key + ".scale," + c.key + ".saturation";
+  }
+  return h + "\n";
+}
+
+/// The checkpoint's "columns" section: one line per operand column, "KEY DELAYED STEPS NONZERO UNDERFLOW COUNT
+/// SATURATED MSE_SUM"; nothing when a line does not read whole.
+std::optional<std::vector<std::pair<OperandColumn, OperandTotals>>> parse_columns(const std::string& text,
+                                                                                  std::int64_t steps_done) {
+  std::vector<std::pair<OperandColumn, OperandTotals>> out;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    OperandColumn c;
+    OperandTotals t;
+    int delayed = -1;
+    std::string mse, extra;
+    if (!(words >> c.key >> delayed >> t.steps >> t.nonzero >> t.underflow >> t.count >> t.saturated >> mse) ||
+        (words >> extra) || (delayed != 0 && delayed != 1) || t.steps < 0 || t.steps > steps_done)
+      return std::nullopt;
+    char* end = nullptr;
+    t.mse_sum = std::strtod(mse.c_str(), &end);
+    if (end != mse.c_str() + mse.size()) return std::nullopt;
+    c.delayed = delayed == 1;
+    out.emplace_back(c, t);
+  }
+  return out;
+}
+
+/// Where the checkpoint's metrics disagree with what it says: a header that is not its operand columns', or
+/// other than one row per step it has done. Empty when they agree.
+std::string metrics_mismatch(const std::string& csv, const std::vector<OperandColumn>& columns, std::int64_t steps_done) {
+  if (csv.rfind(csv_header(columns), 0) != 0) return "its metrics' header is not that of its operand columns";
+  std::size_t at = csv_header(columns).size();
+  std::int64_t rows = 0;
+  while (at < csv.size()) {
+    const auto eol = csv.find('\n', at);
+    if (eol == std::string::npos) return "its metrics end in a partial row";
+    ++rows;
+    if (csv.compare(at, std::to_string(rows).size() + 1, std::to_string(rows) + ",") != 0)
+      return "row " + std::to_string(rows) + " of its metrics is not step " + std::to_string(rows);
+    at = eol + 1;
+  }
+  if (rows != steps_done)
+    return "its metrics have " + std::to_string(rows) + " rows, its state " + std::to_string(steps_done) + " steps";
+  return "";
+}
+
+/// Whether an existing DIR/metrics.csv agrees with the checkpoint's metrics: one begins with the other (a
+/// stopped run wrote the same rows; a run killed after writing its files has more). Reads at most csv.size()
+/// bytes. Empty when they agree (or there is no file), else the problem.
+std::string disk_metrics_mismatch(const std::string& path, const std::string& csv) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return errno == ENOENT ? "" : std::string("cannot be read: ") + std::strerror(errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return "is not a regular file";
+  }
+  std::string head(std::min<std::size_t>(csv.size(), static_cast<std::size_t>(st.st_size)), '\0');
+  std::size_t got = 0;
+  while (got < head.size()) {
+    const ssize_t n = ::read(fd, head.data() + got, head.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  head.resize(got);
+  const auto differ = std::mismatch(head.begin(), head.end(), csv.begin()).first;
+  if (differ == head.end()) return "";
+  const auto line = 1 + std::count(head.begin(), differ, '\n');
+  return "differs from the checkpoint's metrics at line " + std::to_string(line);
 }
 
 std::string hexfloat(double v) {
@@ -272,6 +399,12 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
     if (*v != "adamw" && *v != "sgd") return bad_input(io, "train", "option '--optimizer' must be adamw or sgd, got '" + *v + "'");
     o.optimizer.kind = *v;
   }
+  // Size options of another model would be ignored: refused, as they cannot be meant.
+  for (const char* t : {"d-model", "layers", "heads", "context"})
+    if (o.model.kind != "transformer" && args->value(t))
+      return bad_input(io, "train", std::string("option '--") + t + "' applies to --model transformer only, not " + o.model.kind);
+  if (o.model.kind != "mlp" && args->value("hidden"))
+    return bad_input(io, "train", "option '--hidden' applies to --model mlp only, not " + o.model.kind);
   if (o.model.d_model % o.model.heads != 0)
     return bad_input(io, "train", "option '--d-model' must be a multiple of '--heads'");
   if (auto v = args->value("hidden")) {
@@ -279,9 +412,13 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
     std::stringstream s(*v);
     std::string part;
     std::int64_t w = 0;
-    while (std::getline(s, part, ','))
+    const bool listed = !v->empty() && v->back() != ',';  // getline drops a trailing empty width
+    while (listed && std::getline(s, part, ','))
       if (parse_int(part, 1, 65536, w)) o.model.hidden.push_back(w);
-      else return bad_input(io, "train", "option '--hidden' needs widths 1..65536 separated by commas, got '" + *v + "'");
+      else break;
+    if (!listed || o.model.hidden.empty() || !s.eof() || o.model.hidden.size() > kMaxHiddenLayers)
+      return bad_input(io, "train", "option '--hidden' needs 1.." + std::to_string(kMaxHiddenLayers) +
+                                        " widths 1..65536 separated by commas, got " + quote_input(*v));
   }
   auto recipe = train::load_recipe(*args->value("recipe"));
   if (!recipe) return bad_input(io, "train", "option '--recipe': " + recipe.error().message);
@@ -296,6 +433,16 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   if (out_dir.empty()) return bad_input(io, "train", "option '--out' needs a folder name");
   if (std::error_code ec; std::filesystem::exists(out_dir, ec) && !std::filesystem::is_directory(out_dir, ec))
     return bad_input(io, "train", "option '--out': '" + out_dir + "' exists and is not a folder");
+  // The run's files replace what is there at the end; a folder or a device under one of their names would make
+  // the run fail only then.
+  for (const char* file : {"metrics.csv", "summary.json", "recipe.txt", "checkpoint.bin"}) {
+    const std::string path = out_dir + "/" + file;
+    std::error_code ec;
+    const auto type = std::filesystem::symlink_status(path, ec).type();
+    if (!ec && type != std::filesystem::file_type::not_found && type != std::filesystem::file_type::regular &&
+        type != std::filesystem::file_type::symlink)
+      return bad_input(io, "train", "option '--out': '" + path + "' is not a regular file, so the run could not replace it");
+  }
 
   train::DataOptions dopt;
   dopt.dir = args->value("data-dir").value_or(default_data_dir());
@@ -305,23 +452,50 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   if ((o.model.kind == "transformer") != data->is_text)
     return bad_input(io, "train", "option '--model' " + o.model.kind + " does not fit the data " + data->name +
                                       " (the transformer takes text:NAME, the MLP and CNN images)");
-  // Formats of every layer (overrides included) before anything is written.
-  if (auto layers = train::gemm_layers(*data, o.model)) {
-    for (const auto& l : *layers)
-      if (auto f = train::layer_formats(o.recipe, l); !f) return bad_input(io, "train", "option '--recipe': " + f.error().message);
-  } else {
-    return bad_input(io, "train", layers.error().message);
+  if (data->is_text) {
+    // Training draws windows of context + 1 characters; validation needs at least one.
+    const std::string window = std::to_string(o.model.context + 1);
+    if (static_cast<std::int64_t>(data->train_tokens.size()) <= o.model.context + 1)
+      return bad_input(io, "train", "option '--context " + std::to_string(o.model.context) + "': the training text of " +
+                                        data->name + " (" + std::to_string(data->train_tokens.size()) +
+                                        " characters) is too short for windows of " + window);
+    if (static_cast<std::int64_t>(data->validation_tokens.size()) < o.model.context + 1)
+      return bad_input(io, "train", "option '--context " + std::to_string(o.model.context) + "': the validation text of " +
+                                        data->name + " (its last " + std::to_string(data->validation_tokens.size()) +
+                                        " characters) holds no window of " + window + ", so nothing would be validated");
   }
+  // Formats of every layer (overrides included) before anything is written; the operand columns they give.
+  auto names = train::gemm_layers(*data, o.model);
+  if (!names) return bad_input(io, "train", names.error().message);
+  std::size_t operands = 0, metric_columns = 0, longest_key = 0;
+  for (const auto& l : *names) {
+    auto f = train::layer_formats(o.recipe, l);
+    if (!f) return bad_input(io, "train", "option '--recipe': " + f.error().message);
+    for (const auto& role : *f)
+      if (role) {
+        ++operands;
+        metric_columns += o.recipe.delayed.enabled && !role->layout.scale ? 4 : 2;
+      }
+    longest_key = std::max(longest_key, l.size() + 5);
+  }
+  // Memory: the model, its optimizer state, a step's activations and the per-step records, before anything
+  // is allocated.
+  auto estimate = train::estimate_memory(*data, o);
+  if (!estimate) return bad_input(io, "train", "option '--recipe': " + estimate.error().message);
+  const double metric_rows = o.metrics_every > 0 ? static_cast<double>(o.steps / o.metrics_every + 1) : 0.0;
+  const double csv_bytes = static_cast<double>(o.steps) * (100.0 + 2.0 * static_cast<double>(metric_columns)) +
+                           metric_rows * 16.0 * static_cast<double>(metric_columns);
+  // metrics.csv so far is kept for the checkpoints, and a checkpoint file holds a copy.
+  estimate->record_bytes = o.checkpoint_every > 0 ? 2 * csv_bytes : csv_bytes;
+  if (auto e = train::check_memory_budget(*estimate, memory_option(*args, *estimate, o.model.kind)))
+    return bad_input(io, "train", e->message);
 
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) return bad_input(io, "train", "option '--out': cannot create '" + out_dir + "': " + ec.message());
-  // Temporary files of a killed run (".NAME.tmp-PID-N", never renamed) are removed before this run writes.
-  for (const auto& entry : std::filesystem::directory_iterator(out_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    for (const char* own : {".metrics.csv.tmp-", ".summary.json.tmp-", ".recipe.txt.tmp-", ".checkpoint.bin.tmp-"})
-      if (name.rfind(own, 0) == 0) std::filesystem::remove(entry.path(), ec);
-  }
+  // One run per folder: a second one would remove the first's temporary files and checkpoint.
+  auto lock = FolderLock::acquire(out_dir, "mxlab train");
+  if (!lock) return bad_input(io, "train", "option '--out': " + lock.error().message);
   const bool timing = !args->flag("no-timing");
   const std::string identity = run_identity(*args, specs, train::recipe_text(o.recipe));
   const std::string checkpoint_path = out_dir + "/checkpoint.bin";
@@ -329,28 +503,44 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   std::map<std::string, OperandTotals> totals;
   bool header = false;
   std::string csv_text;  // metrics.csv so far: what a checkpoint holds
-  if (args->flag("resume") && std::filesystem::exists(checkpoint_path, ec)) {
-    auto cp = read_checkpoint(checkpoint_path);
+  const bool checkpoint_there = std::filesystem::symlink_status(checkpoint_path, ec).type() != std::filesystem::file_type::not_found;
+  if (args->flag("resume") && checkpoint_there) {
+    // Its size is checked against the largest checkpoint this run can write before it is read.
+    const double limit = static_cast<double>(kCheckpointMagic.size() + kChecksumBytes + 5 * 40 + identity.size()) +
+                         static_cast<double>(estimate->max_state_bytes) +
+                         static_cast<double>(operands) * static_cast<double>(4 * (longest_key + 13) + longest_key + 160) +
+                         300.0 + static_cast<double>(o.steps) * (12.0 * 24 + static_cast<double>(metric_columns) * 24);
+    auto cp = read_checkpoint(checkpoint_path, limit >= 1.8e19 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(limit));
     if (!cp) return bad_input(io, "train", "option '--resume': " + cp.error().message);
+    const std::string cp_name = "checkpoint '" + checkpoint_path + "'";
     if (cp->sections["identity"] != identity)
-      return bad_input(io, "train", "option '--resume': the checkpoint in '" + out_dir +
-                                        "' belongs to a run with other options (" +
+      return bad_input(io, "train", "option '--resume': " + cp_name + " belongs to a run with other options (" +
                                         first_difference(cp->sections["identity"], identity) + ")");
     o.resume_state = std::move(cp->sections["state"]);
-    csv_text = std::move(cp->sections["csv"]);
-    header = !csv_text.empty();
-    std::istringstream lines(cp->sections["columns"]);
-    std::string key, mse;
-    int delayed = 0;
-    OperandTotals t;
-    while (lines >> key >> delayed >> t.steps >> t.nonzero >> t.underflow >> t.count >> t.saturated >> mse) {
-      t.mse_sum = std::strtod(mse.c_str(), nullptr);
-      columns.push_back({key, delayed != 0});
-      totals[key] = t;
+    auto done = train::check_resume_state(*data, o);
+    if (!done) return bad_input(io, "train", "option '--resume': " + cp_name + ": " + done.error().message);
+    auto cols = parse_columns(cp->sections["columns"], *done);
+    if (!cols) return bad_input(io, "train", "option '--resume': " + cp_name + " is damaged (its operand columns)");
+    for (const auto& [c, t] : *cols) {
+      columns.push_back(c);
+      totals[c.key] = t;
     }
+    csv_text = std::move(cp->sections["csv"]);
+    if (const auto why = metrics_mismatch(csv_text, columns, *done); !why.empty())
+      return bad_input(io, "train", "option '--resume': " + cp_name + " does not hold together: " + why);
+    if (const auto why = disk_metrics_mismatch(out_dir + "/metrics.csv", csv_text); !why.empty())
+      return bad_input(io, "train", "option '--resume': '" + out_dir + "/metrics.csv' " + why +
+                                        " (another run's; move it away to resume)");
+    header = true;
   } else {
     if (args->flag("resume")) io.err << "mxlab train: no checkpoint in " << out_dir << "; starting at step 1\n";
     std::filesystem::remove(checkpoint_path, ec);  // a finished or other run's checkpoint is not resumed later
+  }
+  // Temporary files of a killed run (".NAME.tmp-PID-N", never renamed) are removed before this run writes.
+  for (const auto& entry : std::filesystem::directory_iterator(out_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* own : {".metrics.csv.tmp-", ".summary.json.tmp-", ".recipe.txt.tmp-", ".checkpoint.bin.tmp-"})
+      if (name.rfind(own, 0) == 0) std::filesystem::remove(entry.path(), ec);
   }
   auto csv = AtomicFile::create(out_dir + "/metrics.csv", "CSV");
   if (!csv) return bad_input(io, "train", csv.error().message);
@@ -366,12 +556,7 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
     if (!header) {
       for (const auto& op : m.operands)
         columns.push_back({op.layer + "." + std::string(train::role_name(op.role)), op.delayed});
-      std::string h = "step,loss,accuracy,bpc,lr,loss_scale,skipped,skipped_total,seconds,val_loss,val_accuracy,val_bpc";
-      for (const auto& c : columns) {
-        h += "," + c.key + ".underflow," + c.key + ".mse";
-        if (c.delayed) h += "," + c.key + ".scale," + c.key + ".saturation";
-      }
-      emit(h + "\n");
+      emit(csv_header(columns));
       header = true;
     }
     std::string row = std::to_string(m.step) + "," + num(m.loss) + "," + (data->is_text ? "" : num(m.accuracy)) + "," +

@@ -3,11 +3,18 @@
 // to prevent (Micikevicius et al. 2018, section 3.2).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "mxlab/core/random.hpp"
 #include "mxlab/core/transpose.hpp"
@@ -426,6 +433,24 @@ std::vector<float> expected_scales(const std::vector<float>& amaxes, std::size_t
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+/// A small run of a model kind under a recipe preset and an optimizer.
+struct Case {
+  const char* model;
+  const char* recipe;
+  const char* optimizer;
+};
+
+/// The options of a Case: transformers of width 16 with 2 heads and context 16 (the caller sets the MLP's
+/// widths, the blocks and the run's length).
+TrainOptions case_options(const Case& c) {
+  TrainOptions o;
+  o.model.kind = c.model;
+  o.model.d_model = 16, o.model.heads = 2, o.model.context = 16;
+  o.recipe = *recipe_preset(c.recipe);
+  o.optimizer.kind = c.optimizer;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("delayed scaling: the scale follows Transformer Engine's formula on a crafted amax sequence", "[train]") {
@@ -565,24 +590,16 @@ TEST_CASE("delayed-scaling recipe keys read, write back and reject bad values", 
 TEST_CASE("a run resumed from any checkpoint continues bit-identically", "[train]") {
   const TrainData img = synthetic_images(21, 20);
   const TrainData txt = synthetic_text(22);
-  struct Case {
-    const char* model;
-    const char* recipe;
-    const char* optimizer;
-  };
   for (const Case c : {Case{"mlp", "fp8_delayed", "sgd"}, Case{"mlp", "fp16", "adamw"},
                        Case{"transformer", "fp8_delayed", "adamw"}}) {
-    TrainOptions o;
-    o.model.kind = c.model;
+    TrainOptions o = case_options(c);
     o.model.hidden = {16};
-    o.model.d_model = 16, o.model.layers = 1, o.model.heads = 2, o.model.context = 16;
+    o.model.layers = 1;
     o.steps = 24;  // over two epochs of the 80 training images at batch 8
     o.batch = 8;
     o.eval_every = 5;
-    o.recipe = *recipe_preset(c.recipe);
     o.recipe.delayed.history_len = 4;  // short enough that the history rolls over
     o.recipe.loss_scaling.growth_interval = 3;
-    o.optimizer.kind = c.optimizer;
     const TrainData& d = std::string(c.model) == "transformer" ? txt : img;
     std::vector<StepMetrics> whole;
     std::map<std::int64_t, std::string> states;
@@ -680,4 +697,96 @@ TEST_CASE("mxlab::transpose equals the element-by-element transpose, with stride
       CHECK(mismatches == 0);
     }
   }
+}
+
+TEST_CASE("recipe files: empty, a folder, a device or a FIFO are refused; recipe.txt keeps every digit", "[train]") {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("mxlab-test-recipes-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "folder");
+  std::ofstream(dir / "empty.txt").close();
+  std::ofstream(dir / "comments.txt") << "# nothing but comments\n\n";
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+  fs::create_symlink("/dev/zero", dir / "zero");
+  const std::pair<std::string, std::string> refused[] = {
+      {"empty.txt", "holds no settings"}, {"comments.txt", "holds no settings"}, {"folder", "is a directory"},
+      {"fifo", "is a FIFO"},             {"zero", "is a character device"}};
+  for (const auto& [name, why] : refused) {
+    INFO(name);
+    auto r = load_recipe((dir / name).string());
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains(name) && Catch::Contains(why));
+  }
+  CHECK_FALSE(parse_recipe("", "text"));
+  CHECK(parse_recipe("preset = fp32\n", "text"));
+  // Loss-scaling values come back from recipe.txt exactly (shortest round-trip digits).
+  auto r = parse_recipe("loss_scaling = dynamic\nloss_scale = 0.1\ngrowth = 1.2345678901234567\nbackoff = 0.3\n"
+                        "min_scale = 1e-30\n", "digits");
+  REQUIRE(r);
+  const std::string text = recipe_text(*r);
+  CHECK_THAT(text, Catch::Contains("loss_scale = 0.1\n") && Catch::Contains("growth = 1.2345678901234567\n"));
+  auto back = parse_recipe(text, "recipe.txt");
+  REQUIRE(back);
+  CHECK(back->loss_scaling.initial == r->loss_scaling.initial);
+  CHECK(back->loss_scaling.growth == r->loss_scaling.growth);
+  CHECK(back->loss_scaling.backoff == r->loss_scaling.backoff);
+  CHECK(back->loss_scaling.min_scale == r->loss_scaling.min_scale);
+  CHECK(recipe_text(*back) == text);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("memory estimates count the built models' parameters, layers and checkpoint states; a run past the "
+          "budget is refused before it allocates", "[train]") {
+  const TrainData img = synthetic_images(31, 10);
+  const TrainData txt = synthetic_text(32);
+  for (const Case c : {Case{"mlp", "fp8_delayed", "adamw"}, Case{"cnn", "mxfp8", "sgd"},
+                       Case{"transformer", "fp8_delayed", "adamw"}, Case{"transformer", "fp32", "sgd"}}) {
+    INFO(c.model << " " << c.recipe << " " << c.optimizer);
+    TrainOptions o = case_options(c);
+    o.model.hidden = {16, 8};
+    o.model.layers = 2;
+    o.steps = 6;
+    o.batch = 4;
+    o.final_eval = false;
+    o.recipe.delayed.history_len = 5;
+    o.checkpoint_every = 4;
+    std::string state;
+    o.on_checkpoint = [&](std::int64_t, const std::string& s) -> std::optional<Error> {
+      state = s;
+      return std::nullopt;
+    };
+    const TrainData& d = std::string(c.model) == "transformer" ? txt : img;
+    auto estimate = estimate_memory(d, o);
+    REQUIRE(estimate);
+    std::set<std::string> quantized;
+    auto run = run_training(d, o, [&](const StepMetrics& m) {
+      for (const auto& op : m.operands) quantized.insert(op.layer);
+    });
+    REQUIRE(run);
+    CHECK(estimate->parameters == static_cast<std::uint64_t>(run->parameters));
+    CHECK(estimate->weight_bytes >= 8.0 * static_cast<double>(run->parameters));  // values, gradients, copies
+    // The state after step 4 is the largest state but for the losses of the two steps after it.
+    CHECK(state.size() + 8 * 2 == estimate->max_state_bytes);
+    CHECK(estimate->checkpoint_bytes == 2.0 * static_cast<double>(estimate->max_state_bytes));
+    auto names = gemm_layers(d, o.model);
+    REQUIRE(names);
+    if (std::string(c.recipe) != "fp32") CHECK(std::set<std::string>(names->begin(), names->end()) == quantized);
+    // The state checks out against the run's options, and not against another model's.
+    o.resume_state = state;
+    auto done = check_resume_state(d, o);
+    REQUIRE(done);
+    CHECK(*done == 4);
+    o.model.hidden = {16, 9};
+    o.model.conv1 = 17;
+    o.model.d_model = 18;
+    CHECK_FALSE(check_resume_state(d, o));
+  }
+  ::setenv("MXLAB_MEMORY_BUDGET", "1M", 1);
+  TrainOptions big;
+  big.model.hidden = {4096, 4096};
+  big.steps = 1;
+  auto refused = run_training(img, big);
+  ::unsetenv("MXLAB_MEMORY_BUDGET");
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Contains("the mlp on synthetic") && Catch::Contains("memory budget of 1 MB"));
 }

@@ -6,18 +6,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "mxlab/core/random.hpp"
+#include "mxlab/core/folder_lock.hpp"
 #include "support/spawn.hpp"
+#include "support/train_data.hpp"
 
 namespace fs = std::filesystem;
 using mxlab_test::run_mxlab;
@@ -25,36 +26,23 @@ using mxlab_test::spawn_mxlab;
 
 namespace {
 
-/// A scratch folder with a small digits data set: DIR/data/digits/digits.csv.gz holds 400 plain-text rows (the
-/// reader takes a ".gz" that is not gzip data as it is) of 8x8 images, ten seeded class patterns plus noise.
+/// A scratch folder with a small digits data set in DIR/data (mxlab_test::write_digits).
 struct Scratch {
   fs::path dir;
   Scratch() {
     dir = fs::temp_directory_path() / ("mxlab-train-resume-" + std::to_string(::getpid()));
     fs::remove_all(dir);
-    fs::create_directories(dir / "data" / "digits");
-    mxlab::Rng rng(77);
-    std::vector<int> pattern(10 * 64);
-    for (auto& p : pattern) p = static_cast<int>(rng.next_u64() % 12);
-    std::ofstream f(dir / "data" / "digits" / "digits.csv.gz");
-    for (int i = 0; i < 400; ++i) {
-      const int label = i % 10;
-      for (int j = 0; j < 64; ++j) f << pattern[static_cast<std::size_t>(label * 64 + j)] + static_cast<int>(rng.next_u64() % 5) << ",";
-      f << label << "\n";
-    }
+    mxlab_test::write_digits(dir / "data");
   }
   ~Scratch() { fs::remove_all(dir); }
 };
 
-/// Every file of a folder: name -> bytes.
+/// Every file of a folder but its lock file (which names the last process that held it): name -> bytes.
 std::map<std::string, std::string> files_of(const fs::path& dir) {
   std::map<std::string, std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::ifstream in(e.path(), std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    out[e.path().filename().string()] = s.str();
-  }
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename() != mxlab::FolderLock::kFileName)
+      out[e.path().filename().string()] = mxlab_test::read_file(e.path());
   return out;
 }
 
@@ -140,4 +128,95 @@ TEST_CASE("mxlab train --resume: no checkpoint starts over; other options or a d
   other.push_back("0.002");
   CHECK(run_mxlab(other) == 2);
   CHECK(files_of(out).at("checkpoint.bin") == checkpoint);
+}
+
+namespace {
+
+/// Starts a run that does not end on its own (a checkpoint every 7 steps) and waits until `ready` holds for its
+/// folder; returns its pid.
+template <class Ready>
+pid_t start_long_run(const std::vector<std::string>& args, const fs::path& out, Ready ready) {
+  const pid_t pid = spawn_mxlab(args);
+  REQUIRE(pid > 0);
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!ready(out) && std::chrono::steady_clock::now() < deadline && ::waitpid(pid, &status, WNOHANG) == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  REQUIRE(ready(out));
+  return pid;
+}
+
+void stop(pid_t pid) {
+  int status = 0;
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+}
+
+std::vector<std::string> temporary_files(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp-") != std::string::npos) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("a second mxlab train on the same --out exits 2 naming the first's PID and leaves its files alone",
+          "[train]") {
+  Scratch s;
+  const fs::path out = s.dir / "shared";
+  auto args = train_args(s, out, "fp32");
+  args[10] = "1000000";  // --steps: the first run goes on until it is killed
+  // The first run holds the folder once its temporary metrics file exists (created after the lock).
+  const pid_t first = start_long_run(args, out, [](const fs::path& o) {
+    return fs::exists(o) && !temporary_files(o).empty() && fs::exists(o / "checkpoint.bin");
+  });
+  const auto before = temporary_files(out);
+  const auto err = s.dir / "second.err";
+  const int code = mxlab_test::run_mxlab(args, {}, nullptr, mxlab_test::SpawnOptions{err.string(), {}});
+  const std::string message = mxlab_test::read_file(err);
+  const bool first_alive = ::waitpid(first, nullptr, WNOHANG) == 0;
+  const auto after = temporary_files(out);
+  stop(first);
+  CHECK(first_alive);
+  CHECK(code == 2);
+  CHECK_THAT(message, Catch::Contains("'--out'") && Catch::Contains("in use by process " + std::to_string(first)));
+  CHECK(std::count(message.begin(), message.end(), '\n') == 1);
+  // The second run removed none of the first's temporary files (the checkpoint's may have been renamed since).
+  for (const auto& name : before)
+    if (name.rfind(".metrics.csv.tmp-", 0) == 0) CHECK(std::find(after.begin(), after.end(), name) != after.end());
+  // Once the holder is gone the folder is free: a resumed run takes it.
+  auto resume = args;
+  resume.push_back("--resume");
+  const pid_t next = start_long_run(resume, out, [&](const fs::path& o) {
+    return mxlab_test::read_file(o / ".mxlab.lock").find("process " + std::to_string(first)) == std::string::npos;
+  });
+  stop(next);
+}
+
+TEST_CASE("a checkpoint with one byte of its weights flipped is refused on resume, naming the file", "[train]") {
+  Scratch s;
+  const fs::path out = s.dir / "flip";
+  auto args = train_args(s, out, "fp8_delayed");
+  args[10] = "1000000";
+  stop(start_long_run(args, out, [](const fs::path& o) { return fs::exists(o / "checkpoint.bin"); }));
+  std::string bytes = mxlab_test::read_file(out / "checkpoint.bin");
+  // The trainer's state: its magic line, steps done, the tensor count, then fc1.weight's rows, columns, values.
+  const auto state = bytes.find("mxlab-train-state-1\n");
+  REQUIRE(state != std::string::npos);
+  const auto weight = state + 20 + 8 + 8 + 16 + 7;
+  bytes[weight] = static_cast<char>(bytes[weight] ^ 0x01);
+  { std::ofstream(out / "checkpoint.bin", std::ios::binary) << bytes; }
+  const auto listing = files_of(out);
+  const auto err = s.dir / "resume.err";
+  auto resume = args;
+  resume.push_back("--resume");
+  const int code = mxlab_test::run_mxlab(resume, {}, nullptr, mxlab_test::SpawnOptions{err.string(), {}});
+  const std::string message = mxlab_test::read_file(err);
+  CHECK(code == 2);
+  CHECK_THAT(message, Catch::Contains("checkpoint '" + (out / "checkpoint.bin").string() + "' is damaged") &&
+                          Catch::Contains("SHA-256"));
+  CHECK(std::count(message.begin(), message.end(), '\n') == 1);
+  CHECK(files_of(out) == listing);  // the checkpoint kept as it was, nothing written beside it
 }

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "mxlab/core/memory.hpp"
+#include "mxlab/core/small_file.hpp"
 #include "models.hpp"
 
 namespace mxlab::train {
@@ -25,13 +27,50 @@ using Clock = std::chrono::steady_clock;
 constexpr std::uint64_t kShuffleStream = 0x53485546464C45ULL;  // "SHUFFLE"
 constexpr std::uint64_t kTextStream = 0x54455854ULL;           // "TEXT"
 
+/// Whether the model's shapes fit each other and the data (what building it requires).
+std::optional<Error> check_model(const TrainData& data, const ModelConfig& c) {
+  if (c.kind == "mlp" || c.kind == "cnn") {
+    if (data.is_text) return make_error("model '" + c.kind + "' needs image data, not " + data.name);
+    for (auto h : c.hidden)
+      if (h < 1) return make_error("MLP hidden widths must be positive");
+    if (c.kind == "cnn") {
+      if (data.rows % 4 != 0 || data.cols % 4 != 0)
+        return make_error("the CNN's two 2x2 poolings need image sides divisible by 4");
+      if (c.conv1 < 1 || c.conv2 < 1 || c.fc < 1) return make_error("CNN widths must be positive");
+    }
+    return std::nullopt;
+  }
+  if (c.kind == "transformer") {
+    if (!data.is_text) return make_error("model 'transformer' needs text data (text:NAME), not " + data.name);
+    if (c.d_model < 1 || c.heads < 1 || c.d_model % c.heads != 0)
+      return make_error("transformer width " + std::to_string(c.d_model) + " must be a positive multiple of the heads");
+    if (c.layers < 1 || c.context < 2) return make_error("transformer needs layers >= 1 and context >= 2");
+    return std::nullopt;
+  }
+  return make_error("unknown model '" + c.kind + "' (known: mlp, cnn, transformer)");
+}
+
+/// The GEMM layer names of a model, without building it (the order is not the model's).
+std::vector<std::string> layer_names(const ModelConfig& c) {
+  std::vector<std::string> names;
+  if (c.kind == "mlp") {
+    for (std::size_t i = 0; i <= c.hidden.size(); ++i) names.push_back("fc" + std::to_string(i + 1));
+  } else if (c.kind == "cnn") {
+    names = {"conv1", "conv2", "fc1", "fc2"};
+  } else {
+    names.push_back("head");
+    for (std::int64_t i = 0; i < c.layers; ++i)
+      for (const char* g : {".attn.qkv", ".attn.proj", ".attn.qk", ".attn.av", ".mlp.fc1", ".mlp.fc2"})
+        names.push_back("blocks." + std::to_string(i) + g);
+  }
+  return names;
+}
+
 Result<std::unique_ptr<Model<float>>> make_model(const TrainData& data, const TrainOptions& o,
-                                                 std::vector<std::string>* names,
-                                                 detail::DelayedStates* delayed = nullptr) {
+                                                 detail::DelayedStates* delayed) {
   const auto& c = o.model;
   std::optional<Error> failure;
   detail::FormatLookup lookup = [&](const std::string& layer) {
-    if (names != nullptr) names->push_back(layer);
     detail::LayerFormats f;
     auto r = layer_formats(o.recipe, layer);
     if (!r) {
@@ -52,28 +91,12 @@ Result<std::unique_ptr<Model<float>>> make_model(const TrainData& data, const Tr
     }
     return f;
   };
+  if (auto e = check_model(data, c)) return *e;
   std::unique_ptr<Model<float>> m;
-  if (c.kind == "mlp" || c.kind == "cnn") {
-    if (data.is_text) return make_error("model '" + c.kind + "' needs image data, not " + data.name);
-    for (auto h : c.hidden)
-      if (h < 1) return make_error("MLP hidden widths must be positive");
-    if (c.kind == "mlp") {
-      m = std::make_unique<detail::Mlp<float>>(c, data.features(), data.classes, lookup, o.seed);
-    } else {
-      if (data.rows % 4 != 0 || data.cols % 4 != 0)
-        return make_error("the CNN's two 2x2 poolings need image sides divisible by 4");
-      if (c.conv1 < 1 || c.conv2 < 1 || c.fc < 1) return make_error("CNN widths must be positive");
-      m = std::make_unique<detail::Cnn<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
-    }
-  } else if (c.kind == "transformer") {
-    if (!data.is_text) return make_error("model 'transformer' needs text data (text:NAME), not " + data.name);
-    if (c.d_model < 1 || c.heads < 1 || c.d_model % c.heads != 0)
-      return make_error("transformer width " + std::to_string(c.d_model) + " must be a positive multiple of the heads");
-    if (c.layers < 1 || c.context < 2) return make_error("transformer needs layers >= 1 and context >= 2");
-    m = std::make_unique<detail::Transformer<float>>(c, data.vocabulary(), lookup, o.seed);
-  } else {
-    return make_error("unknown model '" + c.kind + "' (known: mlp, cnn, transformer)");
-  }
+  if (c.kind == "mlp") m = std::make_unique<detail::Mlp<float>>(c, data.features(), data.classes, lookup, o.seed);
+  else if (c.kind == "cnn")
+    m = std::make_unique<detail::Cnn<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
+  else m = std::make_unique<detail::Transformer<float>>(c, data.vocabulary(), lookup, o.seed);
   if (failure) return *failure;
   return m;
 }
@@ -444,8 +467,12 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     return make_error("text too short for the context");
   if (!data.is_text && data.train.count() < 1) return make_error("no training images");
   if (o.checkpoint_every < 0) return make_error("checkpoint interval must not be negative");
+  // Sizes are checked before the model, its optimizer state or any activation is allocated.
+  auto estimate = estimate_memory(data, o);
+  if (!estimate) return estimate.error();
+  if (auto e = check_memory_budget(*estimate, "the " + o.model.kind + " on " + data.name)) return *e;
   detail::DelayedStates delayed;
-  auto made = make_model(data, o, nullptr, &delayed);
+  auto made = make_model(data, o, &delayed);
   if (!made) return made.error();
   auto nongemm_format = role_format(o.recipe.nongemm);
   if (!nongemm_format) return make_error("recipe '" + o.recipe.name + "', nongemm: " + nongemm_format.error().message);
@@ -559,12 +586,152 @@ Result<TrainResult> run_training(const TrainData& data, const TrainOptions& opti
 }
 
 Result<std::vector<std::string>> gemm_layers(const TrainData& data, const ModelConfig& model) {
-  TrainOptions o;
-  o.model = model;
-  std::vector<std::string> names;
-  auto m = make_model(data, o, &names);
-  if (!m) return m.error();
-  return names;
+  if (auto e = check_model(data, model)) return *e;
+  return layer_names(model);  // from the shapes: nothing is allocated
+}
+
+namespace {
+
+/// A model's parameter tensors, the per-step copies of its weights and one step's working floats, from its
+/// shapes alone.
+struct Shapes {
+  std::vector<double> tensors;
+  double weight_copies = 0;
+  double floats = 0;
+  void param(double n) { tensors.push_back(n); }
+  /// A Linear layer over `rows` rows: weight and bias; the weight's quantized copies (along rows and down
+  /// columns) and its gradient's temporary; per step its saved input, the input's quantized copies, the output
+  /// and its gradient's copies, and the input gradient.
+  void linear(double rows, double in, double out) {
+    param(in * out);
+    param(out);
+    weight_copies += 3 * in * out;
+    floats += 4 * rows * in + 3 * rows * out;
+  }
+};
+
+std::string bytes_text(double bytes) {
+  return byte_size_text(bytes >= 9.2e18 ? std::uint64_t{1} << 63 : static_cast<std::uint64_t>(bytes));
+}
+
+}  // namespace
+
+Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions& o) {
+  const ModelConfig& c = o.model;
+  if (auto e = check_model(data, c)) return *e;
+  Shapes s;
+  // A training step's rows, or an evaluation chunk's (evaluate(): 256 images, or 64 text windows) where that is
+  // larger: evaluation reuses the layers' buffers.
+  const double rows = std::max(static_cast<double>(o.batch), data.is_text ? 64.0 : 256.0);
+  if (c.kind == "mlp") {
+    double width = static_cast<double>(data.features());
+    s.floats += 2 * rows * width;  // the batch and its matrix
+    std::vector<std::int64_t> widths = c.hidden;
+    widths.push_back(data.classes);
+    for (std::size_t i = 0; i < widths.size(); ++i) {
+      const auto out = static_cast<double>(widths[i]);
+      s.linear(rows, width, out);
+      if (i + 1 < widths.size()) s.floats += 3 * rows * out;  // activation: saved input, output, gradient
+      width = out;
+    }
+    s.floats += 2 * rows * width;  // logits and their gradient
+  } else if (c.kind == "cnn") {
+    const auto h = static_cast<double>(data.rows), w = static_cast<double>(data.cols);
+    const auto ch = static_cast<double>(data.channels), c1 = static_cast<double>(c.conv1),
+               c2 = static_cast<double>(c.conv2), fc = static_cast<double>(c.fc);
+    const double p1 = rows * h * w, p2 = p1 / 4, p3 = p2 / 4;  // pixels before each pooling, after the second
+    s.floats += 2 * p1 * ch;  // the batch and its matrix
+    s.floats += p1 * 9 * ch;  // im2col
+    s.linear(p1, 9 * ch, c1);
+    s.floats += 3 * p1 * c1 + 4 * p2 * c1 + p1 * c1;  // activation; pooling output, arg max (8 bytes), gradient
+    s.floats += 2 * p2 * 9 * c1 + p2 * c1;  // im2col, its gradient, col2im
+    s.linear(p2, 9 * c1, c2);
+    s.floats += 3 * p2 * c2 + 4 * p3 * c2 + p2 * c2;
+    s.linear(rows, (h / 4) * (w / 4) * c2, fc);
+    s.floats += 3 * rows * fc;
+    s.linear(rows, fc, data.classes);
+    s.floats += 2 * rows * data.classes;
+  } else if (c.kind == "transformer") {
+    const auto d = static_cast<double>(c.d_model), t = static_cast<double>(c.context),
+               v = static_cast<double>(data.vocabulary()), heads = static_cast<double>(c.heads);
+    const double r = rows * t, dh = d / std::max(1.0, heads), units = rows * heads;
+    s.param(v * d);
+    s.param(t * d);
+    s.floats += 2 * r * d;  // embedded input and its gradient
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+      for (int k = 0; k < 4; ++k) s.param(d);  // ln1, ln2 gain and bias
+      s.floats += 2 * 5 * r * d;               // the two layer norms
+      s.linear(r, d, 3 * d);
+      s.floats += 3 * r * d * 2 + 2 * r * d;   // qkv output and its gradient, heads' output and gradient
+      s.floats += units * (7 * t * t + 12 * t * dh);  // per (sequence, head): probabilities, Q K^T and P V operands
+      s.linear(r, d, d);
+      s.linear(r, d, 4 * d);
+      s.floats += 3 * r * 4 * d;
+      s.linear(r, 4 * d, d);
+      s.floats += 2 * r * d;  // residual sums
+    }
+    s.param(d);
+    s.param(d);
+    s.floats += 5 * r * d;
+    s.linear(r, d, v);
+    s.floats += 2 * r * v;
+  }
+  MemoryEstimate e;
+  double params = 0, state = 20 + 8 + 8 + 8 + 8 + 8 + 32 + 8 + 24 + 8;  // kStateMagic and the fixed fields
+  for (double n : s.tensors) {
+    params += n;
+    state += 16 + 4 * n;  // a matrix: rows, columns, values
+  }
+  const double moments = o.optimizer.kind == "adamw" ? 2.0 : 1.0;
+  e.parameters = static_cast<std::uint64_t>(std::min(params, 1.8e19));
+  e.tensors = s.tensors.size();
+  e.weight_bytes = 4.0 * (2 * params + s.weight_copies);
+  e.optimizer_bytes = 4.0 * moments * params;
+  e.activation_bytes = 4.0 * s.floats;
+  e.history_bytes = 8.0 * static_cast<double>(o.steps);
+  state += moments * (16 * static_cast<double>(s.tensors.size()) + 4 * params) + 8.0 * static_cast<double>(o.steps);
+  if (o.recipe.delayed.enabled) {
+    for (const auto& name : layer_names(c)) {
+      auto formats = layer_formats(o.recipe, name);
+      if (!formats) return formats.error();
+      for (std::size_t i = 0; i < formats->size(); ++i)
+        if ((*formats)[i] && !(*formats)[i]->layout.scale)  // an element cast with a delayed scale
+          state += 8 + static_cast<double>(name.size() + 1 + role_name(static_cast<Role>(i)).size()) + 8 +
+                   4 * static_cast<double>(o.recipe.delayed.history_len) + 4;
+    }
+  }
+  e.max_state_bytes = static_cast<std::uint64_t>(std::min(state, 1.8e19));
+  if (o.checkpoint_every > 0) e.checkpoint_bytes = 2 * state;
+  return e;
+}
+
+std::optional<Error> check_memory_budget(const MemoryEstimate& e, const std::string& what) {
+  const auto budget = static_cast<double>(memory_budget());
+  if (!(e.total() > budget)) return std::nullopt;
+  std::string parts = "weights, gradients and their copies " + bytes_text(e.weight_bytes) + ", optimizer state " +
+                      bytes_text(e.optimizer_bytes) + ", one step's activations " + bytes_text(e.activation_bytes) +
+                      ", per-step losses " + bytes_text(e.history_bytes);
+  if (e.checkpoint_bytes > 0) parts += ", checkpoints " + bytes_text(e.checkpoint_bytes);
+  if (e.record_bytes > 0) parts += ", per-step metrics " + bytes_text(e.record_bytes);
+  return make_error(what + ": training needs about " + bytes_text(e.total()) + " (" + parts +
+                    "), more than the memory budget of " + bytes_text(budget) +
+                    " (half the memory; MXLAB_MEMORY_BUDGET sets it)");
+}
+
+Result<std::int64_t> check_resume_state(const TrainData& data, const TrainOptions& o) {
+  detail::DelayedStates delayed;
+  auto made = make_model(data, o, &delayed);
+  if (!made) return made.error();
+  const auto params = (*made)->params();
+  Optimizer opt(o.optimizer, params);
+  Batcher batcher(data, o);
+  LoopState loop;
+  try {
+    load_state(o.resume_state, loop, params, opt, batcher, delayed, o.steps);
+  } catch (const std::runtime_error& e) {
+    return make_error(e.what());
+  }
+  return loop.steps_done;
 }
 
 Result<double> step_seconds(const ModelConfig& model, const Recipe& recipe, std::int64_t batch, std::int64_t steps,

@@ -114,6 +114,37 @@ Result<TrainResult> run_training(const TrainData& data, const TrainOptions& opti
 /// The GEMM layer names of a model on this data (what recipe overrides match against).
 Result<std::vector<std::string>> gemm_layers(const TrainData& data, const ModelConfig& model);
 
+/// What a run asks of memory, from its options and the data's shapes alone (nothing is allocated): an upper
+/// estimate, for refusing sizes that cannot fit before any allocation.
+struct MemoryEstimate {
+  std::uint64_t parameters = 0;   ///< trainable values
+  std::uint64_t tensors = 0;      ///< parameter tensors
+  double weight_bytes = 0;        ///< FP32 master weights, their gradients, quantized copies and gradient temporaries
+  double optimizer_bytes = 0;     ///< optimizer moments (AdamW two per weight, SGD one)
+  double activation_bytes = 0;    ///< one step's saved activations, quantized operand copies and temporaries (or an
+                                  ///< evaluation chunk's, the larger)
+  double history_bytes = 0;       ///< the per-step losses kept for the whole run
+  /// The largest checkpoint state (TrainOptions::on_checkpoint) the run can write: after its last step.
+  std::uint64_t max_state_bytes = 0;
+  double checkpoint_bytes = 0;    ///< with checkpoints: the largest state and the caller's copy of it in a file
+  double record_bytes = 0;        ///< the caller's own per-step records (its metrics); 0 here
+  double total() const {
+    return weight_bytes + optimizer_bytes + activation_bytes + history_bytes + checkpoint_bytes + record_bytes;
+  }
+};
+
+/// The estimate for a run (the recipe decides the delayed-scaling histories of the state).
+Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions& options);
+
+/// An error "WHAT: training needs about 61.0 GB (parameters and gradients ..., ...), more than the memory budget
+/// of ..." when the estimate's total exceeds the memory budget (mxlab/core/memory.hpp), else nothing.
+std::optional<Error> check_memory_budget(const MemoryEstimate& estimate, const std::string& what);
+
+/// Checks TrainOptions::resume_state against the run without taking a step: the model the options build, the
+/// optimizer, the data position and the delayed-scaling histories must all fit. Returns the steps it has done;
+/// errors name what does not fit.
+Result<std::int64_t> check_resume_state(const TrainData& data, const TrainOptions& options);
+
 /// Seconds per training step (best of `reps` runs of `steps` steps, after one untimed step) of the model on
 /// seeded random 28x28 images in 10 classes, without operand metrics or evaluation: what `mxlab bench`
 /// compares between recipes. Timing only; the values do not matter.
