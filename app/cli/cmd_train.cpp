@@ -74,7 +74,7 @@ std::vector<OptionSpec> train_options() {
           {"eval-limit", true, "N", "validation on at most N examples (text: windows) during training"},
           {"metrics-every", true, "N", "operand metrics every N steps (default 1; 0 = never)"},
           {"data-dir", true, "DIR", "data folder (default $MXLAB_DATA_DIR or data/external)"},
-          {"hidden", true, "W,W", "MLP hidden widths (default 256,128)"},
+          {"hidden", true, "W,W", "MLP hidden widths, at most 64 of them (default 256,128)"},
           {"d-model", true, "D", "transformer width (default 128)"},
           {"layers", true, "L", "transformer blocks (default 2)"},
           {"heads", true, "H", "transformer heads (default 4)"},
