@@ -341,6 +341,7 @@ y_scale = "log10"
 title = "Input and quantized values"
 x_label = "value"
 y_label = "elements"
+legend_title = "values"
 
 [[plot]]
 name = "error_vs_value"

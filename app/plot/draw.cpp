@@ -195,7 +195,27 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
     g.setNanHandling(QCPColorGradient::nhTransparent);
     map->setGradient(g);
     map->setInterpolate(false);
+    // A linear scale of values that cannot be negative (ratios, counts) starts at 0, so a small value looks small.
+    if (!h.log_values && lo >= 0) lo = 0;
     if (lo <= hi) map->setDataRange(QCPRange(lo, hi > lo ? hi : lo + 1));
+    // Few cells: each says its value, in a colour that reads on the cell's.
+    if (nx * ny <= 400 && lo <= hi) {
+      QFont cf;
+      cf.setPixelSize(static_cast<int>(std::lround(font_px * (nx * ny > 100 ? 0.7 : 0.85))));
+      for (int j = 0; j < ny; ++j)
+        for (int i = 0; i < nx; ++i) {
+          const double v = map->data()->cell(i, j);
+          if (!std::isfinite(v)) continue;
+          auto* text = new QCPItemText(&plot);
+          text->setClipAxisRect(rect);
+          text->position->setAxes(x, y);
+          text->position->setCoords(i, j);
+          text->setFont(cf);
+          const double at = h.log_values ? std::log(v / lo) / std::log(hi / lo) : (v - lo) / (hi > lo ? hi - lo : 1);
+          text->setColor(at < 0.6 ? Qt::white : Qt::black);
+          text->setText(QString::number(v, 'g', 2));
+        }
+    }
     auto* group = new QCPMarginGroup(&plot);
     rect->setMarginGroup(QCP::msBottom | QCP::msTop, group);
     scale->setMarginGroup(QCP::msBottom | QCP::msTop, group);
@@ -222,6 +242,16 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
       ylo = std::min(ylo, yv), yhi = std::max(yhi, yv);
     }
     const QColor c = colour(i);
+    if (f.kind == PlotKind::Histogram && f.series.size() > 1) {
+      // Overlaid histograms as step outlines (translucent bars over each other hide which is which).
+      auto* g = new QCPGraph(x, y);
+      g->setName(label(s.name));
+      g->setPen(QPen(c, 1.6));
+      g->setLineStyle(QCPGraph::lsStepCenter);
+      g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssNone));
+      g->setData(xs, ys, true);
+      continue;
+    }
     if (f.kind == PlotKind::Histogram || f.kind == PlotKind::Bar) {
       auto* b = new QCPBars(x, y);
       b->setName(label(s.name));
@@ -272,6 +302,15 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
   if (!xa.tick_labels.empty()) x->setRange(-0.5, static_cast<double>(xa.tick_labels.size()) - 0.5);
   if (!f.y.tick_labels.empty()) y->setRange(-0.5, static_cast<double>(f.y.tick_labels.size()) - 0.5);
 
+  // Marker labels stack downwards where they would print over the previous one.
+  std::vector<std::pair<double, double>> taken;  // pixel ranges of the labels placed, by level
+  QFont marker_font;
+  marker_font.setPixelSize(static_cast<int>(std::lround(font_px * 0.9)));
+  if (!f.markers.empty()) {
+    // The pixel positions below need the layout (a widget never shown has not taken its size yet).
+    plot.setViewport(plot.rect());
+    plot.replot();
+  }
   for (const auto& m : f.markers) {
     auto* line = new QCPItemStraightLine(&plot);
     line->setClipAxisRect(rect);
@@ -286,10 +325,14 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
       text->position->setAxes(x, y);
       text->position->setCoords(m.x, y->range().upper);
       text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-      QFont tf;
-      tf.setPixelSize(static_cast<int>(std::lround(font_px * 0.9)));
-      text->setFont(tf);
+      text->setFont(marker_font);
       text->setText(" " + label(m.label));
+      const double left = x->coordToPixel(m.x), width = QFontMetrics(marker_font).horizontalAdvance(text->text()) + 4;
+      std::size_t level = 0;
+      while (level < taken.size() && left < taken[level].second) ++level;
+      if (level == taken.size()) taken.push_back({left, left + width});
+      else taken[level] = {left, left + width};
+      text->setPadding(QMargins(0, static_cast<int>(level) * (QFontMetrics(marker_font).height() + 1), 0, 0));
     }
   }
 

@@ -1,6 +1,7 @@
 // mxlab-gui driven under Qt's offscreen platform: each view computes, and what it draws and tabulates is
 // compared with the engine's own numbers (enumerate_codes, ops::analyze, exact bounds).
 #include <QApplication>
+#include <QElapsedTimer>
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -28,6 +29,7 @@
 #include "mxlab/train/data.hpp"
 #include "mxlab/train/trainer.hpp"
 #include "training_view.hpp"
+#include "plot_tools.hpp"
 #include "views.hpp"
 
 using namespace mxlab;
@@ -114,9 +116,10 @@ void write_safetensors(const QString& path, const std::vector<std::pair<std::str
   f.write(data);
 }
 
-/// Waits until the training view is idle (or 120 s).
+/// Waits until the training view is idle and has shown its last results (or 120 s).
 bool wait_idle(TrainingView* v) {
-  for (int i = 0; i < 1200 && v->busy(); ++i) QTest::qWait(100);
+  for (int i = 0; i < 1200 && v->busy(); ++i) QTest::qWait(20);
+  QTest::qWait(50);  // the queued end of the run: its last refresh
   return !v->busy();
 }
 
@@ -199,9 +202,11 @@ class GuiTest : public QObject {
     QCOMPARE(v->study()->plotCount(), 4);
     QCustomPlot* gaps = v->study()->plot(2);
     double total = 0;
-    auto* bars = qobject_cast<QCPBars*>(gaps->plottable(0));
-    QVERIFY(bars);
-    for (auto it = bars->data()->constBegin(); it != bars->data()->constEnd(); ++it) total += it->value;
+    // Two formats' histograms overlaid: step outlines.
+    auto* steps = qobject_cast<QCPGraph*>(gaps->plottable(0));
+    QVERIFY(steps);
+    QCOMPARE(steps->lineStyle(), QCPGraph::lsStepCenter);
+    for (auto it = steps->data()->constBegin(); it != steps->data()->constEnd(); ++it) total += it->value;
     QCOMPARE(total, 65536.0);
     QVERIFY(v->study()->lastRedrawMs() > 0);
   }
@@ -443,6 +448,143 @@ class GuiTest : public QObject {
     }
     QVERIFY(!dialog);
     QVERIFY(failed.isEmpty());  // nothing half-typed was computed
+  }
+
+  void exportsFollowTheVisibleTabAndTheTable() {
+    MainWindow w;
+    FormatExplorer* v = w.formatExplorer();
+    v->overlay()->setCurrentText("(none)");
+    v->format()->setCurrentText("e4m3");
+    v->recompute();
+    QVERIFY(wait_result(v));
+    QTemporaryDir dir;
+    // The code table filtered to its 14 subnormals, sorted by value from the largest: exported as shown.
+    v->classFilter()->setCurrentText("subnormal");
+    v->study()->sortTable(0, "value", Qt::DescendingOrder);
+    StudyView* st = v->study();
+    st->tabs()->setCurrentIndex(st->plotCount());  // the codes table
+    QVERIFY(!st->exportPlot(dir.filePath("p")).isEmpty());  // a table's tab has no plot to export
+    QCOMPARE(st->exportTable(dir.filePath("codes")), QString());
+    QStringList rows = lines(dir.filePath("codes.csv"));
+    QCOMPARE(rows.size(), 1 + 14);
+    const int value = static_cast<int>(rows[0].split(',').indexOf("value"));
+    std::vector<double> values;
+    for (int r = 1; r < rows.size(); ++r) values.push_back(rows[r].split(',')[value].toDouble());
+    QVERIFY(std::is_sorted(values.rbegin(), values.rend()));
+    QCOMPARE(values.front(), 0.875 * std::ldexp(1.0, -6));  // the largest E4M3 subnormal, 7/8 * 2^-6
+    // A plot's tab: Export plot writes that plot, Export table its data.
+    st->tabs()->setCurrentIndex(1);  // density per binade
+    QCOMPARE(st->exportPlot(dir.filePath("density")), QString());
+    QVERIFY(QFile::exists(dir.filePath("density.png")) && QFile::exists(dir.filePath("density.pdf")));
+    QCOMPARE(st->exportTable(dir.filePath("density")), QString());
+    rows = lines(dir.filePath("density.csv"));
+    QVERIFY2(rows[0].startsWith("format,\"binade k"), qPrintable(rows[0]));
+    double count = 0;
+    for (int r = 1; r < rows.size(); ++r) count += rows[r].split(',').last().toDouble();
+    QCOMPARE(count, 126.0);  // E4M3's positive finite values
+  }
+
+  void trainingViewSavedRunsWithMxlabRun() {
+    if (!fashion_mnist()) QSKIP("the Debian package dataset-fashion-mnist is not installed");
+    MainWindow w;
+    TrainingView* v = w.training();
+    w.tabs()->setCurrentWidget(v);
+    for (int i = 0; i < v->recipes()->count(); ++i) {
+      const QString n = v->recipes()->item(i)->text();
+      v->recipes()->item(i)->setCheckState(n == "fp32" || n == "mxfp4" ? Qt::Checked : Qt::Unchecked);
+    }
+    v->steps()->setValue(12);
+    v->batch()->setValue(32);
+    v->start();
+    // The form changes after the start: the file describes the run on screen, not the form.
+    v->steps()->setValue(500);
+    QVERIFY(wait_idle(v));
+    QTemporaryDir dir;
+    const QString path = dir.filePath("training.toml");
+    QCOMPARE(w.saveView(path), QString());
+    // The engine's experiment runner reads it and gives the losses on screen, bit for bit.
+    auto e = experiment::read_experiment(path.toStdString());
+    QVERIFY2(e.ok(), e.ok() ? "" : e.error().message.c_str());
+    QVERIFY(QString::fromStdString(e->description).contains("with fp32, mxfp4"));
+    auto ev = experiment::evaluate(*e);
+    QVERIFY(ev.ok());
+    const auto losses = v->losses();
+    std::map<std::string, std::vector<double>> rerun;
+    for (const auto& row : ev->results.at("steps"))
+      rerun[std::get<std::string>(*row.find("recipe"))].push_back(std::get<double>(*row.find("loss")));
+    QCOMPARE(rerun.size(), std::size_t{2});
+    for (const auto& [name, l] : losses) QCOMPARE(rerun.at(name), l);
+    // The test accuracy of each run, as the view's table shows it.
+    for (const auto& row : ev->results.at("summary")) {
+      const QString recipe = QString::fromStdString(std::get<std::string>(*row.find("recipe")));
+      const auto items = v->summary()->findItems(recipe, Qt::MatchExactly);
+      QCOMPARE(items.size(), 1);
+      QCOMPARE(v->summary()->item(items[0]->row(), 2)->text(),
+               QString::number(std::get<double>(*row.find("test_accuracy")), 'f', 4));
+    }
+#ifdef MXLAB_BINARY
+    // And mxlab run accepts the file.
+    const Ran r = run(MXLAB_BINARY, {"run", path, "--out", dir.filePath("out")});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+#endif
+  }
+
+  void trainingHeatmapAndStop() {
+    if (!fashion_mnist()) QSKIP("the Debian package dataset-fashion-mnist is not installed");
+    MainWindow w;
+    TrainingView* v = w.training();
+    w.tabs()->setCurrentWidget(v);
+    v->model()->setCurrentText("cnn");
+    for (int i = 0; i < v->recipes()->count(); ++i)
+      v->recipes()->item(i)->setCheckState(v->recipes()->item(i)->text() == "mxfp4" ? Qt::Checked : Qt::Unchecked);
+    v->steps()->setValue(32);
+    v->batch()->setValue(16);
+    v->start();
+    QVERIFY(wait_idle(v));
+    // Output-gradient underflow by layer over windows of steps; the colour scale starts at 0, cells say their value.
+    const experiment::Figure& heat = v->figures()[2];
+    QCOMPARE(heat.heatmap.x_labels.size(), std::size_t{16});
+    QCOMPARE(heat.heatmap.x_labels.front(), std::string("1-2"));
+    QVERIFY(!heat.heatmap.y_labels.empty());
+    QCPColorMap* map = nullptr;
+    for (int i = 0; i < v->underflowPlot()->plottableCount(); ++i)
+      if (auto* m = qobject_cast<QCPColorMap*>(v->underflowPlot()->plottable(i))) map = m;
+    QVERIFY(map);
+    QCOMPARE(map->dataRange().lower, 0.0);
+    int texts = 0;
+    for (int i = 0; i < v->underflowPlot()->itemCount(); ++i) texts += qobject_cast<QCPItemText*>(v->underflowPlot()->item(i)) != nullptr;
+    QCOMPARE(texts, static_cast<int>(std::count_if(heat.heatmap.values.begin(), heat.heatmap.values.end(), [](double x) { return std::isfinite(x); })));
+    // The readout over a cell names its column, row and value.
+    v->tabs()->setCurrentIndex(2);
+    v->underflowPlot()->resize(800, 500);
+    v->underflowPlot()->replot();
+    QCPAxisRect* rect = v->underflowPlot()->axisRect(0);
+    const QPointF at(rect->axis(QCPAxis::atBottom)->coordToPixel(0), rect->axis(QCPAxis::atLeft)->coordToPixel(0));
+    const QString readout = readoutAt(*v->underflowPlot(), heat, at);
+    QVERIFY2(readout.startsWith("1-2, ") && readout.contains("underflow ratio = "), qPrintable(readout));
+    // Exports follow the visible tab: the heatmap's data, not the loss curves.
+    QTemporaryDir dir;
+    QCOMPARE(v->exportTable(dir.filePath("heat")), QString());
+    QVERIFY(lines(dir.filePath("heat.csv"))[0].startsWith("steps,recipe: layer,underflow ratio"));
+    v->tabs()->setCurrentIndex(3);
+    QVERIFY(!v->exportPlot(dir.filePath("p")).isEmpty());
+    // Stop during a long run: idle within a step or two, no validation pass, and the progress bar says so.
+    v->steps()->setValue(100000);
+    v->batch()->setValue(128);
+    v->start();
+    QTest::qWait(2000);
+    QElapsedTimer t;
+    t.start();
+    v->stop();
+    QVERIFY(v->progress()->format().contains("validation skipped"));
+    QVERIFY(wait_idle(v));
+    QCoreApplication::processEvents();
+    const double ms = static_cast<double>(t.nsecsElapsed()) / 1e6;
+    qInfo("Stop to idle (CNN, batch 128): %.0f ms", ms);
+    QVERIFY(ms < 3000);
+    QVERIFY(v->progress()->format().startsWith("stopped at step "));
+    QVERIFY(v->progress()->format().contains("validation skipped"));
+    QCOMPARE(v->summary()->item(0, 3)->text(), QString("-"));  // no validation loss
   }
 };
 
