@@ -200,3 +200,31 @@ TEST_CASE("analyze --per-block streams its CSV rows; larger tables are CSV only"
   mxlab_test::check_bad_inputs(dir, cases);
   fs::remove_all(dir);
 }
+
+// Regression: a tensor input that is a FIFO blocked for ever in open, and a link to /dev/zero named .csv was
+// read without end; inputs are regular files.
+TEST_CASE("bad input: tensor inputs that are not regular files", "[cli]") {
+  const auto dir = fs::temp_directory_path() / "mxlab_test_bad_input_kinds";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string d = dir.string();
+  REQUIRE(::mkfifo((d + "/fifo.npy").c_str(), 0600) == 0);
+  REQUIRE(::mkfifo((d + "/fifo.csv").c_str(), 0600) == 0);
+  for (const char* name : {"zero.csv", "zero.npy", "zero.csv.gz", "zero.f32", "zero.npy.gz"})
+    fs::create_symlink("/dev/zero", d + "/" + name);
+  fs::create_directories(d + "/folder.npy");
+  const std::string out = d + "/q.npy";
+  const mxlab_test::BadInput cases[] = {
+      {{"analyze", "mxfp4", d + "/fifo.npy"}, "fifo.npy': is a FIFO, not a file"},
+      {{"analyze", "mxfp4", d + "/fifo.csv"}, "fifo.csv': is a FIFO, not a file"},
+      {{"analyze", "mxfp4", d + "/zero.csv"}, "zero.csv': is a device, not a file"},
+      {{"analyze", "mxfp4", d + "/zero.csv.gz"}, "zero.csv.gz': is a device, not a file"},
+      {{"analyze", "mxfp4", d + "/zero.npy"}, "zero.npy': is a device, not a file"},
+      {{"analyze", "mxfp4", d + "/zero.npy.gz"}, "zero.npy.gz': is a device, not a file"},
+      {{"quantize", "mxfp4", d + "/zero.f32", "--out", out}, "zero.f32"},
+      {{"quantize", "mxfp4", d + "/fifo.npy", "--out", out}, "fifo.npy': is a FIFO, not a file"},
+      {{"quantize", "mxfp4", d + "/folder.npy", "--out", out}, "folder.npy': is a directory"},
+  };
+  mxlab_test::check_bad_inputs(dir, cases);
+  fs::remove_all(dir);
+}

@@ -24,7 +24,12 @@ Result<InputFile> InputFile::open(const std::string& path, std::string label) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return f.fail("cannot open: " + errno_message(errno));
   if (S_ISDIR(st.st_mode)) return f.fail("is a directory, not a file");
-  if (S_ISREG(st.st_mode)) f.stored_size_ = static_cast<std::uint64_t>(st.st_size);
+  // Only regular files: a device (/dev/zero, or a link to it) would be read without end and a FIFO could
+  // block the open for ever; the size a reader checks its header against comes from here.
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return f.fail("is a device, not a file");
+  if (S_ISFIFO(st.st_mode)) return f.fail("is a FIFO, not a file");
+  if (!S_ISREG(st.st_mode)) return f.fail("is not a regular file");
+  f.stored_size_ = static_cast<std::uint64_t>(st.st_size);
   const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
   if (gz) {
     // A ".gz" file that is not gzip data is read as it is (zlib's transparent mode).
@@ -34,7 +39,7 @@ Result<InputFile> InputFile::open(const std::string& path, std::string label) {
   } else {
     f.file_ = std::fopen(path.c_str(), "rb");
     if (f.file_ == nullptr) return f.fail("cannot open: " + errno_message(errno));
-    if (S_ISREG(st.st_mode)) f.size_ = static_cast<std::uint64_t>(st.st_size);
+    f.size_ = static_cast<std::uint64_t>(st.st_size);
   }
   return f;
 }
