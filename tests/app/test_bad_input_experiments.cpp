@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -314,4 +315,27 @@ TEST_CASE("bad input: sweeps too large to expand, files that are not files, boun
       {{"run", d + "/source_fifo.toml", "--out", out}, "input 'n': file '" + d + "/tensor_fifo.npy': is a FIFO, not a file"},
   };
   mxlab_test::check_bad_inputs(dir, cases);
+}
+
+TEST_CASE("bad input: a results database that cannot be written", "[cli][experiment]") {
+  const Fixtures f("mxlab_bro");
+  put(f.dir / "cat.toml", kCatalogue);
+  REQUIRE(run_cli({"run", f.d + "/cat.toml", "--out", f.d + "/ro", "--quiet"}).code == 0);
+  // Immutable (root reads and writes any file whatever its mode): where the file system or the user cannot make
+  // it so, there is nothing to test.
+  const std::string db = f.d + "/ro/results.sqlite";
+  if (std::system(("chattr +i '" + db + "' 2>/dev/null").c_str()) != 0) {
+    WARN("skipped: chattr +i is not allowed here");
+    return;
+  }
+  struct Writable {
+    std::string path;
+    ~Writable() { (void)std::system(("chattr -i '" + path + "' 2>/dev/null").c_str()); }
+  } writable{db};
+  const std::string needle = "ro/results.sqlite': is read-only; points are recorded in it";
+  const mxlab_test::BadInput cases[] = {
+      {{"run", f.d + "/cat.toml", "--out", f.d + "/ro", "--resume", "--quiet"}, needle},
+      {{"run", f.d + "/cat.toml", "--out", f.d + "/ro", "--quiet"}, needle},
+  };
+  mxlab_test::check_bad_inputs(f.dir, cases);
 }
