@@ -94,7 +94,7 @@ def _contiguous(a):
 
 def _cell(text, numeric):
     if not numeric:
-        return text
+        return {"true": True, "false": False}.get(text, text)
     if text == "":
         return None
     try:

@@ -406,6 +406,13 @@ PYBIND11_MODULE(_mxlab, m) {
   m.def("block_format", &mxlab::python::block_format, py::arg("spec"), py::arg("options"));
   m.def("cast_format", &mxlab::python::cast_format);
 
+  // Where the engine reads an array's values (the array's own buffer, or the engine's copy of float64 values):
+  // the tests check that arrays are read in place.
+  m.def("source_address", [](const py::array& x, bool bf16) {
+    const ops::TensorSource s = source_of(x, bf16);
+    const void* p = s.mapped() != nullptr ? s.mapped()->data() : static_cast<const void*>(s.tensor()->data().data());
+    return reinterpret_cast<std::uintptr_t>(p);
+  });
   m.def("quantize_fake", [](const BlockFormat& f, const py::array& x, const py::object& out, bool bf16, unsigned threads) {
     auto o = output_for(x, out);
     const std::string engine = fake_into(f, x, bf16, o, threads);

@@ -1,0 +1,151 @@
+# mxlab.torch: fake quantization of tensors (the NumPy API's values, read in place), the straight-through
+# gradient, and the Linear / Conv2d drop-ins' operands and gradients per recipe role.
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import mxlab  # noqa: E402
+import mxlab.torch as mt  # noqa: E402
+
+
+def tensor(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g)
+
+
+def same_bits(a, b):
+    return torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+def test_fake_quantize_equals_numpy_and_reads_in_place():
+    t = tensor(32, 64)
+    assert mxlab._mxlab.source_address(t.numpy(), False) == t.data_ptr()
+    q = mt.fake_quantize(t, "mxfp4", scale_rule="rceil")
+    assert q.dtype == torch.float32 and q.shape == t.shape
+    assert np.array_equal(q.numpy(), mxlab.quantize(t.numpy(), "mxfp4", scale_rule="rceil"))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_fake_quantize_keeps_the_dtype(dtype):
+    t = tensor(8, 64).to(dtype)
+    q = mt.fake_quantize(t, "mxfp8_e4m3")
+    assert q.dtype == dtype
+    want = mxlab.quantize(t.float().numpy(), "mxfp8_e4m3")  # bf16 and f16 values are float32 values
+    if dtype == torch.float64:
+        want = mxlab.quantize(t.numpy(), "mxfp8_e4m3")
+    assert torch.equal(q, torch.from_numpy(want).to(dtype))
+    if dtype == torch.bfloat16:
+        bits = t.view(torch.int16).numpy().view(np.uint16)
+        assert mxlab._mxlab.source_address(bits, True) == t.data_ptr()
+
+
+def test_fake_quantize_axis_and_errors():
+    t = tensor(64, 16)
+    assert torch.equal(mt.fake_quantize(t, "mxfp4", axis=0), mt.fake_quantize(t.t().contiguous(), "mxfp4").t())
+    with pytest.raises(TypeError):
+        mt.fake_quantize(torch.arange(10), "mxfp4")
+    with pytest.raises(ValueError):
+        mt.fake_quantize(t, "mxfp4", round="sideways")
+
+
+def test_straight_through_gradient():
+    x = tensor(4, 64).requires_grad_()
+    y = mt.fake_quantize_ste(x, "mxfp4")
+    assert torch.equal(y.detach(), mt.fake_quantize(x.detach(), "mxfp4"))
+    w = tensor(4, 64, seed=1)
+    (y * w).sum().backward()
+    assert torch.equal(x.grad, w)  # identity
+    x.grad = None
+    mt.fake_quantize_ste(x, "mxfp4", grad_spec="mxfp8_e5m2").mul(w).sum().backward()
+    assert torch.equal(x.grad, mt.fake_quantize(w, "mxfp8_e5m2"))
+
+
+def columns(t, spec):
+    """t quantized with the blocks down its columns."""
+    return torch.from_numpy(mxlab.quantize(t.contiguous().numpy(), spec, axis=0))
+
+
+def rows(t, spec):
+    return torch.from_numpy(mxlab.quantize(t.contiguous().numpy(), spec))
+
+
+def test_linear_operands_and_gradients_per_role(tmp_path):
+    recipe = tmp_path / "r.txt"
+    recipe.write_text("w = mxfp4\na = mxfp8_e4m3\ng = mxfp8_e5m2\nw_bp = mxint8\na_bp = nvfp4\n")
+    torch.manual_seed(0)
+    layer = mt.Linear(64, 32, recipe=str(recipe), name="fc1")
+    x = tensor(48, 64, seed=2).requires_grad_()
+    y = layer(x)
+    w, b = layer.weight.detach(), layer.bias.detach()
+    want = rows(x.detach(), "mxfp8_e4m3") @ rows(w, "mxfp4").t() + b
+    assert torch.equal(y.detach(), want)
+    gy = tensor(48, 32, seed=3)
+    y.backward(gy)
+    assert torch.equal(x.grad, rows(gy, "mxfp8_e5m2") @ columns(w, "mxint8"))
+    assert torch.equal(layer.weight.grad, columns(gy, "mxfp8_e5m2").t() @ columns(x.detach(), "nvfp4"))
+    assert torch.equal(layer.bias.grad, gy.sum(0))
+
+
+def test_fp32_recipe_is_torch_linear_and_conv():
+    torch.manual_seed(1)
+    ref = torch.nn.Linear(20, 7)
+    ours = mt.Linear(20, 7, recipe="fp32")
+    ours.load_state_dict(ref.state_dict())
+    x = tensor(5, 3, 20)
+    assert torch.allclose(ours(x), ref(x), atol=1e-6)
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1, stride=2)
+    mconv = mt.Conv2d(3, 8, 3, padding=1, stride=2, recipe="fp32")
+    mconv.load_state_dict(conv.state_dict())
+    img = tensor(2, 3, 9, 11).requires_grad_()
+    img2 = img.detach().clone().requires_grad_()
+    assert torch.allclose(mconv(img), conv(img2), atol=1e-5)
+    mconv(img).square().sum().backward()
+    conv(img2).square().sum().backward()
+    assert torch.allclose(img.grad, img2.grad, atol=1e-4)
+    assert torch.allclose(mconv.weight.grad, conv.weight.grad, atol=1e-3)
+
+
+def test_conv_blocks_run_along_channels_of_each_kernel_position():
+    torch.manual_seed(2)
+    conv = mt.Conv2d(32, 4, 3, padding=1, recipe="mxfp8_e4m3")
+    x = tensor(1, 32, 5, 5)
+    y = conv(x)
+    cols = torch.nn.functional.unfold(x, 3, padding=1).reshape(1, 32, 9, 25).permute(0, 3, 2, 1).reshape(25, 9 * 32)
+    wmat = conv.weight.detach().permute(0, 2, 3, 1).reshape(4, 9 * 32)
+    want = rows(cols, "mxfp8_e4m3") @ rows(wmat, "mxfp8_e4m3").t() + conv.bias.detach()
+    assert torch.equal(y.detach(), want.reshape(1, 5, 5, 4).permute(0, 3, 1, 2))
+
+
+def small_model():
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(8 * 14 * 14, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+
+
+def test_convert_shares_parameters_and_names_layers(tmp_path):
+    model = small_model()
+    weight = model[0].weight
+    recipe = tmp_path / "r.txt"
+    recipe.write_text("preset = mxfp8\nlayer 6 w = mxfp4\n")
+    mt.convert(model, str(recipe))
+    assert isinstance(model[0], mt.Conv2d) and isinstance(model[4], mt.Linear) and model[0].weight is weight
+    assert model[6].mx_quantizers["w"].format.name == "mxfp4" and model[4].mx_quantizers["w"].format.name == "mxfp8_e4m3"
+    assert model[4].mx_quantizers["g"].format.name == "mxfp8_e5m2"
+    with pytest.raises(ValueError, match="delayed"):
+        mt.convert(small_model(), "fp8_delayed")
+
+
+def test_a_converted_model_trains():
+    torch.manual_seed(0)
+    model = mt.convert(small_model(), "mxfp8")
+    x = tensor(64, 1, 28, 28, seed=4)
+    labels = torch.randint(0, 10, (64,), generator=torch.Generator().manual_seed(5))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(8):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), labels)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
