@@ -1,4 +1,4 @@
-// `mxlab run`, `mxlab merge` and `mxlab check`: experiment batches (docs/experiments.md).
+// `mxlab run`, `mxlab merge`, `mxlab check` and `mxlab render`: experiment batches (docs/experiments.md).
 #include <atomic>
 #include <charconv>
 #include <csignal>
@@ -113,6 +113,7 @@ struct RunFiles {
   std::vector<std::string> out_dirs;
   std::string name;  ///< the first file's name
   std::string base;  ///< the folder holding every results folder ("" for several files without --out)
+  std::size_t points = 0;  ///< points of every experiment, each checked
 };
 
 /// Reads every file first: a mistake in any of them stops the batch before anything runs.
@@ -144,8 +145,11 @@ Result<RunFiles> read_files(const std::vector<std::string>& paths, const std::op
   // Two experiments writing one folder would replace each other's results.
   if (auto err = experiment::check_distinct_folders(r.experiments, r.out_dirs)) return *err;
   // Every point of every file is checked before anything runs.
-  for (const auto& e : r.experiments)
-    if (auto points = experiment::checked_points(e); !points) return points.error();
+  for (const auto& e : r.experiments) {
+    auto points = experiment::checked_points(e);
+    if (!points) return points.error();
+    r.points += points->size();
+  }
   return r;
 }
 
@@ -162,14 +166,7 @@ int write_slurm(Io io, const Args& args, const std::string& tasks_text) {
   auto files = read_files(args.positional, args.value("out"));
   if (!files) return bad_input(io, "run", files.error().message);
   if (files->base.empty()) return bad_input(io, "run", "option '--slurm' with several files needs --out DIR");
-  std::size_t points = 0;
-  for (const auto& e : files->experiments) {
-    auto pts = experiment::expand_points(e);
-    if (!pts) return bad_input(io, "run", pts.error().message);
-    for (const auto& pt : *pts)
-      if (auto err = experiment::check_point(e, pt)) return bad_input(io, "run", err->message);
-    points += pts->size();
-  }
+  const std::size_t points = files->points;
   namespace fs = std::filesystem;
   std::error_code fec;
   const auto absolute = [&fec](const std::string& path) {
@@ -321,6 +318,40 @@ int cmd_check(const std::vector<std::string>& argv, Io io) {
   }
   io.out << (failed ? "FAILED: " : "passed: ") << total - failed << " of " << total << " expectations hold\n";
   return failed ? kExitFailure : kExitOk;
+}
+
+int cmd_render(const std::vector<std::string>& argv, Io io) {
+  const std::vector<OptionSpec> specs = {};
+  auto args = parse_args(argv, 1, specs);
+  if (!args) return bad_input(io, "render", args.error().message);
+  if (args->help) {
+    io.out << "usage: mxlab render DIR [FILE]\n\n"
+              "Rebuilds the tables, plots and checks of a results folder from the results stored in DIR/results.sqlite,\n"
+              "without running a point: with the experiment file stored there, or with FILE, an edit of it that changes\n"
+              "only its presentation (tables, plots, expectations, name, description). A FILE whose job, inputs, sweep\n"
+              "or points differ is refused: run it with mxlab run.\n";
+    return kExitOk;
+  }
+  if (args->positional.empty() || args->positional.size() > 2)
+    return bad_input(io, "render", "expected a results folder and at most one experiment file: mxlab render DIR [FILE]");
+  std::optional<experiment::Experiment> presentation;
+  if (args->positional.size() == 2) {
+    auto e = experiment::read_experiment(args->positional[1]);
+    if (!e) return bad_input(io, "render", e.error().message);
+    if (!e->batch.empty()) return bad_input(io, "render", args->positional[1] + ": a batch file; render each member's folder with its file");
+    presentation = std::move(*e);
+  }
+  auto s = experiment::render_results(args->positional[0], presentation, renderer());
+  if (!s && experiment::is_storage_failure(s.error())) {
+    io.err << "mxlab render: " << s.error().message << "\n";
+    return kExitFailure;
+  }
+  if (!s) return bad_input(io, "render", s.error().message);
+  print_summary(io, *s);
+  std::size_t failed = 0;
+  for (const auto& x : s->expectations) failed += !x.passed;
+  if (failed) io.out << s->out_dir << ": " << failed << " expectation(s) failed (see " << s->out_dir << "/checks.md)\n";
+  return kExitOk;
 }
 
 int cmd_merge(const std::vector<std::string>& argv, Io io) {
