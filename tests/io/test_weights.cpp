@@ -500,3 +500,134 @@ TEST_CASE("hostile weight files are refused with a message naming the file and t
     CHECK_THAT(wf.error().message, Catch::Contains("unknown kind of weight file"));
   }
 }
+
+TEST_CASE("sharded safetensors: the index's weight_map names each tensor's shard", "[io][weights][safetensors]") {
+  TempDir dir;
+  std::vector<float> a, b;
+  const std::string da = f32_run(4, &a), db = f32_run(2, &b);
+  put_bytes(dir.file("model-00001-of-00002.safetensors"),
+            safetensors(R"({"x.weight": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}})", da));
+  put_bytes(dir.file("model-00002-of-00002.safetensors"),
+            safetensors(R"({"y.bias": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+                        R"( "z": {"dtype": "BF16", "shape": [1], "data_offsets": [8, 10]}})",
+                        db + le(0x3F80, 2)));
+  const std::string index = R"({"metadata": {"total_size": 26}, "weight_map": {"x.weight": "model-00001-of-00002.safetensors",)"
+                            R"( "y.bias": "model-00002-of-00002.safetensors", "z": "model-00002-of-00002.safetensors"}})";
+  put_bytes(dir.file("model.safetensors.index.json"), index);
+  auto wf = WeightFile::open(dir.file("model.safetensors.index.json"));
+  REQUIRE(wf.ok());
+  CHECK(wf->kind() == WeightFileKind::Safetensors);
+  REQUIRE(wf->weights().size() == 3);
+  CHECK(wf->weights()[0].name == "x.weight");
+  CHECK(wf->weights()[0].layout == WeightLayout::DenseOI);
+  CHECK(read_ok(*wf, "x.weight").data() == a);
+  CHECK(read_ok(*wf, "y.bias").data() == b);
+  CHECK(read_ok(*wf, "z").data()[0] == 1.0f);
+
+  SECTION("an index under another name is recognised by its weight_map") {
+    put_bytes(dir.file("index.json"), index);
+    auto again = WeightFile::open(dir.file("index.json"));
+    REQUIRE(again.ok());
+    CHECK(again->weights().size() == 3);
+  }
+  SECTION("hostile indexes are refused with the reason") {
+    const std::vector<HostileCase> cases = {
+        {"missing.safetensors.index.json", R"({"weight_map": {"w": "model-00001-of-00002.safetensors"}})",
+         "tensor 'w' is not in its shard"},
+        {"escape.safetensors.index.json", R"({"weight_map": {"x.weight": "../model-00001-of-00002.safetensors"}})",
+         "leaves or walks around"},
+        {"absent.safetensors.index.json", R"({"weight_map": {"x.weight": "nope.safetensors"}})", "cannot be opened"},
+        {"nomap.safetensors.index.json", R"({"metadata": {}})", "lacks the object 'weight_map'"},
+        {"number.safetensors.index.json", R"({"weight_map": {"x": 3}})", "expected a shard file name"},
+        {"extra.safetensors.index.json", R"({"weight_map": {}, "other": 1})", "unexpected key 'other'"},
+    };
+    check_refused(dir, cases, "safetensors index", [](const std::string& p) { return WeightFile::open(p); });
+  }
+}
+
+namespace {
+
+// GGUF pieces (little-endian): a string, a tensor info (dims ne[0] first), a metadata key-value pair.
+std::string gguf_string(const std::string& s) { return le(s.size(), 8) + s; }
+std::string gguf_tensor(const std::string& name, const std::vector<std::uint64_t>& ne, std::uint32_t type,
+                        std::uint64_t offset) {
+  std::string s = gguf_string(name) + le(ne.size(), 4);
+  for (auto d : ne) s += le(d, 8);
+  return s + le(type, 4) + le(offset, 8);
+}
+// A GGUF v3 file: metadata (an architecture string, an array of strings, the alignment), tensor infos, padding
+// to the alignment, data.
+std::string gguf(const std::vector<std::string>& infos, const std::string& data, std::uint64_t alignment = 32) {
+  std::string s = "GGUF" + le(3, 4) + le(infos.size(), 8) + le(3, 8);
+  s += gguf_string("general.architecture") + le(8, 4) + gguf_string("llama");
+  s += gguf_string("tokenizer.ggml.tokens") + le(9, 4) + le(8, 4) + le(2, 8) + gguf_string("a") + gguf_string("bc");
+  s += gguf_string("general.alignment") + le(4, 4) + le(alignment, 4);
+  for (const auto& i : infos) s += i;
+  s += std::string((alignment - s.size() % alignment) % alignment, '\0');
+  return s + data;
+}
+
+}  // namespace
+
+TEST_CASE("GGUF: F32, F16 and BF16 tensors read in row-major shape; quantized types listed", "[io][weights][gguf]") {
+  TempDir dir;
+  std::vector<float> w;
+  std::string data = f32_run(6, &w);                          // w: F32 ne [3, 2] -> shape [2, 3] at 0
+  data += std::string(8, '\0');                               // padding to 32
+  data += le(0x3C00, 2) + le(0xBC00, 2);                      // h: F16 [2] at 32
+  data += std::string(28, '\0');
+  data += le(0x4000, 2);                                      // b: BF16 [1] at 64
+  data += std::string(30, '\0');
+  data += std::string(18, '\x11');                            // q: Q4_0, one block of 32 at 96
+  const std::string bytes = gguf({gguf_tensor("blk.0.w", {3, 2}, 0, 0), gguf_tensor("h", {2}, 1, 32),
+                                  gguf_tensor("b", {1}, 30, 64), gguf_tensor("q", {32}, 2, 96)},
+                                 data);
+  put_bytes(dir.file("m.gguf"), bytes);
+  auto wf = WeightFile::open(dir.file("m.gguf"));
+  REQUIRE(wf.ok());
+  CHECK(wf->kind() == WeightFileKind::Gguf);
+  REQUIRE(wf->weights().size() == 4);
+  CHECK(wf->weights()[0].shape == std::vector<std::int64_t>{2, 3});
+  CHECK(wf->weights()[0].layout == WeightLayout::DenseOI);
+  CHECK(read_ok(*wf, "blk.0.w").data() == w);
+  const Tensor h = read_ok(*wf, "h");
+  CHECK(h.dtype() == DType::F16);
+  CHECK(h.data() == std::vector<float>{1.0f, -1.0f});
+  CHECK(read_ok(*wf, "b").data()[0] == 2.0f);
+  CHECK(wf->weights()[3].dtype == "Q4_0");
+  CHECK(wf->weights()[3].byte_size == 18);
+  CHECK_FALSE(wf->weights()[3].readable());
+  auto q = wf->read("q");
+  REQUIRE_FALSE(q.ok());
+  CHECK_THAT(q.error().message, Catch::Contains("stored as Q4_0"));
+
+  SECTION("files without the extension are recognised by the magic") {
+    put_bytes(dir.file("model.bin"), bytes);
+    auto again = WeightFile::open(dir.file("model.bin"));
+    REQUIRE(again.ok());
+    CHECK(again->kind() == WeightFileKind::Gguf);
+  }
+  SECTION("hostile files are refused with the reason") {
+    const std::string head = "GGUF" + le(3, 4);
+    const std::vector<HostileCase> cases = {
+        {"magic.gguf", "GGUX" + std::string(40, '\0'), "magic 'GGUF'"},
+        {"version.gguf", "GGUF" + le(1, 4) + std::string(40, '\0'), "GGUF version 1"},
+        {"counts.gguf", head + le(~0ULL, 8) + le(0, 8) + std::string(16, '\0'), "cannot fit"},
+        {"key.gguf", head + le(0, 8) + le(1, 8) + le(1000, 8) + "abc", "truncated or corrupt"},
+        {"array.gguf", head + le(0, 8) + le(1, 8) + gguf_string("k") + le(9, 4) + le(6, 4) + le(~0ULL >> 4, 8),
+         "reaches past the header"},
+        {"type.gguf", head + le(0, 8) + le(1, 8) + gguf_string("k") + le(99, 4) + std::string(8, '\0'), "unknown type 99"},
+        {"outside.gguf", gguf({gguf_tensor("w", {4}, 0, 0)}, std::string(8, '\0')), "lie outside it"},
+        {"overlap.gguf", gguf({gguf_tensor("a", {8}, 0, 0), gguf_tensor("b", {8}, 0, 0)}, std::string(32, '\0')),
+         "overlap"},
+        {"aligned.gguf", gguf({gguf_tensor("w", {1}, 0, 4)}, std::string(32, '\0')), "not a multiple of the alignment"},
+        {"blocks.gguf", gguf({gguf_tensor("q", {31}, 2, 0)}, std::string(32, '\0')), "not whole blocks of 32"},
+        {"twice.gguf", gguf({gguf_tensor("w", {1}, 0, 0), gguf_tensor("w", {1}, 0, 32)}, std::string(64, '\0')),
+         "appears twice"},
+        {"rank.gguf", gguf({gguf_tensor("w", std::vector<std::uint64_t>(17, 1), 0, 0)}, std::string(32, '\0')),
+         "17 dimensions"},
+        {"alignment.gguf", gguf({}, "", 24), "not a power of two"},
+    };
+    check_refused(dir, cases, "gguf", [](const std::string& p) { return WeightFile::open_gguf(p); });
+  }
+}

@@ -1,5 +1,5 @@
-// Weight files: tfjs weight manifests, safetensors and GNU Backgammon .wd, listed from their headers
-// and read one tensor at a time.
+// Weight files: tfjs weight manifests, safetensors (single files and sharded indexes), GGUF and GNU
+// Backgammon .wd, listed from their headers and read one tensor at a time.
 #include "mxlab/io/weights.hpp"
 
 #include <sys/stat.h>
@@ -281,6 +281,7 @@ std::string_view weight_file_kind_name(WeightFileKind kind) {
     case WeightFileKind::Tfjs: return "tfjs";
     case WeightFileKind::Safetensors: return "safetensors";
     case WeightFileKind::Gnubg: return "gnubg";
+    case WeightFileKind::Gguf: return "gguf";
   }
   return "?";
 }
@@ -346,8 +347,21 @@ Result<WeightFile::Begun> WeightFile::begin(WeightFileKind kind, const std::stri
 }
 
 Result<WeightFile> WeightFile::open(const std::string& path) {
-  if (has_suffix(path, ".json")) return open_tfjs(path);
+  if (has_suffix(path, ".safetensors.index.json")) return open_safetensors_index(path);
+  if (has_suffix(path, ".json")) {
+    // An index under another name: a JSON object whose first key is "weight_map" or "metadata" then "weight_map".
+    auto size = regular_file_size(path, "weights");
+    if (size && *size <= kMaxJsonBytes) {
+      std::string text(static_cast<std::size_t>(*size), '\0');
+      FilePtr f(std::fopen(path.c_str(), "rb"));
+      if (f && !read_at(f.get(), 0, text.data(), text.size()) && text.find("\"weight_map\"") != std::string::npos &&
+          text.find("\"weightsManifest\"") == std::string::npos)
+        return open_safetensors_index(path);
+    }
+    return open_tfjs(path);
+  }
   if (has_suffix(path, ".safetensors")) return open_safetensors(path);
+  if (has_suffix(path, ".gguf")) return open_gguf(path);
   if (has_suffix(path, ".wd")) return open_gnubg(path);
   // Unknown name: a safetensors header is a little-endian length followed by '{'.
   auto size = regular_file_size(path, "weights");
@@ -357,9 +371,11 @@ Result<WeightFile> WeightFile::open(const std::string& path) {
   if (f && *size >= 9 && std::fread(head, 1, 9, f.get()) == 9) {
     const std::uint64_t n = io_detail::load_uint(head, 8, true);
     if (head[8] == '{' && n <= *size - 8) return open_safetensors(path);
+    if (std::memcmp(head, "GGUF", 4) == 0) return open_gguf(path);
   }
   return make_error("weights '" + path +
-                    "': unknown kind of weight file (expected a tfjs model.json, a .safetensors file or a gnubg .wd file)");
+                    "': unknown kind of weight file (expected a tfjs model.json, a .safetensors file or its "
+                    "model.safetensors.index.json, a .gguf file or a gnubg .wd file)");
 }
 
 Result<WeightFile> WeightFile::open_tfjs(const std::string& path) {
@@ -578,6 +594,245 @@ Result<WeightFile> WeightFile::open_safetensors(const std::string& path) {
   wf.sources_.push_back({Shard{path, size}});
   for (auto& e : entries) {
     wf.locations_.push_back({0, 8 + header_len + e.begin});
+    wf.weights_.push_back(std::move(e.info));
+  }
+  return wf;
+}
+
+Result<WeightFile> WeightFile::open_safetensors_index(const std::string& path) {
+  auto begun = begin(WeightFileKind::Safetensors, path);
+  if (!begun) return begun.error();
+  auto& [wf, size, f] = *begun;
+  wf.label_ = "safetensors index";
+  if (size > kMaxJsonBytes)
+    return wf.fail("the index is " + std::to_string(size) + " bytes, more than the limit of " + std::to_string(kMaxJsonBytes));
+  std::string text(static_cast<std::size_t>(size), '\0');
+  if (auto p = read_at(f.get(), 0, text.data(), text.size())) return wf.fail(*p);
+  f.reset();
+  auto doc = parse_json_limited(text, wf.label_ + " '" + path + "'");
+  if (!doc) return doc.error();
+  if (!doc->is_object()) return wf.fail("the index is " + json_kind(*doc) + ", expected an object");
+  for (const auto& [key, value] : doc->items())
+    if (key != "metadata" && key != "weight_map")
+      return wf.fail("unexpected key " + sq(key) + " (expected metadata, weight_map)");
+  auto map = doc->find("weight_map");
+  if (map == doc->end() || !map->is_object()) return wf.fail("lacks the object 'weight_map' (tensor name -> shard file)");
+  // Shard file -> the tensors the map puts there.
+  std::map<std::string, std::set<std::string>> shards;
+  for (const auto& [name, shard] : map->items()) {
+    if (!shard.is_string()) return wf.fail("weight_map entry " + sq(name) + " is " + json_kind(shard) + ", expected a shard file name");
+    shards[shard.get<std::string>()].insert(name);
+  }
+  const fs::path dir = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  for (const auto& [shard, names] : shards) {
+    std::string resolved;
+    if (auto p = check_shard_path(shard, dir, resolved)) return wf.fail(*p);
+    auto part = open_safetensors(resolved);
+    if (!part) return wf.fail("shard " + sq(shard) + ": " + part.error().message);
+    std::set<std::string> found;
+    for (std::size_t i = 0; i < part->weights_.size(); ++i) {
+      if (!names.count(part->weights_[i].name)) continue;  // a tensor the map does not list is not the model's
+      found.insert(part->weights_[i].name);
+      wf.weights_.push_back(part->weights_[i]);
+      wf.locations_.push_back({wf.sources_.size(), part->locations_[i].offset});
+    }
+    for (const auto& name : names)
+      if (!found.count(name)) return wf.fail("tensor " + sq(name) + " is not in its shard " + sq(shard));
+    wf.sources_.push_back(part->sources_.front());
+  }
+  return wf;
+}
+
+namespace {
+
+/// A ggml tensor type: its name, elements per block and bytes per block (ggml.c's type_traits).
+struct GgmlType {
+  std::uint32_t id;
+  const char* name;
+  std::uint64_t block, bytes;
+  WeightStorage storage;
+};
+constexpr GgmlType kGgmlTypes[] = {
+    {0, "F32", 1, 4, WeightStorage::F32},       {1, "F16", 1, 2, WeightStorage::F16},
+    {2, "Q4_0", 32, 18, WeightStorage::Other},  {3, "Q4_1", 32, 20, WeightStorage::Other},
+    {6, "Q5_0", 32, 22, WeightStorage::Other},  {7, "Q5_1", 32, 24, WeightStorage::Other},
+    {8, "Q8_0", 32, 34, WeightStorage::Other},  {9, "Q8_1", 32, 36, WeightStorage::Other},
+    {10, "Q2_K", 256, 84, WeightStorage::Other}, {11, "Q3_K", 256, 110, WeightStorage::Other},
+    {12, "Q4_K", 256, 144, WeightStorage::Other}, {13, "Q5_K", 256, 176, WeightStorage::Other},
+    {14, "Q6_K", 256, 210, WeightStorage::Other}, {15, "Q8_K", 256, 292, WeightStorage::Other},
+    {16, "IQ2_XXS", 256, 66, WeightStorage::Other}, {17, "IQ2_XS", 256, 74, WeightStorage::Other},
+    {18, "IQ3_XXS", 256, 98, WeightStorage::Other}, {19, "IQ1_S", 256, 50, WeightStorage::Other},
+    {20, "IQ4_NL", 32, 18, WeightStorage::Other}, {21, "IQ3_S", 256, 110, WeightStorage::Other},
+    {22, "IQ2_S", 256, 82, WeightStorage::Other}, {23, "IQ4_XS", 256, 136, WeightStorage::Other},
+    {24, "I8", 1, 1, WeightStorage::Other},     {25, "I16", 1, 2, WeightStorage::Other},
+    {26, "I32", 1, 4, WeightStorage::I32},      {27, "I64", 1, 8, WeightStorage::Other},
+    {28, "F64", 1, 8, WeightStorage::F64},      {29, "IQ1_M", 256, 56, WeightStorage::Other},
+    {30, "BF16", 1, 2, WeightStorage::BF16},
+};
+
+/// Reads GGUF's little-endian header fields from a buffer, every read checked against its end.
+struct GgufCursor {
+  const unsigned char* p;
+  std::uint64_t size, at = 0;
+  std::optional<std::string> error;
+  bool take(std::uint64_t n) {
+    if (error) return false;
+    if (n > size - at) {
+      error = "the header ends at byte " + std::to_string(size) + " inside a field of " + std::to_string(n) + " bytes at " +
+              std::to_string(at) + " (truncated or corrupt)";
+      return false;
+    }
+    at += n;
+    return true;
+  }
+  std::uint64_t uint(std::size_t n) { return take(n) ? io_detail::load_uint(p + at - n, n, true) : 0; }
+  std::string string() {
+    const std::uint64_t n = uint(8);
+    if (!take(n)) return {};
+    return std::string(reinterpret_cast<const char*>(p + at - n), static_cast<std::size_t>(n));
+  }
+  /// Skips a metadata value of this type (arrays of arrays included, to a bounded depth).
+  void skip(std::uint32_t type, int depth = 0) {
+    static constexpr std::uint64_t kSizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    if (type > 12) {
+      if (!error) error = "a metadata value of unknown type " + std::to_string(type) + " at byte " + std::to_string(at);
+      return;
+    }
+    if (type == 8) {
+      string();
+    } else if (type == 9) {
+      const auto inner = static_cast<std::uint32_t>(uint(4));
+      const std::uint64_t count = uint(8);
+      if (depth > 4) {
+        if (!error) error = "metadata arrays nested more than 4 deep";
+        return;
+      }
+      if (inner != 8 && inner != 9 && inner <= 12) {
+        if (count > (size - at) / kSizes[inner]) {
+          if (!error) error = "a metadata array of " + std::to_string(count) + " values at byte " + std::to_string(at) +
+                              " reaches past the header";
+          return;
+        }
+        take(count * kSizes[inner]);
+        return;
+      }
+      for (std::uint64_t i = 0; i < count && !error; ++i) skip(inner, depth + 1);
+    } else {
+      take(kSizes[type]);
+    }
+  }
+};
+
+}  // namespace
+
+Result<WeightFile> WeightFile::open_gguf(const std::string& path) {
+  auto begun = begin(WeightFileKind::Gguf, path);
+  if (!begun) return begun.error();
+  auto& [wf, size, f] = *begun;
+  // The header (metadata and tensor infos) is read into memory, at most this much.
+  constexpr std::uint64_t kMaxHeader = std::uint64_t{256} << 20;
+  const std::uint64_t n = std::min(size, kMaxHeader);
+  std::string head;
+  try {
+    head.resize(static_cast<std::size_t>(n));
+  } catch (const std::bad_alloc&) {
+    return wf.fail("not enough memory for the header");
+  }
+  if (auto p = read_at(f.get(), 0, head.data(), head.size())) return wf.fail(*p);
+  f.reset();
+  GgufCursor c{reinterpret_cast<const unsigned char*>(head.data()), n};
+  if (n < 24 || std::memcmp(head.data(), "GGUF", 4) != 0) return wf.fail("does not start with the magic 'GGUF'");
+  c.take(4);
+  const auto version = static_cast<std::uint32_t>(c.uint(4));
+  if (version != 2 && version != 3)
+    return wf.fail("GGUF version " + std::to_string(version) + " (versions 2 and 3 are read)");
+  const std::uint64_t tensors = c.uint(8), kvs = c.uint(8);
+  // Each tensor info takes at least 24 bytes, each key-value pair 12.
+  if (tensors > size / 24 || kvs > size / 12)
+    return wf.fail(std::to_string(tensors) + " tensors and " + std::to_string(kvs) + " metadata entries cannot fit in " +
+                   std::to_string(size) + " bytes");
+  std::uint64_t alignment = 32;
+  for (std::uint64_t i = 0; i < kvs && !c.error; ++i) {
+    const std::string key = c.string();
+    const auto type = static_cast<std::uint32_t>(c.uint(4));
+    if (key == "general.alignment" && type == 4 && !c.error) {
+      alignment = c.uint(4);
+      if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > 65536)
+        return wf.fail("general.alignment " + std::to_string(alignment) + " is not a power of two up to 65536");
+      continue;
+    }
+    c.skip(type);
+  }
+  if (c.error) return wf.fail("metadata: " + *c.error);
+  struct Entry {
+    WeightInfo info;
+    std::uint64_t offset = 0;
+  };
+  std::vector<Entry> entries;
+  std::set<std::string> names;
+  for (std::uint64_t i = 0; i < tensors; ++i) {
+    Entry e;
+    e.info.name = c.string();
+    const auto dims = static_cast<std::uint32_t>(c.uint(4));
+    if (c.error) break;
+    const std::string at = "tensor " + sq(e.info.name);
+    if (dims > kMaxRank) return wf.fail(at + " has " + std::to_string(dims) + " dimensions, more than " + std::to_string(kMaxRank));
+    e.info.shape.resize(dims);
+    for (std::uint32_t d = 0; d < dims; ++d) {  // ne[0] is the contiguous axis: the row-major shape reverses them
+      const std::uint64_t v = c.uint(8);
+      if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        return wf.fail(at + " has the dimension " + std::to_string(v) + ", beyond 63 bits");
+      e.info.shape[dims - 1 - d] = static_cast<std::int64_t>(v);
+    }
+    const auto type = static_cast<std::uint32_t>(c.uint(4));
+    e.offset = c.uint(8);
+    if (c.error) break;
+    if (!names.insert(e.info.name).second) return wf.fail(at + " appears twice");
+    const GgmlType* g = nullptr;
+    for (const auto& t : kGgmlTypes)
+      if (t.id == type) g = &t;
+    auto count = checked_elements(e.info.shape);
+    if (!count) return wf.fail(at + ": shape " + shape_text(e.info.shape) + " has more elements than 64 bits can count");
+    e.info.elements = *count;
+    e.info.dtype = g != nullptr ? g->name : "ggml type " + std::to_string(type);
+    e.info.storage = g != nullptr ? g->storage : WeightStorage::Other;
+    if (g != nullptr) {
+      const std::uint64_t row = e.info.shape.empty() ? 1 : static_cast<std::uint64_t>(e.info.shape.back());
+      if (row % g->block != 0)
+        return wf.fail(at + " of " + g->name + " has rows of " + std::to_string(row) + " elements, not whole blocks of " +
+                       std::to_string(g->block));
+      if (*count / g->block > std::numeric_limits<std::uint64_t>::max() / g->bytes)
+        return wf.fail(at + ": shape " + shape_text(e.info.shape) + " is too large");
+      e.info.byte_size = *count / g->block * g->bytes;
+    }
+    if (e.info.shape.size() == 2) e.info.layout = WeightLayout::DenseOI;  // ggml's mul_mat: [out, in], in contiguous
+    if (e.info.shape.size() == 4) e.info.layout = WeightLayout::ConvOIHW;
+    if (e.offset % alignment != 0)
+      return wf.fail(at + " starts at data offset " + std::to_string(e.offset) + ", not a multiple of the alignment " +
+                     std::to_string(alignment));
+    entries.push_back(std::move(e));
+  }
+  if (c.error) return wf.fail("tensor infos: " + *c.error);
+  const std::uint64_t data = (c.at + alignment - 1) / alignment * alignment;
+  if (data > size && !entries.empty()) return wf.fail("the data section would start at " + std::to_string(data) + ", past the end");
+  const std::uint64_t data_size = size - std::min(size, data);
+  // Tensors of known types must lie inside the data and not overlap.
+  std::vector<const Entry*> order;
+  for (const auto& e : entries) {
+    if (e.info.dtype.rfind("ggml type", 0) == 0) continue;
+    if (e.offset > data_size || e.info.byte_size > data_size - e.offset)
+      return wf.fail("tensor " + sq(e.info.name) + ": bytes [" + std::to_string(e.offset) + ", " +
+                     std::to_string(e.offset + e.info.byte_size) + ") of the data lie outside it (" + std::to_string(data_size) +
+                     " bytes)");
+    order.push_back(&e);
+  }
+  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) { return a->offset < b->offset; });
+  for (std::size_t i = 1; i < order.size(); ++i)
+    if (order[i]->offset < order[i - 1]->offset + order[i - 1]->info.byte_size)
+      return wf.fail("tensors " + sq(order[i - 1]->info.name) + " and " + sq(order[i]->info.name) + " overlap");
+  wf.sources_.push_back({Shard{path, size}});
+  for (auto& e : entries) {
+    wf.locations_.push_back({0, data + e.offset});
     wf.weights_.push_back(std::move(e.info));
   }
   return wf;

@@ -1,5 +1,6 @@
 // Named weight tensors in model files: tfjs weight manifests (model.json + binary shards),
-// safetensors, and GNU Backgammon's binary neural-net weights (.wd). Opening a file reads and checks
+// safetensors (one file, or shards named by a model.safetensors.index.json), GGUF (llama.cpp), and GNU
+// Backgammon's binary neural-net weights (.wd). Opening a file reads and checks
 // only its header; the listing (name, shape, dtype, byte size, layout) comes from the header alone,
 // so a caller can select tensors by name and read just those.
 //
@@ -27,9 +28,10 @@ enum class WeightFileKind : std::uint8_t {
   Tfjs,         ///< tfjs model.json with weightsManifest (graph or layers model)
   Safetensors,  ///< safetensors: 8-byte header length, JSON header, data
   Gnubg,        ///< GNU Backgammon binary weights (gnubg.wd)
+  Gguf,         ///< GGUF (llama.cpp): F32, F16 and BF16 tensors are read, quantized ggml types listed
 };
 
-/// "tfjs", "safetensors", "gnubg".
+/// "tfjs", "safetensors", "gnubg", "gguf".
 std::string_view weight_file_kind_name(WeightFileKind kind);
 
 /// How the axes of a weight map to the inputs and outputs of the layer that uses it.
@@ -85,15 +87,25 @@ struct WeightInfo {
 /// An opened weight file: its header, checked against the file. Reads tensors on demand.
 class WeightFile {
  public:
-  /// Opens a weight file, choosing the reader by name and content: "*.json" is a tfjs manifest,
+  /// Opens a weight file, choosing the reader by name and content: "*.safetensors.index.json" (or a JSON
+  /// file with a "weight_map") is a sharded safetensors index, other "*.json" a tfjs manifest,
   /// "*.safetensors" (or a file whose first 8 bytes are a plausible header length followed by '{')
-  /// is safetensors, "*.wd" is gnubg.
+  /// is safetensors, "*.gguf" (or a file starting with "GGUF") is GGUF, "*.wd" is gnubg.
   static Result<WeightFile> open(const std::string& path);
   /// Opens a tfjs model.json. Shards named by weightsManifest[g].paths are concatenated in order
   /// and the group's weights are packed back to back in them (little-endian).
   static Result<WeightFile> open_tfjs(const std::string& path);
   /// Opens a safetensors file.
   static Result<WeightFile> open_safetensors(const std::string& path);
+  /// Opens a sharded safetensors model by its index (model.safetensors.index.json: "weight_map" from tensor
+  /// name to shard file in the index's folder). Each shard is opened and checked as open_safetensors does;
+  /// every tensor of the map must be in its shard. Tensors are listed shard by shard (shards in name order),
+  /// in each shard's file order.
+  static Result<WeightFile> open_safetensors_index(const std::string& path);
+  /// Opens a GGUF file (version 2 or 3, little-endian): the metadata is checked and skipped, every tensor
+  /// listed with its shape in row-major order (GGUF's ne[0], the contiguous axis, last); F32, F16 and BF16
+  /// tensors are read, the quantized ggml types listed with their byte sizes.
+  static Result<WeightFile> open_gguf(const std::string& path);
   /// Opens a GNU Backgammon binary weights file (magic 472.3782, version 1.0, then nets).
   static Result<WeightFile> open_gnubg(const std::string& path);
 
