@@ -149,3 +149,16 @@ def test_a_converted_model_trains():
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0]
+
+
+def test_analyze_parameters_of_a_state_dict(tmp_path):
+    model = small_model()
+    torch.save(model.state_dict(), tmp_path / "m.pt")
+    records = mt.analyze_parameters(torch.load(tmp_path / "m.pt"), "mxfp4", "nvfp4")
+    assert [r["tensor"] for r in records][:2] == ["0.weight", "0.weight"]
+    fc = [r for r in records if r["tensor"] == "4.weight" and r["format"] == "mxfp4"][0]
+    assert fc == {"tensor": "4.weight", "shape": (32, 8 * 14 * 14),
+                  **mxlab.analyze(model[4].weight.detach().numpy(), "mxfp4")[0]}
+    conv = [r for r in records if r["tensor"] == "0.weight" and r["format"] == "nvfp4"][0]
+    assert conv["mse"] == mxlab.analyze(model[0].weight.detach().numpy(), "nvfp4", layout="oihw")[0]["mse"]
+    assert len(mt.analyze_parameters(model, "mxfp8_e4m3")) == 6

@@ -9,6 +9,8 @@
   blocks along the output features; dW = dY^T X takes dY as ``g`` and X as ``a_bp``, blocks along the batch.
 - ``convert(model, recipe)``: replaces a model's Linear and Conv2d layers in place, formats per layer name
   from the same recipe names and files as ``mxlab train --recipe``.
+- ``analyze_parameters(state, *specs)``: ``mxlab.analyze`` of every floating-point tensor of a state dict
+  (``torch.load``) or a module, blocks along each weight's reduction axis, without writing files.
 """
 
 import functools
@@ -20,7 +22,7 @@ import torch.nn.functional as _F
 
 import mxlab as _mx
 
-__all__ = ["fake_quantize", "fake_quantize_ste", "Linear", "Conv2d", "convert", "layer_quantizers"]
+__all__ = ["fake_quantize", "fake_quantize_ste", "Linear", "Conv2d", "convert", "layer_quantizers", "analyze_parameters"]
 
 
 def _check_cpu(t):
@@ -262,3 +264,21 @@ def convert(model, recipe="mxfp8", inplace=True):
             new.set_recipe(recipe, full)
             setattr(module, child_name, new)
     return model
+
+
+def analyze_parameters(state, *specs, threads=None, **options):
+    """Error records (``mxlab.analyze``) of every floating-point tensor of a state dict (``torch.load``) or of a
+    module's ``state_dict()``, each record led by the tensor's name and shape. Blocks run along the reduction
+    axis of a weight: the input features of a Linear weight [O, I] (its last axis) and the input channels of a
+    convolution weight [O, I, kh, kw] (layout ``oihw``); other tensors along their last axis. Tensors are read
+    in place (CPU, contiguous)."""
+    items = state.state_dict().items() if isinstance(state, _torch.nn.Module) else state.items()
+    records = []
+    for name, t in items:
+        if not isinstance(t, _torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
+            continue
+        x, bf16 = _numpy(t.cpu())
+        layout = "oihw" if t.dim() == 4 else None
+        for r in _mx.analyze(x, *specs, layout=layout, bf16=bf16, threads=threads, **options):
+            records.append({"tensor": name, "shape": tuple(t.shape), **r})
+    return records
