@@ -1,0 +1,130 @@
+// Dot products and GEMMs of block-scaled operands (docs/gemm.md): the exact reference (every product and the
+// sum exact, one rounding at the end) and the accumulation models of model.hpp, over operands whose blocks run
+// along the reduction axis K.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mxlab/core/error.hpp"
+#include "mxlab/core/exact_sum.hpp"
+#include "mxlab/formats/cast.hpp"
+#include "mxlab/formats/format.hpp"
+#include "mxlab/gemm/model.hpp"
+#include "mxlab/quantize/block_format.hpp"
+
+namespace mxlab::gemm {
+
+/// A quantized matrix of `rows` x `depth` (row-major) whose blocks run along its rows, the reduction axis: A as
+/// it is (M x K), B as its transpose (N x K). Element k of row r is element[r*depth+k] * scale[..] * tensor_scale.
+struct Operand {
+  std::string format;            ///< the block format's name ("float32" for unquantized operands)
+  std::int64_t rows = 0;
+  std::int64_t depth = 0;
+  std::vector<double> element;   ///< the decoded element codes (NaN codes give NaN)
+  std::vector<double> scale;     ///< each element's block scale, times 2^-d of its subtile (NaN: a NaN scale)
+  std::vector<std::uint8_t> block_start;  ///< 1 where an element begins a new block along its row
+  double tensor_scale = 1;       ///< the second-level scale of two-level formats (NVFP4), else 1
+  std::vector<double> value;     ///< element * scale * tensor_scale, exact (docs/quantization.md)
+
+  std::size_t at(std::int64_t row, std::int64_t k) const { return static_cast<std::size_t>(row * depth + k); }
+};
+
+/// Quantizes x (rows x depth, row-major) with a block format whose blocks lie along the rows (the reference
+/// quantizer, mxlab::quantize) and splits it into elements, scales and block starts.
+Result<Operand> quantize_operand(const BlockFormat& f, std::span<const double> x, std::int64_t rows, std::int64_t depth);
+
+/// An operand of unquantized values: each value an element with scale 1, one block per row.
+Operand plain_operand(std::string name, std::span<const double> x, std::int64_t rows, std::int64_t depth);
+
+/// x (rows x cols, row-major) transposed.
+std::vector<double> transpose(std::span<const double> x, std::int64_t rows, std::int64_t cols);
+
+/// What the special values of the two rows make of their dot product (OCP MX v1.0 section 6.3 and IEEE 754):
+/// NaN when an element or scale is NaN, a product is infinity times zero, or infinities of both signs meet;
+/// an infinity when the infinite products share its sign; None when every product is finite.
+enum class Special : std::uint8_t { None, Nan, PosInf, NegInf };
+Special dot_special(const Operand& a, std::int64_t row_a, const Operand& b, std::int64_t row_b);
+
+/// The exact dot product of row row_a of a and row row_b of b (their depths must agree): specials as
+/// dot_special says, else every product exact and the sum exact.
+struct ExactDot {
+  Special special = Special::None;
+  ExactSum sum;
+};
+ExactDot exact_dot(const Operand& a, std::int64_t row_a, const Operand& b, std::int64_t row_b);
+
+/// The exact dot product rounded once to `out` (zero results are +0).
+double round_once(const ExactDot& d, const Format& out, Rounding rounding = Rounding::NearestEven);
+
+/// A matrix of doubles, row-major.
+struct Matrix {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::vector<double> values;
+};
+
+/// C = A B (b holds B's transpose): each entry the exact dot product rounded once to `out`; threads 0 = all.
+Result<Matrix> exact_gemm(const Operand& a, const Operand& b, const Format& out, unsigned threads = 0);
+
+/// C = A B with each entry the exact dot product rounded to the nearest double (error statistics' reference).
+Matrix exact_gemm_double(const Operand& a, const Operand& b, unsigned threads = 0);
+
+/// Why the model cannot run these operands (its double arithmetic would not be exact), or nothing.
+std::optional<Error> check_model_operands(const Model& m, const Operand& a, const Operand& b);
+
+/// The dot product of row row_a of a and row row_b of b under the model, rounded to `out` (docs/gemm.md).
+/// The operands must pass check_model_operands.
+double model_dot(const Model& m, const Operand& a, std::int64_t row_a, const Operand& b, std::int64_t row_b,
+                 const Format& out);
+
+/// C = A B under the model (b holds B's transpose).
+Result<Matrix> model_gemm(const Model& m, const Operand& a, const Operand& b, const Format& out, unsigned threads = 0);
+
+// ---- the job every front end runs
+
+/// Error of a matrix against a reference, entry by entry (entries where either is NaN are counted apart;
+/// relative errors over the entries whose reference is nonzero).
+struct ErrorSummary {
+  std::int64_t count = 0;           ///< entries compared (both not NaN)
+  std::int64_t nan_count = 0;       ///< entries where the result or the reference is NaN
+  std::int64_t zero_reference = 0;  ///< compared entries whose reference is 0 (no relative error)
+  double max_rel_error = 0;
+  double mean_rel_error = 0;
+  double p50_rel_error = 0, p90_rel_error = 0, p99_rel_error = 0;  ///< nearest-rank percentiles
+  double max_abs_error = 0;
+  double sqnr_db = 0;               ///< 10 log10(sum ref^2 / sum (c - ref)^2); inf when equal
+};
+ErrorSummary compare(std::span<const double> c, std::span<const double> reference);
+
+struct GemmRequest {
+  BlockFormat format_a;                ///< A's block format (blocks along K)
+  BlockFormat format_b;                ///< B's block format, applied to B's transpose (N x K, blocks along K)
+  std::vector<Model> models;           ///< accumulation models to run
+  std::optional<Format> out;           ///< C's format (none: float32)
+  std::int64_t m = 0, k = 0, n = 0;
+  std::vector<double> a;               ///< M x K, row-major
+  std::vector<double> b;               ///< K x N, row-major
+  unsigned threads = 0;
+};
+
+struct ModelResult {
+  Model model;
+  Matrix c;
+  ErrorSummary vs_exact;  ///< against the exact product of the quantized operands
+  ErrorSummary vs_fp32;   ///< against the exact product of the operands as float32 (unquantized)
+};
+
+struct GemmReport {
+  ErrorSummary exact_vs_fp32;  ///< the exact product of the quantized operands against the float32 one
+  std::vector<ModelResult> models;
+};
+
+/// Quantizes both operands, computes the exact product of the quantized and of the float32 operands and C under
+/// every model, and compares them. Errors name the request's part (shape, format, model).
+Result<GemmReport> run(const GemmRequest& request);
+
+}  // namespace mxlab::gemm

@@ -1,0 +1,444 @@
+// The exact reference and the accumulation models over quantized operands (docs/gemm.md). The models run in
+// double arithmetic that is exact by construction (check_model_operands), each rounding done once from an exact
+// value (arith.hpp); engine/gemm/src/definition.cpp is the same definition in rational arithmetic.
+#include "mxlab/gemm/gemm.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "arith.hpp"
+#include "mxlab/core/threads.hpp"
+#include "mxlab/formats/parse.hpp"
+#include "mxlab/quantize/quantize.hpp"
+
+namespace mxlab::gemm {
+namespace detail {
+
+Rounder make_rounder(const Format& f, Rounding r) {
+  CastOptions o;
+  o.rounding = r;
+  auto resolved = resolve_options(f, o);
+  return {f, resolved ? *resolved : o};
+}
+
+double round_sum(const Rounder& r, const ExactSum& s) {
+  const double hi = s.to_double();
+  if (!std::isfinite(hi)) return r(hi);
+  ExactSum rest = s;
+  rest.add(-hi);
+  return r(odd_from_pair(hi, static_cast<double>(rest.sign())));
+}
+
+ExactSum scaled(const ExactSum& s, double factor) {
+  const ExactSum::Parts p = s.parts();
+  ExactSum out;
+  for (std::size_t i = 0; i < p.limbs.size(); ++i) {
+    if (p.limbs[i] == 0) continue;
+    const double limb = std::ldexp(static_cast<double>(p.limbs[i]), p.exponent + 32 * static_cast<int>(i));
+    out.add_product(p.negative ? -limb : limb, factor);
+  }
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::Rounder;
+
+const Format& float32() {
+  static const Format f = *parse_format("float32");
+  return f;
+}
+
+/// Significant bits of a finite double (0 for zero).
+int significant_bits(double x) {
+  if (x == 0 || !std::isfinite(x)) return 0;
+  int e = 0;
+  const double m = std::frexp(std::fabs(x), &e);
+  const auto mant = static_cast<std::uint64_t>(std::ldexp(m, 53));
+  return 53 - std::countr_zero(mant);
+}
+
+int precision(const Format& f) { return f.spec().mantissa_bits + 1; }
+
+}  // namespace
+
+std::vector<double> transpose(std::span<const double> x, std::int64_t rows, std::int64_t cols) {
+  std::vector<double> t(x.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      t[static_cast<std::size_t>(c * rows + r)] = x[static_cast<std::size_t>(r * cols + c)];
+  return t;
+}
+
+Result<Operand> quantize_operand(const BlockFormat& f, std::span<const double> x, std::int64_t rows, std::int64_t depth) {
+  const std::vector<std::int64_t> shape = {rows, depth};
+  auto q = quantize(f, x, shape);
+  if (!q) return q.error();
+  Operand op;
+  op.format = f.name;
+  op.rows = rows;
+  op.depth = depth;
+  const std::size_t n = x.size();
+  op.element.resize(n);
+  op.scale.assign(n, 1.0);
+  op.block_start.assign(n, 0);
+  op.value.resize(n);
+  op.tensor_scale = q->tensor_scale;
+  std::vector<std::int64_t> block_of, sub_of;
+  if (f.layout.scale) {
+    block_of = BlockIndexer(shape, f.layout).block_of_all();
+    if (!q->subtile_offsets.empty()) sub_of = BlockIndexer::subtiles(shape, f.layout).block_of_all();
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const double e = f.element.decode(q->codes[i]);
+    op.element[i] = e;
+    const auto k = static_cast<std::int64_t>(i) % std::max<std::int64_t>(depth, 1);
+    if (!block_of.empty()) {
+      double s = q->scale_values[static_cast<std::size_t>(block_of[i])];
+      if (!sub_of.empty()) s = std::ldexp(s, -static_cast<int>(q->subtile_offsets[static_cast<std::size_t>(sub_of[i])]));
+      op.scale[i] = s;
+      op.block_start[i] = k == 0 || block_of[i] != block_of[i - 1] || (!sub_of.empty() && sub_of[i] != sub_of[i - 1]);
+    } else {
+      op.block_start[i] = k == 0;
+    }
+    // As mxlab::dequantize: a zero scale makes a finite element 0.
+    const double s = op.scale[i];
+    op.value[i] = (s == 0 && std::isfinite(e)) ? 0.0 : e * s * op.tensor_scale;
+  }
+  return op;
+}
+
+Operand plain_operand(std::string name, std::span<const double> x, std::int64_t rows, std::int64_t depth) {
+  Operand op;
+  op.format = std::move(name);
+  op.rows = rows;
+  op.depth = depth;
+  op.element.assign(x.begin(), x.end());
+  op.value.assign(x.begin(), x.end());
+  op.scale.assign(x.size(), 1.0);
+  op.block_start.assign(x.size(), 0);
+  for (std::int64_t r = 0; r < rows && depth > 0; ++r) op.block_start[op.at(r, 0)] = 1;
+  return op;
+}
+
+Special dot_special(const Operand& a, std::int64_t row_a, const Operand& b, std::int64_t row_b) {
+  bool pos = false, neg = false;
+  for (std::int64_t k = 0; k < a.depth; ++k) {
+    const double x = a.value[a.at(row_a, k)], y = b.value[b.at(row_b, k)];
+    if (std::isnan(x) || std::isnan(y)) return Special::Nan;
+    const bool ix = std::isinf(x), iy = std::isinf(y);
+    if (!ix && !iy) continue;
+    if ((ix && y == 0) || (iy && x == 0)) return Special::Nan;
+    (std::signbit(x) != std::signbit(y) ? neg : pos) = true;
+  }
+  if (pos && neg) return Special::Nan;
+  return pos ? Special::PosInf : neg ? Special::NegInf : Special::None;
+}
+
+namespace {
+
+double special_value(Special s) {
+  switch (s) {
+    case Special::Nan: return std::numeric_limits<double>::quiet_NaN();
+    case Special::PosInf: return std::numeric_limits<double>::infinity();
+    case Special::NegInf: return -std::numeric_limits<double>::infinity();
+    case Special::None: break;
+  }
+  return 0;
+}
+
+}  // namespace
+
+ExactDot exact_dot(const Operand& a, std::int64_t row_a, const Operand& b, std::int64_t row_b) {
+  ExactDot d;
+  d.special = dot_special(a, row_a, b, row_b);
+  if (d.special != Special::None) return d;
+  const double* x = a.value.data() + a.at(row_a, 0);
+  const double* y = b.value.data() + b.at(row_b, 0);
+  for (std::int64_t k = 0; k < a.depth; ++k) d.sum.add_product(x[k], y[k]);
+  return d;
+}
+
+double round_once(const ExactDot& d, const Format& out, Rounding rounding) {
+  const Rounder r = detail::make_rounder(out, rounding);
+  if (d.special != Special::None) return r(special_value(d.special));
+  return detail::round_sum(r, d.sum);
+}
+
+namespace {
+
+/// Runs fn(i) for every row i of C on `threads` threads (rows interleaved).
+template <typename Fn>
+void for_rows(std::int64_t rows, unsigned threads, Fn&& fn) {
+  const unsigned parts = std::max(1U, std::min<unsigned>(resolve_threads(threads), static_cast<unsigned>(std::max<std::int64_t>(rows, 1))));
+  run_parts(parts, [&](unsigned t) {
+    for (std::int64_t i = t; i < rows; i += parts) fn(i);
+  });
+}
+
+std::optional<Error> check_shapes(const Operand& a, const Operand& b) {
+  if (a.depth != b.depth)
+    return make_error("operands: A has K = " + std::to_string(a.depth) + ", B has K = " + std::to_string(b.depth));
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<Matrix> exact_gemm(const Operand& a, const Operand& b, const Format& out, unsigned threads) {
+  if (auto e = check_shapes(a, b)) return *e;
+  Matrix c{a.rows, b.rows, std::vector<double>(static_cast<std::size_t>(a.rows * b.rows))};
+  for_rows(a.rows, threads, [&](std::int64_t i) {
+    for (std::int64_t j = 0; j < b.rows; ++j)
+      c.values[static_cast<std::size_t>(i * b.rows + j)] = round_once(exact_dot(a, i, b, j), out);
+  });
+  return c;
+}
+
+Matrix exact_gemm_double(const Operand& a, const Operand& b, unsigned threads) {
+  Matrix c{a.rows, b.rows, std::vector<double>(static_cast<std::size_t>(a.rows * b.rows))};
+  for_rows(a.rows, threads, [&](std::int64_t i) {
+    for (std::int64_t j = 0; j < b.rows; ++j) {
+      const ExactDot d = exact_dot(a, i, b, j);
+      c.values[static_cast<std::size_t>(i * b.rows + j)] =
+          d.special != Special::None ? special_value(d.special) : d.sum.to_double();
+    }
+  });
+  return c;
+}
+
+// ---- models
+
+std::optional<Error> check_model_operands(const Model& m, const Operand& a, const Operand& b) {
+  if (auto e = check_shapes(a, b)) return e;
+  // The largest significand (in bits) of elements, scales and scaled elements of each operand.
+  struct Bits {
+    int element = 0, scale = 0, scaled = 0;
+  };
+  auto bits_of = [](const Operand& op) {
+    Bits r;
+    for (std::size_t i = 0; i < op.element.size(); ++i) {
+      r.element = std::max(r.element, significant_bits(op.element[i]));
+      r.scale = std::max(r.scale, significant_bits(op.scale[i]));
+      r.scaled = std::max(r.scaled, significant_bits(op.element[i] * op.scale[i]));
+    }
+    return r;
+  };
+  const Bits x = bits_of(a), y = bits_of(b);
+  const int scales = x.scale + y.scale;
+  int products = m.scale == ScaleSite::Product ? x.scaled + y.scaled : x.element + y.element;
+  std::string what = m.scale == ScaleSite::Product ? "products of scaled elements" : "products of elements";
+  if (products > 53)
+    return make_error("model '" + m.name + "': the " + what + " of " + a.format + " and " + b.format + " need " +
+                      std::to_string(products) + " significant bits, more than the model's double arithmetic holds");
+  if (m.product) products = std::min(products, precision(*m.product));
+  if (m.scale == ScaleSite::Block) {
+    // A group's value (a product, a rounded sum, or an aligned addend) times the two block scales.
+    const int group = m.sum && m.acc != AccKind::Aligned ? std::max(products, precision(*m.sum)) : products;
+    const bool exact_group = !m.sum && m.acc != AccKind::Aligned;
+    if (scales > 53 || (!exact_group && group + scales > 53))
+      return make_error("model '" + m.name + "': a group's value times the block scales of " + a.format + " and " +
+                        b.format + " needs " + std::to_string(group + scales) +
+                        " significant bits, more than the model's double arithmetic holds");
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+/// One dot product under a model, in the words of docs/gemm.md "Definition".
+class ModelDot {
+ public:
+  ModelDot(const Model& m, const Format& out) : m_(m), out_(detail::make_rounder(out, Rounding::NearestEven)),
+        fp32_(detail::make_rounder(float32(), Rounding::NearestEven)) {
+    if (m.product) product_.emplace(detail::make_rounder(*m.product, m.rounding));
+    if (m.sum) sum_.emplace(detail::make_rounder(*m.sum, m.rounding));
+    if (m.acc_format) acc_round_.emplace(detail::make_rounder(*m.acc_format, m.rounding));
+  }
+
+  double run(const Operand& a, std::int64_t ra, const Operand& b, std::int64_t rb) {
+    const Special special = dot_special(a, ra, b, rb);
+    if (special != Special::None) return out_(special_value(special));
+    const std::int64_t depth = a.depth;
+    const std::size_t a0 = a.at(ra, 0), b0 = b.at(rb, 0);
+    reset_acc();
+    double outer = 0;  // the FP32 accumulator of promotions
+    std::int64_t k = 0;
+    while (k < depth) {
+      std::int64_t end = k + 1;
+      while (end < depth && !boundary(a.block_start[a0 + static_cast<std::size_t>(end)] != 0 ||
+                                          b.block_start[b0 + static_cast<std::size_t>(end)] != 0, end))
+        ++end;
+      const double sa = a.scale[a0 + static_cast<std::size_t>(k)], sb = b.scale[b0 + static_cast<std::size_t>(k)];
+      const double block_scale = m_.scale == ScaleSite::Block ? sa * sb : 1.0;  // exact (check_model_operands)
+      products_.clear();
+      for (std::int64_t t = k; t < end; ++t) {
+        const std::size_t i = a0 + static_cast<std::size_t>(t), j = b0 + static_cast<std::size_t>(t);
+        double p = m_.scale == ScaleSite::Product ? (a.element[i] * a.scale[i]) * (b.element[j] * b.scale[j])
+                                                  : a.element[i] * b.element[j];
+        if (product_) p = (*product_)(p);
+        products_.push_back(p == 0 ? 0.0 : p);
+      }
+      add_group(block_scale);
+      k = end;
+      if (m_.promote > 0 && (k % m_.promote == 0 || k == depth)) {
+        outer = promote_into(outer);
+        reset_acc();
+      }
+    }
+    // The tensor scales multiply the final accumulator, exactly, before the one rounding to the output.
+    const double g = a.tensor_scale * b.tensor_scale;  // two float32 values: exact
+    if (m_.promote > 0) return detail::round_mul(out_, outer, g);
+    if (overflowed_) return out_(*overflowed_ * g);
+    if (m_.acc == AccKind::Exact) return detail::round_sum(out_, detail::scaled(exact_acc_, g));
+    return detail::round_mul(out_, acc_, g);
+  }
+
+ private:
+  bool boundary(bool block_start, std::int64_t k) const {
+    return block_start || (m_.group > 0 && k % m_.group == 0) || (m_.promote > 0 && k % m_.promote == 0);
+  }
+
+  void reset_acc() {
+    acc_ = 0;
+    overflowed_.reset();
+    if (m_.acc == AccKind::Exact) exact_acc_ = ExactSum();
+  }
+
+  double promote_into(double outer) const {
+    if (overflowed_) return fp32_(outer + *overflowed_);
+    if (m_.acc == AccKind::Exact) {
+      ExactSum s = exact_acc_;
+      s.add(outer);
+      return detail::round_sum(fp32_, s);
+    }
+    return detail::round_add(fp32_, outer, acc_);
+  }
+
+  /// The group's sum in the sum format, in the model's order (a group of one product is that product).
+  double rounded_group_sum() {
+    const Rounder& r = *sum_;
+    if (m_.order == SumOrder::Sequential) {
+      double s = products_[0];
+      for (std::size_t t = 1; t < products_.size(); ++t) s = detail::round_add(r, s, products_[t]);
+      return s;
+    }
+    level_ = products_;
+    while (level_.size() > 1) {
+      std::size_t w = 0;
+      for (std::size_t t = 0; t < level_.size(); t += 2)
+        level_[w++] = t + 1 < level_.size() ? detail::round_add(r, level_[t], level_[t + 1]) : level_[t];
+      level_.resize(w);
+    }
+    return level_[0];
+  }
+
+  void add_group(double block_scale) {
+    if (m_.acc == AccKind::Aligned) {
+      aligned_step(block_scale);
+      return;
+    }
+    if (!sum_) {
+      // An exact group sum, scaled exactly (IEEE arithmetic when a product format overflowed).
+      double special = 0;
+      for (double p : products_) special += std::isfinite(p) ? 0.0 : p;
+      if (special != 0 || std::isnan(special)) {
+        if (m_.acc == AccKind::Exact) nonfinite_exact(special);
+        else acc_ = (*acc_round_)(acc_ + special);
+        return;
+      }
+      if (m_.acc == AccKind::Exact) {
+        for (double p : products_) exact_acc_.add_product(p, block_scale);
+        return;
+      }
+      ExactSum s;
+      for (double p : products_) s.add_product(p, block_scale);
+      if (std::isfinite(acc_)) {
+        s.add(acc_);
+        acc_ = detail::round_sum(*acc_round_, s);
+      } else {
+        acc_ = (*acc_round_)(acc_);
+      }
+      return;
+    }
+    const double t = rounded_group_sum();
+    if (m_.acc == AccKind::Exact) {
+      if (std::isfinite(t)) exact_acc_.add_product(t, block_scale);
+      else nonfinite_exact(t);
+      return;
+    }
+    // Float accumulator: acc = round(acc + t * scales), t * scales exact unless t overflowed.
+    if (!std::isfinite(t)) {
+      acc_ = (*acc_round_)(acc_ + t);
+      return;
+    }
+    const double scaled = t * block_scale;
+    acc_ = detail::round_add(*acc_round_, acc_, scaled);
+  }
+
+  /// An exact accumulator cannot hold an infinity or NaN from an overflowed sum format: the result is it.
+  void nonfinite_exact(double t) { overflowed_ = overflowed_ ? *overflowed_ + t : t; }
+
+  /// acc and the group's scaled products aligned to the largest exponent among them, `aligned_bits` kept.
+  void aligned_step(double block_scale) {
+    addends_.clear();
+    addends_.push_back(acc_);
+    for (double p : products_) addends_.push_back(p * block_scale);  // exact (check_model_operands)
+    double largest = 0;
+    bool finite = true;
+    for (double x : addends_) {
+      finite = finite && std::isfinite(x);
+      largest = std::max(largest, std::fabs(x));
+    }
+    if (!finite) {
+      double s = 0;
+      for (double x : addends_) s += x;
+      acc_ = s;
+      return;
+    }
+    if (largest == 0) {
+      acc_ = 0;
+      return;
+    }
+    const int e = std::ilogb(largest);
+    const int quantum = e - m_.aligned_bits + 1;  // the weight of the last bit kept
+    double s = 0;  // exact: at most aligned_bits + log2(addends) bits, all multiples of 2^quantum
+    for (double x : addends_) {
+      const double units = std::ldexp(x, -quantum);
+      const double kept = m_.align_rounding == AlignRounding::Truncate ? std::trunc(units) : std::nearbyint(units);
+      s += std::ldexp(kept, quantum);
+    }
+    acc_ = s == 0 ? 0.0 : s;
+  }
+
+  const Model& m_;
+  Rounder out_, fp32_;
+  std::optional<Rounder> product_, sum_, acc_round_;
+  double acc_ = 0;
+  ExactSum exact_acc_;
+  std::optional<double> overflowed_;
+  std::vector<double> products_, level_, addends_;
+};
+
+}  // namespace
+
+double model_dot(const Model& m, const Operand& a, std::int64_t row_a, const Operand& b, std::int64_t row_b,
+                 const Format& out) {
+  ModelDot d(m, out);
+  return d.run(a, row_a, b, row_b);
+}
+
+Result<Matrix> model_gemm(const Model& m, const Operand& a, const Operand& b, const Format& out, unsigned threads) {
+  if (auto e = check_model_operands(m, a, b)) return *e;
+  Matrix c{a.rows, b.rows, std::vector<double>(static_cast<std::size_t>(a.rows * b.rows))};
+  for_rows(a.rows, threads, [&](std::int64_t i) {
+    ModelDot d(m, out);
+    for (std::int64_t j = 0; j < b.rows; ++j) c.values[static_cast<std::size_t>(i * b.rows + j)] = d.run(a, i, b, j);
+  });
+  return c;
+}
+
+}  // namespace mxlab::gemm
