@@ -672,6 +672,7 @@ constexpr GgmlType kGgmlTypes[] = {
 
 /// Reads GGUF's little-endian header fields from a buffer, every read checked against its end.
 struct GgufCursor {
+  GgufCursor(const unsigned char* data, std::uint64_t bytes) : p(data), size(bytes) {}
   const unsigned char* p;
   std::uint64_t size, at = 0;
   std::optional<std::string> error;
@@ -740,7 +741,7 @@ Result<WeightFile> WeightFile::open_gguf(const std::string& path) {
   }
   if (auto p = read_at(f.get(), 0, head.data(), head.size())) return wf.fail(*p);
   f.reset();
-  GgufCursor c{reinterpret_cast<const unsigned char*>(head.data()), n};
+  GgufCursor c(reinterpret_cast<const unsigned char*>(head.data()), n);
   if (n < 24 || std::memcmp(head.data(), "GGUF", 4) != 0) return wf.fail("does not start with the magic 'GGUF'");
   c.take(4);
   const auto version = static_cast<std::uint32_t>(c.uint(4));
