@@ -180,7 +180,7 @@ ScaleModel scale_model(const FormatSpec& s) {
   return sm;
 }
 
-bool pow2_rule(ScaleRule r) { return r != ScaleRule::Amax && r != ScaleRule::FourOverSix; }
+bool pow2_rule(ScaleRule r) { return !scale_rule_traits(r).float_scale; }
 
 }  // namespace
 
@@ -225,8 +225,9 @@ std::optional<Error> check_bounds_support(const BlockFormat& f) {
   const ElementModel em = element_model(es);
   const ScaleRule rule = f.options.rule;
   const Format& sf = *f.layout.scale;
-  if (rule == ScaleRule::FourOverSix)
-    return unsupported(f, "the 4over6 rule picks the scale from every element's error, not from amax alone");
+  if (scale_rule_traits(rule).compares_candidates)
+    return unsupported(f, "the " + std::string(to_string(rule)) +
+                              " rule picks the scale from every element's error, not from amax alone");
   if (pow2_rule(rule)) {
     if (f.layout.tensor_scale) return unsupported(f, "a power-of-two rule cannot sit under a tensor scale");
     const int x_min = floor_log2(sf.min_positive());

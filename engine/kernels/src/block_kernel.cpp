@@ -74,7 +74,7 @@ struct RunPart {
 /// (elements non-null) and metrics accumulator.
 std::vector<RunPart> make_parts(unsigned threads, std::int64_t rb0, std::int64_t nblocks, std::int64_t row,
                                 std::int64_t k, std::uint8_t* elements, const BlockParams& p, bool metrics) {
-  const std::int64_t per_row = (row + k - 1) / k;
+  const std::int64_t per_row = ceil_div(row, k);
   std::vector<RunPart> parts(threads);
   for (unsigned t = 0; t < threads; ++t) {
     RunPart& part = parts[t];
@@ -93,7 +93,7 @@ std::vector<RunPart> make_parts(unsigned threads, std::int64_t rb0, std::int64_t
 /// Fake-quantized values of zero whose input is negative become -0 (each part's elements, in parallel).
 void negative_zeros(const BlockParams& p, const std::vector<RunPart>& parts, std::int64_t row, std::int64_t k,
                     BlockInput x, bool any_nan, float* fake) {
-  const std::int64_t per_row = (row + k - 1) / k;
+  const std::int64_t per_row = ceil_div(row, k);
   auto first = [&](std::int64_t b) { return b / per_row * row + std::min((b % per_row) * k, row); };
   kernel_detail::run_parts(static_cast<unsigned>(parts.size()), [&](unsigned t) {
     for (std::int64_t b = parts[t].b0; b < parts[t].b1; ++b) {
@@ -197,20 +197,20 @@ std::int64_t BlockKernel::block_count(const std::vector<std::int64_t>& shape) co
   if (n <= 0) return 0;
   const std::int64_t row = shape.empty() ? 1 : shape.back();
   const std::int64_t k = block_size(row);
-  return n / row * ((row + k - 1) / k);
+  return n / row * ceil_div(row, k);
 }
 
 std::int64_t BlockKernel::subtile_count(const std::vector<std::int64_t>& shape) const {
   const std::int64_t n = element_count(shape);
   if (n <= 0 || params_->subtile == 0) return 0;
   const std::int64_t row = shape.empty() ? 1 : shape.back();
-  return n / row * ((row + params_->subtile - 1) / params_->subtile);
+  return n / row * ceil_div(row, params_->subtile);
 }
 
 std::size_t BlockKernel::scale_bytes() const { return static_cast<std::size_t>(params_->scale_bytes); }
 
 std::size_t BlockKernel::packed_element_bytes(std::size_t elements) const {
-  return (elements * static_cast<std::size_t>(params_->bits) + 7) / 8;
+  return ceil_div(elements * static_cast<std::size_t>(params_->bits), 8);
 }
 
 // One piece of about 120 lines: the range checks, the outputs shifted to tensor positions, the thread split and
@@ -252,7 +252,7 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
   if (n == 0) return std::size_t{0};
   const std::int64_t row = shape.empty() ? 1 : shape.back();
   const std::int64_t k = block_size(row);
-  const std::int64_t per_row = (row + k - 1) / k;
+  const std::int64_t per_row = ceil_div(row, k);
   const std::int64_t all_blocks = n / row * per_row;
   const std::int64_t rb0 = br.first_block;
   const std::int64_t rb1 = br.end_block < 0 ? all_blocks : br.end_block;
@@ -348,10 +348,10 @@ BlockKernel::RangeSize BlockKernel::range_size(const std::vector<std::int64_t>& 
   r.elements = block_first_element(b1, row) - block_first_element(b0, row);
   if (params_->subtile > 0) {
     const std::int64_t k = block_size(row);
-    const std::int64_t per_row = (row + k - 1) / k;
-    const std::int64_t spr = (row + params_->subtile - 1) / params_->subtile;
+    const std::int64_t per_row = ceil_div(row, k);
+    const std::int64_t spr = ceil_div(row, params_->subtile);
     auto first_subtile = [&](std::int64_t b) {
-      return b / per_row * spr + std::min((b % per_row) * k, row + params_->subtile - 1) / params_->subtile;
+      return b / per_row * spr + std::min((b % per_row) * k / params_->subtile, spr);
     };
     r.subtiles = first_subtile(b1) - first_subtile(b0);
   }
@@ -395,7 +395,7 @@ Result<BlockTensorFacts> BlockKernel::tensor_facts(BlockInput x, const std::vect
 
 std::int64_t BlockKernel::block_first_element(std::int64_t b, std::int64_t row_length) const {
   const std::int64_t k = block_size(row_length);
-  const std::int64_t per_row = (row_length + k - 1) / k;
+  const std::int64_t per_row = ceil_div(row_length, k);
   const std::int64_t r = b / per_row;
   return r * row_length + std::min((b - r * per_row) * k, row_length);
 }
@@ -506,7 +506,7 @@ Result<std::size_t> BlockKernel::fake_quantize_columns(std::span<const float> x,
   if (n == 0) return std::size_t{0};
   const std::int64_t k = block_size(rows);
   if (columns_native() && kernel_detail::columns_lanes() <= static_cast<std::size_t>(cols)) {
-    const std::int64_t panels = (rows + k - 1) / k;
+    const std::int64_t panels = ceil_div(rows, k);
     const unsigned threads =
         std::min<unsigned>(kernel_detail::useful_threads(n, br.threads), static_cast<unsigned>(panels));
     kernel_detail::run_parts(threads, [&](unsigned t) {
@@ -582,7 +582,7 @@ Result<BlockPacked> BlockKernel::quantize_packed(BlockInput x, const std::vector
   if (!r) return r.error();
   if (params_->two_level) {
     // Little-endian code bytes, as mxlab::pack stores the tensor scale.
-    const int bytes = (format_.layout.tensor_scale->bits() + 7) / 8;
+    const int bytes = ceil_div(format_.layout.tensor_scale->bits(), 8);
     for (int i = 0; i < bytes; ++i) out.tensor_scale.push_back(static_cast<std::uint8_t>(ts.code >> (8 * i)));
   }
   return out;
@@ -637,7 +637,7 @@ Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elemen
   if (n == 0) return std::size_t{0};
   const std::int64_t row = shape.empty() ? 1 : shape.back();
   const std::int64_t k = block_size(row);
-  const std::int64_t per_row = (row + k - 1) / k;
+  const std::int64_t per_row = ceil_div(row, k);
   const std::int64_t nblocks = n / row * per_row;
   const unsigned threads = kernel_detail::useful_threads(static_cast<std::size_t>(n), br.threads);
   auto work = [&](unsigned t) {
@@ -653,7 +653,7 @@ Result<std::size_t> BlockKernel::dequantize(std::span<const std::uint8_t> elemen
     call.b1 = nblocks * (t + 1) / threads;
     call.g = params_->two_level ? tensor_scale : 1.0;
     call.subtile_offsets = subtile_offsets.data();
-    call.subtiles_per_row = params_->subtile > 0 ? (row + params_->subtile - 1) / params_->subtile : 0;
+    call.subtiles_per_row = params_->subtile > 0 ? ceil_div(row, params_->subtile) : 0;
     kernel_detail::dequant_dispatch(*params_, call);
   };
   kernel_detail::run_parts(threads, work);

@@ -106,7 +106,7 @@ bool needs_plan(const BlockFormat& f) {
 /// codes of at most 8 bits, the format's own decoding for wider ones; the NaN scale code.
 void fill_scale_values(const Format& sf, const Format* owned, BlockParams* p) {
   p->wide_scale = sf.bits() > 8;
-  p->scale_bytes = (sf.bits() + 7) / 8;
+  p->scale_bytes = ceil_div(sf.bits(), 8);
   p->scale_format = owned;
   if (!p->wide_scale) {
     for (std::uint32_t c = 0; c < 256; ++c) {
@@ -278,7 +278,7 @@ std::string unsupported_reason_of(const BlockFormat& f, bool check_scale_table) 
   const ScaleLayout& l = f.layout;
   const QuantOptions& o = f.options;
   if (!l.scale) return "a format without scales is an elementwise cast: use CastKernel";
-  const bool float_scales = o.rule == ScaleRule::Amax || o.rule == ScaleRule::FourOverSix;
+  const bool float_scales = scale_rule_traits(o.rule).float_scale;
   if (l.tensor_scale && !float_scales) return "a tensor scale needs float block scales (rule amax)";
   if (l.tensor_scale && (l.tensor_scale->kind() != FormatKind::Float || l.tensor_scale->spec().mantissa_bits > 23))
     return "tensor scale format '" + l.tensor_scale->name() + "' is not a float format of at most 24 significant bits";
@@ -360,7 +360,7 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
   }
   p->bits = e.bits();
   p->block = f.layout.tiles[0].size;
-  p->float_scales = o.rule == ScaleRule::Amax || o.rule == ScaleRule::FourOverSix;
+  p->float_scales = scale_rule_traits(o.rule).float_scale;
   p->four_over_six = o.rule == ScaleRule::FourOverSix;
   p->scale_target_alt = e.max_finite() * 2.0 / 3.0;  // the reference's expression
   p->two_level = f.layout.tensor_scale.has_value();

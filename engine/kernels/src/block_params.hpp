@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "mxlab/core/ceil_div.hpp"
 #include "mxlab/core/exact_sum.hpp"
 #include "mxlab/formats/cast.hpp"
 #include "mxlab/formats/format.hpp"

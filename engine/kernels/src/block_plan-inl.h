@@ -101,7 +101,7 @@ HWY_INLINE void plan_subtiles(const BlockParams& p, const BlockCall& call, const
   const DU du;
   const std::size_t lanes = hn::Lanes(du);
   const auto sub = static_cast<std::size_t>(p.subtile);
-  const std::size_t nsub = (len + sub - 1) / sub;
+  const std::size_t nsub = ceil_div(len, sub);
   const int lo = std::max(plan.exponent - p.subtile_dmax, p.x_min);
   const bool vector_subtiles =
       p.rule == ScaleRule::Floor && sub <= lanes && lanes % sub == 0 && sub <= 8 && (sub & (sub - 1)) == 0;

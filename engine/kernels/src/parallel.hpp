@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "mxlab/core/ceil_div.hpp"
 #include "mxlab/core/threads.hpp"
 
 namespace mxlab::kernel_detail {
@@ -30,7 +31,7 @@ void parallel_ranges(std::size_t n, unsigned threads, Fn&& fn) {
     fn(std::size_t{0}, n);
     return;
   }
-  const std::size_t step = ((n + parts - 1) / parts + 63) / 64 * 64;
+  const std::size_t step = ceil_div(ceil_div(n, parts), 64) * 64;
   std::vector<std::thread> workers;
   workers.reserve(parts - 1);
   for (std::size_t p = 1; p < parts; ++p) {

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "mxlab/core/ceil_div.hpp"
 #include "mxlab/core/random.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
 #include "mxlab/kernels/simd_target.hpp"
@@ -42,7 +43,7 @@ Result<VerifyReport> verify_cast(const Format& f, const CastOptions& options, co
 
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t total = verify.end - verify.begin;
-  const std::uint64_t blocks = (total + kBlock - 1) / kBlock;
+  const std::uint64_t blocks = ceil_div(total, kBlock);
   const unsigned threads = static_cast<unsigned>(
       std::min<std::uint64_t>(kernel_detail::resolve_threads(verify.threads), std::max<std::uint64_t>(blocks, 1)));
   std::atomic<std::uint64_t> next_block{0};

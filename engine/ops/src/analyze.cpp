@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mxlab/core/bits.hpp"
+#include "mxlab/core/ceil_div.hpp"
 #include "mxlab/quantize/pack.hpp"
 #include "ops_detail.hpp"
 
@@ -63,8 +64,7 @@ void gap_pass(const TensorSource& input, const V* deq, std::int64_t e0, std::int
 /// Float block scales (and tensor scales): a value is decode(code) * s * g, whose float32 rounding the kernels'
 /// fake values hold; the exact doubles come from the packed codes and scales of the same pass.
 bool float_scaled(const BlockFormat& f) {
-  return f.layout.tensor_scale.has_value() || f.options.rule == ScaleRule::Amax ||
-         f.options.rule == ScaleRule::FourOverSix;
+  return f.layout.tensor_scale.has_value() || scale_rule_traits(f.options.rule).float_scale;
 }
 
 /// Exact values of a chunk (elements [e0, e1), blocks [b0, b1)) from its packed codes, checked against the
@@ -84,7 +84,7 @@ bool exact_chunk_values(const BlockKernel& kernel, const BlockFormat& f, const B
                   f.element.is_signed();
   const std::int64_t row = shape.empty() ? 1 : shape.back();
   const std::int64_t k = kernel.block_size(row);
-  const std::int64_t per_row = (row + k - 1) / k;
+  const std::int64_t per_row = ceil_div(row, k);
   const std::size_t sb = kernel.scale_bytes();
   out.resize(n);
   for (std::int64_t b = b0; b < b1; ++b) {
@@ -153,7 +153,7 @@ class KernelAnalysis {
     blocks_ = kernel_.block_count(shape);
     row_ = shape.empty() ? 1 : shape.back();
     k_ = kernel_.block_size(row_);
-    per_row_ = k_ > 0 ? (row_ + k_ - 1) / k_ : 0;
+    per_row_ = k_ > 0 ? ceil_div(row_, k_) : 0;
     // Errors by gap take the exact values: for float scales, decode(code) * s * g from the packed codes.
     exact_from_codes_ = o.gaps && float_scaled(r_.format) && r_.format.layout.scale.has_value();
     if (exact_from_codes_) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <future>
 
+#include "mxlab/core/ceil_div.hpp"
 #include "mxlab/core/random.hpp"
 #include "mxlab/core/transpose.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
@@ -484,7 +485,7 @@ Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& i
     b0 = b1;
   }
   if (f.layout.tensor_scale) {
-    const int bytes = (f.layout.tensor_scale->bits() + 7) / 8;
+    const int bytes = ceil_div(f.layout.tensor_scale->bits(), 8);
     for (int i = 0; i < bytes; ++i) p.tensor_scale.push_back(static_cast<std::uint8_t>(ts.code >> (8 * i)));
   }
   return p;
@@ -499,8 +500,7 @@ Result<std::vector<double>> dequantize(const BlockFormat& f, const PackedTensor&
     return std::move(q->values);
   };
   // Float block scales: a value is decode(code) * s * g, which float32 does not always hold.
-  const bool float_scaled = f.layout.tensor_scale.has_value() || f.options.rule == ScaleRule::Amax ||
-                            f.options.rule == ScaleRule::FourOverSix;
+  const bool float_scaled = f.layout.tensor_scale.has_value() || scale_rule_traits(f.options.rule).float_scale;
   if (BlockKernel::unsupported_reason(f) != "" || f.layout.sparse_m > 0 || float_scaled) return reference();
   auto kernel = BlockKernel::make(f);
   if (!kernel) return reference();

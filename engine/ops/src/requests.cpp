@@ -13,6 +13,16 @@
 #include "mxlab/io/raw.hpp"
 
 namespace mxlab::ops {
+namespace {
+
+/// The scale rules' names, comma-separated, from their traits rows.
+std::string scale_rule_list() {
+  std::string list;
+  for (const ScaleRuleTraits& t : kScaleRules) list += (list.empty() ? "" : ", ") + std::string(t.name);
+  return list;
+}
+
+}  // namespace
 
 const std::vector<FormatOptionInfo>& format_options() {
   static const std::vector<FormatOptionInfo> kOptions = {
@@ -22,7 +32,7 @@ const std::vector<FormatOptionInfo>& format_options() {
       {"subnormals", "MODE", "element subnormals: keep (default), flush, flush-input, flush-output"},
       {"seed", "N", "stochastic rounding seed; element i uses stochastic_bits(N, i)"},
       {"random-bits", "R", "stochastic rounding random bits 1..32 (default 32)"},
-      {"scale-rule", "RULE", "floor, ceil, rceil, even, midmax, amax, 4over6 (default per format)"},
+      {"scale-rule", "RULE", scale_rule_list() + " (default per format)"},
       {"scale-round", "MODE", "rounding of float scales such as UE4M3 (default nearest-even)"},
       {"clamp", "SITE", "where the scale exponent is clamped: exponent (default) or amax"},
       {"zero-block", "SCALE", "scale of an all-zero block: smallest (default) or one"},

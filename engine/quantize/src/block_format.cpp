@@ -6,6 +6,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "mxlab/core/ceil_div.hpp"
 #include "mxlab/core/named.hpp"
 #include "mxlab/core/quote.hpp"
 #include "mxlab/formats/catalogue.hpp"
@@ -15,10 +16,6 @@ namespace mxlab {
 namespace {
 
 
-constexpr Named<ScaleRule> kRules[] = {{"floor", ScaleRule::Floor}, {"ceil", ScaleRule::Ceil},
-                                       {"rceil", ScaleRule::RCeil}, {"even", ScaleRule::Even},
-                                       {"midmax", ScaleRule::MidMax}, {"amax", ScaleRule::Amax},
-                                       {"4over6", ScaleRule::FourOverSix}};
 constexpr Named<ZeroBlock> kZero[] = {
     {"smallest", ZeroBlock::Smallest}, {"one", ZeroBlock::One}, {"min-normal", ZeroBlock::MinNormal}};
 constexpr Named<SpecialsPolicy> kSpecials[] = {
@@ -191,8 +188,8 @@ Result<BlockFormat> parse_tensorcast(std::string_view text, std::string_view ele
 
 }  // namespace
 
-Result<ScaleRule> parse_scale_rule(std::string_view t) { return parse_named(t, kRules, "scale rule"); }
-std::string_view to_string(ScaleRule r) { return name_of(r, kRules); }
+Result<ScaleRule> parse_scale_rule(std::string_view t) { return parse_named(t, kScaleRules, "scale rule"); }
+std::string_view to_string(ScaleRule r) { return name_of(r, kScaleRules); }
 Result<ZeroBlock> parse_zero_block(std::string_view t) { return parse_named(t, kZero, "zero-block scale"); }
 std::string_view to_string(ZeroBlock z) { return name_of(z, kZero); }
 Result<SpecialsPolicy> parse_specials_policy(std::string_view t) { return parse_named(t, kSpecials, "NaN/Inf policy"); }
@@ -258,7 +255,7 @@ double BlockFormat::bits_per_element(std::int64_t tensor_elements) const {
     const std::int64_t k = block_elements();
     if (k > 0) {
       // Scales are stored in whole bytes (a 7-bit UE4M3 scale occupies a byte, as NVFP4 stores it).
-      bits += static_cast<double>((layout.scale->bits() + 7) / 8 * 8) / static_cast<double>(k);
+      bits += static_cast<double>(ceil_div(layout.scale->bits(), 8) * 8) / static_cast<double>(k);
     } else if (tensor_elements > 0) {
       bits += static_cast<double>(layout.scale->bits()) / static_cast<double>(tensor_elements);
     }
@@ -282,7 +279,7 @@ double BlockFormat::stored_bits_per_element(const std::vector<std::int64_t>& sha
   double bits = static_cast<double>(element.bits()) * static_cast<double>(n);
   if (layout.scale)
     bits += static_cast<double>(BlockIndexer(shape, layout).block_count()) *
-            static_cast<double>((layout.scale->bits() + 7) / 8 * 8);
+            static_cast<double>(ceil_div(layout.scale->bits(), 8) * 8);
   bool has_sub = false;
   for (const auto& t : layout.tiles) has_sub = has_sub || t.subtile > 0;
   if (has_sub)

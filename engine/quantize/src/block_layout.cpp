@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "mxlab/core/ceil_div.hpp"
 #include "mxlab/quantize/quantize.hpp"
 
 namespace mxlab {
@@ -41,7 +42,7 @@ BlockIndexer::BlockIndexer(const std::vector<std::int64_t>& shape, const ScaleLa
   grid_.resize(shape_.size());
   blocks_ = 1;
   for (std::size_t a = 0; a < shape_.size(); ++a) {
-    grid_[a] = (shape_[a] + tile_[a] - 1) / tile_[a];
+    grid_[a] = ceil_div(shape_[a], tile_[a]);
     blocks_ *= std::max<std::int64_t>(grid_[a], 1);
   }
 }

@@ -1,11 +1,13 @@
 // Bit packing, packed tensors, and the swizzled NVFP4 scale layout.
 #include "mxlab/quantize/pack.hpp"
 
+#include "mxlab/core/ceil_div.hpp"
+
 namespace mxlab {
 
 std::vector<std::uint8_t> pack_codes(std::span<const std::uint32_t> codes, int bits, NibbleOrder order) {
   const std::size_t total_bits = codes.size() * static_cast<std::size_t>(bits);
-  std::vector<std::uint8_t> out((total_bits + 7) / 8, 0);
+  std::vector<std::uint8_t> out(ceil_div(total_bits, 8), 0);
   std::size_t k = 0;
   for (std::uint32_t c : codes) {
     for (int j = 0; j < bits; ++j, ++k) {
@@ -53,7 +55,7 @@ std::uint32_t from_sign_magnitude(std::uint32_t code, int bits) {
 }
 
 namespace {
-int storage_bytes(const Format& f) { return (f.bits() + 7) / 8; }
+int storage_bytes(const Format& f) { return ceil_div(f.bits(), 8); }
 
 void put_le(std::vector<std::uint8_t>& out, std::uint32_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));

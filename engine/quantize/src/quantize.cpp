@@ -8,6 +8,8 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "block_float_scale.hpp"
 #include "block_layout.hpp"
@@ -37,9 +39,17 @@ bool float_exact(double v) { return std::isfinite(v) && static_cast<double>(stat
 /// Combinations of options that no rule defines.
 std::optional<Error> check_options(const BlockFormat& f, bool pow2_rule) {
   const QuantOptions& o = f.options;
-  if (o.amax_log2 != AmaxLog2::Exact && o.rule == ScaleRule::MidMax)
-    return make_error("amax log2 reading '" + std::string(to_string(o.amax_log2)) +
-                      "' applies to the floor, ceil, even and rceil rules, not midmax");
+  const ScaleRuleTraits& rule = scale_rule_traits(o.rule);
+  if (o.amax_log2 != AmaxLog2::Exact && !rule.float_scale && !rule.reads_amax_log2) {
+    std::vector<std::string_view> takers;
+    for (const ScaleRuleTraits& t : kScaleRules)
+      if (t.reads_amax_log2) takers.push_back(t.name);
+    std::string list;
+    for (std::size_t i = 0; i < takers.size(); ++i)
+      list += std::string(i == 0 ? "" : i + 1 == takers.size() ? " and " : ", ") + std::string(takers[i]);
+    return make_error("amax log2 reading '" + std::string(to_string(o.amax_log2)) + "' applies to the " + list +
+                      " rules, not " + std::string(rule.name));
+  }
   if (o.amax_log2 == AmaxLog2::Float32 && o.rule == ScaleRule::Even)
     return make_error("amax log2 reading 'float32' is not defined for the even rule (use 'field' or 'exact')");
   if (o.amax_log2 == AmaxLog2::Float32 && o.rule == ScaleRule::RCeil && o.rceil_quotient == RceilQuotient::Exact)
@@ -89,7 +99,7 @@ std::optional<Error> check_options(const BlockFormat& f, bool pow2_rule) {
 }  // namespace
 
 std::optional<Error> check_block_options(const BlockFormat& f) {
-  return check_options(f, f.options.rule != ScaleRule::Amax && f.options.rule != ScaleRule::FourOverSix);
+  return check_options(f, !scale_rule_traits(f.options.rule).float_scale);
 }
 
 namespace {
@@ -174,8 +184,9 @@ std::optional<Error> choose_block_scales(Run& r, QuantizedTensor& q) {
   const std::size_t nblocks = r.stats.size();
   r.plans.assign(nblocks, Pow2BlockPlan{});
   // Members of each block, for the rules that quantize a block several ways (4over6).
-  std::vector<std::vector<std::size_t>> members(o.rule == ScaleRule::FourOverSix ? nblocks : 0);
-  if (o.rule == ScaleRule::FourOverSix)
+  const bool by_elements = scale_rule_traits(o.rule).compares_candidates;
+  std::vector<std::vector<std::size_t>> members(by_elements ? nblocks : 0);
+  if (by_elements)
     for (std::size_t i = 0; i < r.x.size(); ++i) members[static_cast<std::size_t>(r.block_of[i])].push_back(i);
   static const std::vector<std::size_t> kNone;
   for (std::size_t b = 0; b < nblocks; ++b) {
@@ -276,7 +287,7 @@ Result<QuantizedTensor> quantize_codes(const BlockFormat& f, std::span<const dou
   auto so = resolve_options(*f.layout.scale, o.scale);
   if (!so) return make_error("scale format: " + so.error().message);
   r.scale_opts = *so;
-  r.pow2_rule = o.rule != ScaleRule::Amax && o.rule != ScaleRule::FourOverSix;
+  r.pow2_rule = !scale_rule_traits(o.rule).float_scale;
   if (r.pow2_rule && f.layout.tensor_scale)
     return make_error("scale rule '" + std::string(to_string(o.rule)) +
                       "' gives power-of-two block scales and cannot sit under a tensor scale; use 'amax'");

@@ -16,10 +16,10 @@ struct Named {
   E value;
 };
 
-/// The value named `text`; the error lists the first `canonical` names (the rest are synonyms).
-template <typename E, std::size_t N>
-Result<E> parse_named(std::string_view text, const Named<E> (&names)[N], std::string_view what,
-                      std::size_t canonical = N) {
+/// The value named `text`; the error lists the first `canonical` names (the rest are synonyms). A table is of
+/// Named<E> or of any row with the members `name` and `value` (such as a traits row).
+template <typename Row, std::size_t N, typename E = decltype(Row::value)>
+Result<E> parse_named(std::string_view text, const Row (&names)[N], std::string_view what, std::size_t canonical = N) {
   for (const auto& n : names)
     if (n.name == text) return n.value;
   std::string msg = "unknown " + std::string(what) + " '" + std::string(text) + "' (expected one of:";
@@ -28,8 +28,8 @@ Result<E> parse_named(std::string_view text, const Named<E> (&names)[N], std::st
 }
 
 /// The first name of a value ("?" if the table lacks it).
-template <typename E, std::size_t N>
-std::string_view name_of(E value, const Named<E> (&names)[N]) {
+template <typename Row, std::size_t N, typename E = decltype(Row::value)>
+std::string_view name_of(E value, const Row (&names)[N]) {
   for (const auto& n : names)
     if (n.value == value) return n.name;
   return "?";

@@ -2,6 +2,7 @@
 // tiles, two levels), how a scale is chosen, and every choice the OCP MX specification leaves open.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,6 +25,38 @@ enum class ScaleRule : std::uint8_t {
   Amax,    ///< scale = amax / max_elem rounded in the scale format (float scales: NVFP4, FP32 tensor scale)
   FourOverSix,  ///< NVFP4: per block, map amax to 4 or to 6, whichever gives the lower squared error
 };
+
+/// What a scale rule is, as data: one row per rule, in the order of ScaleRule. Code that needs to know what kind
+/// of rule it has asks its row (scale_rule_traits) instead of listing rules.
+struct ScaleRuleTraits {
+  ScaleRule value;
+  std::string_view name;     ///< as written in options and experiment files
+  bool float_scale;          ///< s = amax / (max g) rounded in the scale format; otherwise a power of two 2^X
+  bool compares_candidates;  ///< quantizes a block under several scales and keeps the lowest error, so the scale
+                             ///< depends on every element of the block, not on its amax alone
+  bool reads_amax_log2;      ///< a power-of-two rule that takes the peers' log2 readings (AmaxLog2)
+  std::string_view source;   ///< where the rule is defined
+};
+
+inline constexpr ScaleRuleTraits kScaleRules[] = {
+    {ScaleRule::Floor, "floor", false, false, true, "OCP MX v1.0 section 6.3"},
+    {ScaleRule::Ceil, "ceil", false, false, true, "torchao ScaleCalculationMode.CEIL"},
+    {ScaleRule::RCeil, "rceil", false, false, true, "amax / max rounded up (Transformer Engine, torchao RCEIL, ModelOpt)"},
+    {ScaleRule::Even, "even", false, false, true, "torchao ScaleCalculationMode.EVEN"},
+    {ScaleRule::MidMax, "midmax", false, false, false, "the smallest scale at which amax does not overflow"},
+    {ScaleRule::Amax, "amax", true, false, false, "NVFP4"},
+    {ScaleRule::FourOverSix, "4over6", true, true, false, "Four Over Six"},
+};
+
+constexpr bool scale_rules_in_order() {
+  for (std::size_t i = 0; i < sizeof kScaleRules / sizeof kScaleRules[0]; ++i)
+    if (static_cast<std::size_t>(kScaleRules[i].value) != i) return false;
+  return true;
+}
+static_assert(scale_rules_in_order(), "kScaleRules lists the rules in the order of ScaleRule");
+
+/// The row of rule r.
+constexpr const ScaleRuleTraits& scale_rule_traits(ScaleRule r) { return kScaleRules[static_cast<std::size_t>(r)]; }
 
 /// Where the power-of-two scale exponent is clamped to the scale format's range.
 enum class ClampSite : std::uint8_t {
