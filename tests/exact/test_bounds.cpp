@@ -466,3 +466,47 @@ TEST_CASE("bounds agree for every block format and every block size 1 to 64", "[
     check_block_size(k);
   }
 }
+
+TEST_CASE("rule rfloor: amax / max rounded down to a power of two, against the exact definitions", "[bounds]") {
+  // X = floor(log2(amax / max)): with amax in [1, 2) the scale is 2^-emax from mu = max * 2^-emax on (mu
+  // included) and 2^(-1-emax) below it; where max is a power of two (mu = 1) it is 2^-emax throughout.
+  struct Case {
+    const char* format;
+    Rational mu;
+  };
+  const std::vector<Case> cases = {
+      {"mxfp8_e4m3", frac(7, 4)},  {"mxfp8_e5m2", frac(7, 4)},  {"mxfp6_e3m2", frac(7, 4)},
+      {"mxfp6_e2m3", frac(15, 8)}, {"mxfp4", frac(3, 2)},        {"mxint8", frac(127, 64)},
+      {"boost_e2m5", frac(63, 32)},
+  };
+  for (const Case& c : cases) {
+    BlockFormat f = format(c.format);
+    f.options.rule = ScaleRule::RFloor;
+    INFO(c.format);
+    CHECK(c.mu == Rational::from_double(f.element.max_finite()) * p2(-f.element.emax()));
+    const int emax = f.element.emax();
+    const exact::ScalePiece want[] = {{p2(-1 - emax), Rational::from_int(1), c.mu, true, false},
+                                      {p2(-emax), c.mu, Rational::from_int(2), true, false}};
+    for (const auto& pieces : {exact::analytic_scale_pieces(f), exact::enumerated_scale_pieces(f)}) {
+      REQUIRE(pieces.ok());
+      REQUIRE(pieces->size() == 2);
+      for (std::size_t k = 0; k < 2; ++k) {
+        const exact::ScalePiece& got = (*pieces)[k];
+        CHECK((got.scale == want[k].scale && got.amax_lo == want[k].amax_lo && got.amax_hi == want[k].amax_hi &&
+               got.lo_closed == want[k].lo_closed && got.hi_closed == want[k].hi_closed));
+      }
+    }
+    check_agreement(f);
+  }
+  // The reference's exponent at and around amax = max * 2^k.
+  const BlockFormat f4 = [] {
+    BlockFormat f = format("mxfp4");
+    f.options.rule = ScaleRule::RFloor;
+    return f;
+  }();
+  CHECK(scale_exponent(f4.element, 6.0, f4.options) == 0);
+  CHECK(scale_exponent(f4.element, std::nextafter(6.0, 0.0), f4.options) == -1);
+  CHECK(scale_exponent(f4.element, 11.99, f4.options) == 0);
+  CHECK(scale_exponent(f4.element, 12.0, f4.options) == 1);
+  CHECK(scale_exponent(f4.element, 0x1p-140, f4.options) == -143);
+}

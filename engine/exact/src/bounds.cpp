@@ -232,8 +232,10 @@ std::optional<Error> check_bounds_support(const BlockFormat& f) {
     if (f.layout.tensor_scale) return unsupported(f, "a power-of-two rule cannot sit under a tensor scale");
     const int x_min = floor_log2(sf.min_positive());
     const int x_max = floor_log2(sf.max_finite());
-    // The block scale 2^X for S_e = 0 is 2^-emax or 2^(1-emax); it must be stored without clamping.
-    if (-em.emax < x_min || 1 - em.emax > x_max || sf.kind() != FormatKind::Float)
+    // The block scale 2^X for S_e = 0 is 2^-emax or 2^(1-emax) (2^(-1-emax) under rfloor); it must be stored
+    // without clamping.
+    const int lowest = rule == ScaleRule::RFloor ? -1 - em.emax : -em.emax;
+    if (lowest < x_min || 1 - em.emax > x_max || sf.kind() != FormatKind::Float)
       return unsupported(f, "the scale format cannot hold 2^-emax and 2^(1-emax) of the element");
     return std::nullopt;
   }
@@ -325,6 +327,17 @@ std::vector<Piece> derive_pieces(const BlockFormat& f) {
       // amax <= max_elem * 2^X  <=>  amax <= mu with mu = max_elem * 2^-emax in [1, 2).
       const Rat mu = em.max * p2(-em.emax);
       v = {piece(s0, one, true, mu, true), piece(s1, mu, false, two, false)};
+      break;
+    }
+    case ScaleRule::RFloor: {
+      // max_elem * 2^X <= amax  <=>  amax >= mu (X = -emax) with mu = max_elem * 2^-emax in [1, 2); below mu one
+      // binade down.
+      const Rat mu = em.max * p2(-em.emax);
+      if (mu == one) {
+        v = {piece(s0, one, true, two, false)};
+      } else {
+        v = {piece(p2(-1 - em.emax), one, true, mu, false), piece(s0, mu, true, two, false)};
+      }
       break;
     }
     case ScaleRule::Even: {

@@ -136,7 +136,8 @@ int peer_scale_exponent(const Format& element, double amax, const QuantOptions& 
     }
     case ScaleRule::MidMax:
     case ScaleRule::Amax:
-    case ScaleRule::FourOverSix: break;
+    case ScaleRule::FourOverSix:
+    case ScaleRule::RFloor: break;
   }
   return floor_of(amax, o.amax_log2) - emax;
 }
@@ -158,6 +159,14 @@ int scale_exponent(const Format& element, double amax, const QuantOptions& o) {
       int x = e - floor_log2(m);
       while (amax > std::ldexp(m, x)) ++x;
       while (amax <= std::ldexp(m, x - 1)) --x;
+      return x;
+    }
+    case ScaleRule::RFloor: {
+      // Largest X with max_elem * 2^X <= amax (both sides exact: scaling by powers of two).
+      const double m = element.max_finite();
+      int x = e - floor_log2(m);
+      while (amax < std::ldexp(m, x)) --x;
+      while (amax >= std::ldexp(m, x + 1)) ++x;
       return x;
     }
     case ScaleRule::Even: {

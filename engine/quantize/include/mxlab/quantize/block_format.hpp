@@ -24,6 +24,7 @@ enum class ScaleRule : std::uint8_t {
   MidMax,  ///< the smallest power of two at which amax does not overflow under the element rounding
   Amax,    ///< scale = amax / max_elem rounded in the scale format (float scales: NVFP4, FP32 tensor scale)
   FourOverSix,  ///< NVFP4: per block, map amax to 4 or to 6, whichever gives the lower squared error
+  RFloor,  ///< X = floor(log2(amax / max_elem)): the largest power of two with amax / 2^X >= max (rceil rounded down)
 };
 
 /// What a scale rule is, as data: one row per rule, in the order of ScaleRule. Code that needs to know what kind
@@ -46,6 +47,8 @@ inline constexpr ScaleRuleTraits kScaleRules[] = {
     {ScaleRule::MidMax, "midmax", false, false, false, "the smallest scale at which amax does not overflow"},
     {ScaleRule::Amax, "amax", true, false, false, "NVFP4"},
     {ScaleRule::FourOverSix, "4over6", true, true, false, "Four Over Six"},
+    {ScaleRule::RFloor, "rfloor", false, false, false,
+     "amax / max rounded down (PTX cvt.rz.satfinite.ue8m0x2.f32; triton_kernels DequantScaleRoundingMode.ROUND_DOWN)"},
 };
 
 constexpr bool scale_rules_in_order() {
