@@ -1,0 +1,1 @@
+"""Drop-ins for other libraries' APIs, computed by mxlab (mxlab.compat.microxcaling)."""
