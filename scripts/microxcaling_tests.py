@@ -52,7 +52,7 @@ def main():
     root = sys.argv[1]
     sys.path.insert(0, root)
     plugin = DropIn()
-    args = [os.path.join(root, "mx", "tests", f) for f in FILES] + ["-q", "-rN", "-p", "no:cacheprovider", 
+    args = [os.path.join(root, "mx", "tests", f) for f in FILES] + ["-q", "-rN", "-p", "no:cacheprovider",
                                                                    "--rootdir", root, "-o", "addopts="]
     pytest.main(args, plugins=[plugin])
     total = len(plugin.passed) + len(plugin.failed)
