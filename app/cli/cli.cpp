@@ -30,6 +30,7 @@ constexpr Command kCommands[] = {
     {"quantize", "quantize a tensor to a block format (fake-quant or packed .npy)", cmd_quantize},
     {"dequantize", "unpack the files of quantize --packed and write the exact values", cmd_dequantize},
     {"analyze", "exact error metrics of block formats on a tensor", cmd_analyze},
+    {"gemm", "C = A B of block-quantized operands under accumulation models, against the exact product", cmd_gemm},
     {"bounds", "exact max error of two block formats at each exponent gap (analytic = enumerated)", cmd_bounds},
     {"verify-cast", "every float32 input through the SIMD cast and the scalar reference", cmd_verify_cast},
     {"bench", "throughput of the kernels against a memory copy and the scalar reference", cmd_bench},

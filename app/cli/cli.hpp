@@ -101,6 +101,7 @@ int cmd_cast(const std::vector<std::string>& argv, Io io);
 int cmd_golden(const std::vector<std::string>& argv, Io io);
 int cmd_quantize(const std::vector<std::string>& argv, Io io);
 int cmd_analyze(const std::vector<std::string>& argv, Io io);
+int cmd_gemm(const std::vector<std::string>& argv, Io io);
 int cmd_bounds(const std::vector<std::string>& argv, Io io);
 int cmd_dequantize(const std::vector<std::string>& argv, Io io);
 int cmd_verify_cast(const std::vector<std::string>& argv, Io io);

@@ -23,6 +23,7 @@
 #include "mxlab/core/random.hpp"
 #include "mxlab/formats/catalogue.hpp"
 #include "mxlab/formats/parse.hpp"
+#include "mxlab/gemm/gemm.hpp"
 #include "mxlab/kernels/block_kernel.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
 #include "mxlab/kernels/simd_target.hpp"
@@ -440,6 +441,41 @@ std::optional<Error> training_rows(bool quick, Table& t) {
   return std::nullopt;
 }
 
+/// GEMMs of MXFP8 E4M3 operands (mxlab gemm): the exact product and every accumulation model, one thread, in
+/// multiply-accumulates per second beside Eigen's FP32 GEMM (the trainer's) of the same shape in the same run.
+std::optional<Error> gemm_rows(bool quick, Table& t) {
+  const std::int64_t m = quick ? 16 : 64, k = 4096, n = quick ? 16 : 64;
+  std::vector<double> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(n * k));
+  Rng rng(20240601);
+  for (auto* v : {&a, &b})
+    for (double& x : *v) x = static_cast<double>(rng.next_u32()) / 4294967296.0 - 0.5;
+  auto f = parse_block_format("mxfp8_e4m3");
+  if (!f) return f.error();
+  auto qa = gemm::quantize_operand(*f, a, m, k);
+  auto qb = gemm::quantize_operand(*f, b, n, k);
+  if (!qa) return qa.error();
+  if (!qb) return qb.error();
+  const Format out = *parse_format("float32");
+  const double macs = static_cast<double>(m * n * k);
+  const double eigen = train::fp32_gemm_gflops(m, n, k, quick ? 3 : 10) * 1e9 / 2;
+  const std::string shape = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+  auto row = [&](const std::string& what, double seconds) {
+    t.rows.push_back({"gemm " + what + " " + shape, "gemm", "mxfp8_e4m3", "", fixed(macs, 0), "1", fixed(seconds, 6),
+                      fixed(macs / seconds, 0), fixed(macs / seconds / 1e6, 3), "", "", "", "", "",
+                      "mac_per_s=" + fixed(macs / seconds, 0) + "; ratio_to_eigen_fp32=" + fixed(macs / seconds / eigen, 4)});
+  };
+  const double budget = quick ? 0.2 : 1.0;
+  row("exact reference", best_seconds([&] { (void)gemm::exact_gemm(*qa, *qb, out, 1); }, budget, 1));
+  for (const auto& p : gemm::model_presets()) {
+    auto model = gemm::parse_model(p.name);
+    if (!model) return model.error();
+    row(p.name, best_seconds([&] { (void)gemm::model_gemm(*model, *qa, *qb, out, 1); }, budget, 1));
+  }
+  t.rows.push_back({"eigen fp32 gemm " + shape, "gemm", "float32", "", fixed(macs, 0), "1", fixed(macs / eigen, 6),
+                    fixed(eigen, 0), fixed(eigen / 1e6, 3), "", "", "", "", "", "mac_per_s=" + fixed(eigen, 0)});
+  return std::nullopt;
+}
+
 /// The columns a terminal shows first (--columns chooses others; files have every column).
 const std::vector<std::string> kBenchColumns = {"name", "input_bytes", "melem_per_s", "gb_per_s", "ratio_to_copy",
                                                 "speedup_vs_scalar", "note"};
@@ -517,6 +553,9 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
     std::remove((dir + "/bench-input.npy").c_str());
     std::remove((dir + "/bench-output.npy").c_str());
     ::rmdir(dir.c_str());
+  }
+  if (!args->flag("train-only")) {
+    if (auto e = gemm_rows(quick, t)) return bad_input(io, "bench", e->message);
   }
   const auto trained = training_rows(quick, t);
   if (trained) return bad_input(io, "bench", trained->message);

@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -45,6 +46,25 @@ inline double round_add(const Rounder& r, double x, double y) {
   const double yv = s - x;
   const double lo = (x - (s - yv)) + (y - yv);  // two-sum: s + lo == x + y exactly
   return r(odd_from_pair(s, lo));
+}
+
+/// The exact sum of finite doubles as hi + lo with hi the nearest double to it, when two levels of two-sums
+/// hold it exactly (false: the caller sums exactly another way).
+inline bool pair_sum(const double* x, std::size_t n, double& hi, double& lo) {
+  auto two_sum = [](double a, double b, double& err) {
+    const double s = a + b;
+    const double bv = s - a;
+    err = (a - (s - bv)) + (b - bv);
+    return s;
+  };
+  double s = 0, e = 0, t = 0, u = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    s = two_sum(s, x[i], t);
+    e = two_sum(e, t, u);
+    if (u != 0) return false;
+  }
+  hi = two_sum(s, e, lo);
+  return true;
 }
 
 /// The exact product x * y rounded by r.

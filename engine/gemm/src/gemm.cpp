@@ -354,6 +354,21 @@ class ModelDot {
         for (double p : products_) exact_acc_.add_product(p, block_scale);
         return;
       }
+      if (std::isfinite(acc_)) {
+        // Fast path: the scaled products are doubles and two levels of two-sums hold the sum exactly.
+        addends_.assign(1, acc_);
+        bool exact_terms = true;
+        for (double p : products_) {
+          const double q = p * block_scale;
+          exact_terms = exact_terms && std::fma(p, block_scale, -q) == 0;
+          addends_.push_back(q);
+        }
+        double hi = 0, lo = 0;
+        if (exact_terms && detail::pair_sum(addends_.data(), addends_.size(), hi, lo)) {
+          acc_ = (*acc_round_)(detail::odd_from_pair(hi, lo));
+          return;
+        }
+      }
       ExactSum s;
       for (double p : products_) s.add_product(p, block_scale);
       if (std::isfinite(acc_)) {

@@ -1,0 +1,176 @@
+// mxlab gemm: C = A B of two block-quantized operands under accumulation models, against the exact product of
+// the quantized operands and against the product of the float32 operands (docs/gemm.md).
+#include <string>
+#include <vector>
+
+#include "cli/cli.hpp"
+#include "cli/inputs.hpp"
+#include "cli/quant_options.hpp"
+#include "mxlab/core/bits.hpp"
+#include "mxlab/formats/parse.hpp"
+#include "mxlab/gemm/gemm.hpp"
+#include "mxlab/io/distributions.hpp"
+#include "mxlab/ops/requests.hpp"
+
+namespace mxlab::cli {
+namespace {
+
+const std::vector<std::string> kGemmColumns = {"model", "reference", "max_rel_error", "mean_rel_error", "p99_rel_error",
+                                               "sqnr_db"};
+
+Table gemm_header() {
+  Table t;
+  for (const char* c : {"model", "reference", "format_a", "format_b", "shape"}) t.add_column(c);
+  for (const char* c : {"count", "nan_count", "zero_reference", "max_rel_error", "mean_rel_error", "p50_rel_error",
+                        "p90_rel_error", "p99_rel_error", "max_abs_error", "sqnr_db"})
+    t.add_column(c, true);
+  t.add_column("definition");
+  return t;
+}
+
+std::vector<std::string> gemm_row(const std::string& model, const std::string& reference, const std::string& definition,
+                                  const gemm::GemmRequest& r, const gemm::ErrorSummary& s) {
+  const std::string shape = std::to_string(r.m) + "x" + std::to_string(r.k) + "x" + std::to_string(r.n);
+  return {model, reference, r.format_a.name, r.format_b.name, shape, std::to_string(s.count),
+          std::to_string(s.nan_count), std::to_string(s.zero_reference), g17(s.max_rel_error), g17(s.mean_rel_error),
+          g17(s.p50_rel_error), g17(s.p90_rel_error), g17(s.p99_rel_error), g17(s.max_abs_error), g17(s.sqnr_db),
+          definition};
+}
+
+/// The models of --accumulate: one model string, or several separated by ';'.
+Result<std::vector<gemm::Model>> models_from(const std::string& text) {
+  std::vector<gemm::Model> models;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t semi = text.find(';', pos);
+    const std::string part = text.substr(pos, semi == std::string::npos ? std::string::npos : semi - pos);
+    pos = semi == std::string::npos ? text.size() + 1 : semi + 1;
+    auto m = gemm::parse_model(part);
+    if (!m) return make_error("option '--accumulate': " + m.error().message);
+    models.push_back(*m);
+  }
+  return models;
+}
+
+/// An operand: a generated input of the given shape, or a 2-D file whose shape must be it.
+Result<Tensor> operand(const std::string& input, const std::string& which, std::int64_t rows, std::int64_t cols,
+                       std::uint64_t seed, const Args& args) {
+  ops::InputRequest req;
+  req.input = input;
+  const bool has_shape = input.find(".npy") != std::string::npos || input.find(".csv") != std::string::npos;
+  if (!has_shape) req.shape = std::to_string(rows) + "x" + std::to_string(cols);
+  req.csv_table = true;
+  req.seed = seed;
+  req.bf16 = args.flag("bf16");
+  auto t = ops::load_tensor(req);
+  if (!t) return make_error("option '--" + which + " " + input + "': " + t.error().message);
+  if (t->shape() != std::vector<std::int64_t>{rows, cols})
+    return make_error("option '--" + which + " " + input + "': shape " + format_shape(t->shape()) + ", expected " +
+                      std::to_string(rows) + "x" + std::to_string(cols) + " from --shape MxKxN");
+  return t;
+}
+
+}  // namespace
+
+int cmd_gemm(const std::vector<std::string>& argv, Io io) {
+  std::vector<OptionSpec> specs = {
+      {"accumulate", true, "MODEL", "accumulation model: a preset or key=value settings (docs/gemm.md); several separated by ';'"},
+      {"shape", true, "MxKxN", "A is M x K, B is K x N (required)"},
+      {"a", true, "INPUT", "A: gen:DIST (default gen:normal:0,1) or an M x K FILE.npy"},
+      {"b", true, "INPUT", "B: gen:DIST (default gen:normal:0,1) or a K x N FILE.npy"},
+      {"data-seed", true, "N", "seed of generated inputs: A uses N, B uses N + 1 (default 0)"},
+      {"bf16", false, "", "read a uint16 .npy as bfloat16 bit patterns"},
+      {"output", true, "FORMAT", "the format C is rounded to (default float32)"},
+      threads_option(),
+  };
+  for (auto& o : quant_options()) specs.push_back(o);
+  for (auto& o : table_output_options()) specs.push_back(o);
+  auto args = parse_args(argv, 1, specs);
+  if (!args) return bad_input(io, "gemm", args.error().message);
+  if (args->help) {
+    io.out << "usage: mxlab gemm SPEC_A SPEC_B --accumulate MODEL --shape MxKxN [--a INPUT] [--b INPUT]\n"
+              "                  [--csv|--json|--md] [--out FILE] [options]\n\n"
+              "Quantizes A (M x K) with SPEC_A and B (K x N) with SPEC_B, blocks along K, and computes C = A B under\n"
+              "each accumulation MODEL. Rows compare C with the exact product of the quantized operands (reference\n"
+              "exact: the accumulation's error) and with the exact product of the float32 operands (reference fp32:\n"
+              "quantization and accumulation together); the row of model 'exact product' is the quantized operands'\n"
+              "exact product against fp32 (the element formats' error alone). Relative errors are over the entries\n"
+              "whose reference is nonzero (percentiles by nearest rank); SQNR over all entries.\n\n"
+              "Models (docs/gemm.md): ";
+    for (const auto& p : gemm::model_presets()) io.out << p.name << (&p == &gemm::model_presets().back() ? "" : ", ");
+    io.out << "; or key=value settings product, group, order, sum, scale, acc, promote, round.\n\n"
+           << terminal_columns_help({{"", kGemmColumns}}) << "\n" << options_help(specs);
+    return kExitOk;
+  }
+  if (args->positional.size() != 2)
+    return bad_input(io, "gemm", "expected two block formats SPEC_A SPEC_B (e.g. mxlab gemm mxfp8_e4m3 mxfp8_e4m3 ...), got " +
+                                     std::to_string(args->positional.size()) + " arguments");
+  gemm::GemmRequest r;
+  auto fa = block_format_from_args(args->positional[0], *args);
+  if (!fa) return bad_input(io, "gemm", fa.error().message);
+  auto fb = block_format_from_args(args->positional[1], *args);
+  if (!fb) return bad_input(io, "gemm", fb.error().message);
+  r.format_a = *fa;
+  r.format_b = *fb;
+  const auto accumulate = args->value("accumulate");
+  if (!accumulate) return bad_input(io, "gemm", "missing --accumulate MODEL (e.g. ocp-dot-fp32)");
+  auto models = models_from(*accumulate);
+  if (!models) return bad_input(io, "gemm", models.error().message);
+  r.models = *models;
+  const auto shape_text = args->value("shape");
+  if (!shape_text) return bad_input(io, "gemm", "missing --shape MxKxN (e.g. --shape 64x4096x64)");
+  auto shape = parse_shape(*shape_text);
+  if (!shape || shape->size() != 3 || (*shape)[0] <= 0 || (*shape)[1] <= 0 || (*shape)[2] <= 0)
+    return bad_input(io, "gemm", "option '--shape " + *shape_text + "': expected MxKxN with three positive sizes");
+  r.m = (*shape)[0], r.k = (*shape)[1], r.n = (*shape)[2];
+  if (r.m * r.k > (std::int64_t{1} << 28) || r.k * r.n > (std::int64_t{1} << 28) || r.m * r.n > (std::int64_t{1} << 24))
+    return bad_input(io, "gemm", "option '--shape " + *shape_text + "': at most 2^28 elements per operand and 2^24 in C");
+  if (auto out = args->value("output")) {
+    auto f = parse_format(*out);
+    if (!f) return bad_input(io, "gemm", "option '--output " + *out + "': " + f.error().message);
+    r.out = *f;
+  }
+  auto threads = threads_from_args(*args);
+  if (!threads) return bad_input(io, "gemm", threads.error().message);
+  r.threads = *threads;
+  std::uint64_t seed = 0;
+  if (auto v = args->value("data-seed")) {
+    try {
+      std::size_t used = 0;
+      seed = std::stoull(*v, &used);
+      if (used != v->size() || v->front() == '-') throw std::invalid_argument("seed");
+    } catch (const std::exception&) {
+      return bad_input(io, "gemm", "option '--data-seed " + *v + "': expected a non-negative integer");
+    }
+  }
+  if (seed == UINT64_MAX) return bad_input(io, "gemm", "option '--data-seed': B uses N + 1, so N must be below 2^64 - 1");
+  if (auto e = check_table_options(*args, gemm_header())) return bad_input(io, "gemm", e->message);
+  const std::string in_a = args->value("a").value_or("gen:normal:0,1"), in_b = args->value("b").value_or("gen:normal:0,1");
+  auto ta = operand(in_a, "a", r.m, r.k, seed, *args);
+  if (!ta) return bad_input(io, "gemm", ta.error().message);
+  auto tb = operand(in_b, "b", r.k, r.n, seed + 1, *args);
+  if (!tb) return bad_input(io, "gemm", tb.error().message);
+  r.a = ta->exact_values();
+  r.b = tb->exact_values();
+
+  auto report = gemm::run(r);
+  if (!report) return bad_input(io, "gemm", report.error().message);
+  Table table = gemm_header();
+  table.rows.push_back(gemm_row("exact product", "fp32", "", r, report->exact_vs_fp32));
+  for (const auto& m : report->models) {
+    const std::string def = gemm::describe(m.model);
+    table.rows.push_back(gemm_row(m.model.name, "exact", def, r, m.vs_exact));
+    table.rows.push_back(gemm_row(m.model.name, "fp32", def, r, m.vs_fp32));
+  }
+  Provenance prov = build_provenance();
+  prov.simd_target = "reference";
+  prov.inputs = {{"format_a", r.format_a.name}, {"format_b", r.format_b.name}, {"accumulate", *accumulate},
+                 {"shape", *shape_text}, {"a", in_a + (in_a.rfind("gen:", 0) == 0 ? " data-seed " + std::to_string(seed) : "")},
+                 {"b", in_b + (in_b.rfind("gen:", 0) == 0 ? " data-seed " + std::to_string(seed + 1) : "")},
+                 {"output", r.out ? r.out->name() : "float32"}};
+  for (auto& o : describe_options(r.format_a)) prov.inputs.emplace_back("a." + o.first, o.second);
+  for (auto& o : describe_options(r.format_b)) prov.inputs.emplace_back("b." + o.first, o.second);
+  return emit_table(io, "gemm", *args, table, prov, {kGemmColumns, ""});
+}
+
+}  // namespace mxlab::cli
