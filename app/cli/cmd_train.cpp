@@ -35,7 +35,8 @@ std::atomic<bool> g_interrupted{false};
 extern "C" void on_interrupt(int) { g_interrupted = true; }
 
 constexpr const char* kUsage =
-    "usage: mxlab train --model mlp|cnn|transformer --data fashion-mnist|digits|text:NAME --recipe NAME|FILE\n"
+    "usage: mxlab train --model mlp|cnn|transformer|resnet|mobilenet|vit --data fashion-mnist|digits|text:NAME\n"
+    "                   --recipe NAME|FILE\n"
     "                   --steps N --out DIR [--seed S] [--batch B] [--lr X] [--threads N] [options]\n\n"
     "Trains a model with every GEMM operand (weights w, activations a, output gradients g; w_bp and a_bp in\n"
     "backward) quantized per the recipe through the engine's fake quantization; master weights, optimizer\n"
@@ -56,7 +57,7 @@ constexpr const char* kUsage =
     "text:sherlock, text:tom-sawyer or text:PATH.\n\n";
 
 std::vector<OptionSpec> train_options() {
-  return {{"model", true, "KIND", "mlp, cnn or transformer"},
+  return {{"model", true, "KIND", "mlp, cnn, transformer (text), resnet, mobilenet or vit (images)"},
           {"data", true, "DATA", "fashion-mnist, digits or text:NAME"},
           {"recipe", true, "NAME|FILE", "formats per tensor role and loss scaling"},
           {"steps", true, "N", "training steps"},
@@ -75,9 +76,11 @@ std::vector<OptionSpec> train_options() {
           {"metrics-every", true, "N", "operand metrics every N steps (default 1; 0 = never)"},
           {"data-dir", true, "DIR", "data folder (default $MXLAB_DATA_DIR or data/external)"},
           {"hidden", true, "W,W", "MLP hidden widths, at most 64 of them (default 256,128)"},
-          {"d-model", true, "D", "transformer width (default 128)"},
-          {"layers", true, "L", "transformer blocks (default 2)"},
-          {"heads", true, "H", "transformer heads (default 4)"},
+          {"d-model", true, "D", "transformer and vit width (default 128)"},
+          {"layers", true, "L", "transformer and vit blocks (default 2)"},
+          {"heads", true, "H", "transformer and vit heads (default 4)"},
+          {"patch", true, "P", "vit patch side, dividing the image's sides (default 4)"},
+          {"width", true, "W", "resnet: first stage's channels; mobilenet: channels x W/16 (default 16)"},
           {"context", true, "T", "transformer context length (default 64)"},
           {"checkpoint-every", true, "N", "save DIR/checkpoint.bin every N steps (default 500; 0 = never)"},
           {"resume", false, "", "continue from DIR/checkpoint.bin (without one: start at step 1)"},
@@ -101,7 +104,8 @@ std::string memory_option(const Args& args, const train::MemoryEstimate& e, cons
   if (e.activation_bytes >= model)
     return kind == "transformer" && args.value("context") && !args.value("batch") ? named("context") : named("batch");
   if (kind == "mlp") return named("hidden");
-  if (kind == "transformer") return args.value("layers") && !args.value("d-model") ? named("layers") : named("d-model");
+  if (kind == "transformer" || kind == "vit")
+    return args.value("layers") && !args.value("d-model") ? named("layers") : named("d-model");
   return "the " + kind + " model";
 }
 
@@ -358,8 +362,9 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
 
   train::TrainOptions o;
   o.model.kind = *args->value("model");
-  if (o.model.kind != "mlp" && o.model.kind != "cnn" && o.model.kind != "transformer")
-    return bad_input(io, "train", "option '--model' must be mlp, cnn or transformer, got '" + o.model.kind + "'");
+  if (!train::is_model_kind(o.model.kind))
+    return bad_input(io, "train", "option '--model' must be mlp, cnn, transformer, resnet, mobilenet or vit, got '" +
+                                      o.model.kind + "'");
   auto int_option = [&](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t& out) -> bool {
     if (auto v = args->value(name)) {
       if (!parse_int(*v, lo, hi, out)) {
@@ -390,6 +395,7 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
       !int_option("checkpoint-every", 0, 100000000, o.checkpoint_every) ||
       !int_option("d-model", 1, 4096, o.model.d_model) || !int_option("layers", 1, 64, o.model.layers) ||
       !int_option("heads", 1, 64, o.model.heads) || !int_option("context", 2, 4096, o.model.context) ||
+      !int_option("patch", 1, 4096, o.model.patch) || !int_option("width", 1, 256, o.model.width) ||
       !real_option("lr", o.optimizer.lr, true) || !real_option("weight-decay", o.optimizer.weight_decay, false))
     return kExitBadInput;
   o.seed = static_cast<std::uint64_t>(seed);
@@ -400,9 +406,16 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
     o.optimizer.kind = *v;
   }
   // Size options of another model would be ignored: refused, as they cannot be meant.
-  for (const char* t : {"d-model", "layers", "heads", "context"})
-    if (o.model.kind != "transformer" && args->value(t))
-      return bad_input(io, "train", std::string("option '--") + t + "' applies to --model transformer only, not " + o.model.kind);
+  for (const char* t : {"d-model", "layers", "heads"})
+    if (o.model.kind != "transformer" && o.model.kind != "vit" && args->value(t))
+      return bad_input(io, "train", std::string("option '--") + t + "' applies to --model transformer or vit only, not " +
+                                        o.model.kind);
+  if (o.model.kind != "transformer" && args->value("context"))
+    return bad_input(io, "train", "option '--context' applies to --model transformer only, not " + o.model.kind);
+  if (o.model.kind != "vit" && args->value("patch"))
+    return bad_input(io, "train", "option '--patch' applies to --model vit only, not " + o.model.kind);
+  if (o.model.kind != "resnet" && o.model.kind != "mobilenet" && args->value("width"))
+    return bad_input(io, "train", "option '--width' applies to --model resnet or mobilenet only, not " + o.model.kind);
   if (o.model.kind != "mlp" && args->value("hidden"))
     return bad_input(io, "train", "option '--hidden' applies to --model mlp only, not " + o.model.kind);
   if (o.model.d_model % o.model.heads != 0)
@@ -451,7 +464,7 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   if (!data) return bad_input(io, "train", "option '--data': " + data.error().message);
   if ((o.model.kind == "transformer") != data->is_text)
     return bad_input(io, "train", "option '--model' " + o.model.kind + " does not fit the data " + data->name +
-                                      " (the transformer takes text:NAME, the MLP and CNN images)");
+                                      " (the transformer takes text:NAME, the other models images)");
   if (data->is_text) {
     // Training draws windows of context + 1 characters; validation needs at least one.
     const std::string window = std::to_string(o.model.context + 1);

@@ -166,6 +166,44 @@ TEST_CASE("an MLP learns the synthetic classes in FP32 and in MXFP8", "[train]")
   }
 }
 
+TEST_CASE("the ResNet, MobileNetV2 and vision transformer learn the synthetic classes; batch norm evaluates with "
+          "running statistics", "[train]") {
+  const TrainData d = synthetic_images(41, 30);
+  for (const char* model : {"resnet", "mobilenet", "vit"}) {
+    for (const char* recipe : {"fp32", "mxint8"}) {
+      INFO(model << " " << recipe);
+      TrainOptions o;
+      o.model.kind = model;
+      o.model.width = 4;
+      o.model.d_model = 16, o.model.heads = 2, o.model.layers = 1;
+      o.recipe = *recipe_preset(recipe);
+      o.steps = 100;
+      o.batch = 16;
+      o.optimizer.lr = 3e-3;
+      auto r = run_training(d, o);
+      REQUIRE(r);
+      REQUIRE(r->validation);
+      // Four classes (chance 0.25) of 8x8 images, which the ResNet's and MobileNetV2's strides bring down to
+      // one pixel and the vision transformer cuts into four patches: well above chance in 100 steps.
+      CHECK(r->validation->accuracy > 0.6);
+      CHECK(r->losses.back() < 0.75 * r->losses.front());
+    }
+  }
+  // Patches must tile the image.
+  TrainOptions o;
+  o.model.kind = "vit";
+  o.model.patch = 3;
+  o.steps = 1;
+  auto refused = run_training(d, o);
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Contains("patches of 3"));
+  o.model.kind = "resnet";
+  o.model.width = 0;
+  CHECK_FALSE(run_training(d, o));
+  CHECK(is_model_kind("mobilenet"));
+  CHECK_FALSE(is_model_kind("resnet18"));
+}
+
 TEST_CASE("learning rate: linear warm-up, then cosine decay to zero; SGD with momentum also learns", "[train]") {
   const TrainData d = synthetic_images(14, 60);
   TrainOptions o;
@@ -315,11 +353,12 @@ TEST_CASE("dynamic loss scaling skips overflowing steps and backs off", "[train]
 TEST_CASE("the same seed gives bit-identical losses on 1 and 2 threads", "[train]") {
   const TrainData img = synthetic_images(8, 30);
   const TrainData txt = synthetic_text(9);
-  for (const char* model : {"mlp", "cnn", "transformer"}) {
+  for (const char* model : {"mlp", "cnn", "transformer", "mobilenet", "vit"}) {
     TrainOptions o;
     o.model.kind = model;
     o.model.hidden = {32};
     o.model.conv1 = 4, o.model.conv2 = 8, o.model.fc = 16;
+    o.model.width = 2;
     o.model.d_model = 16, o.model.layers = 1, o.model.heads = 2, o.model.context = 16;
     o.steps = 4;
     o.batch = 8;
@@ -446,6 +485,7 @@ TrainOptions case_options(const Case& c) {
   TrainOptions o;
   o.model.kind = c.model;
   o.model.d_model = 16, o.model.heads = 2, o.model.context = 16;
+  o.model.width = 2;  // ResNet widths 2..16, MobileNetV2 at 1/8 of its widths
   o.recipe = *recipe_preset(c.recipe);
   o.optimizer.kind = c.optimizer;
   return o;
@@ -591,7 +631,7 @@ TEST_CASE("a run resumed from any checkpoint continues bit-identically", "[train
   const TrainData img = synthetic_images(21, 20);
   const TrainData txt = synthetic_text(22);
   for (const Case c : {Case{"mlp", "fp8_delayed", "sgd"}, Case{"mlp", "fp16", "adamw"},
-                       Case{"transformer", "fp8_delayed", "adamw"}}) {
+                       Case{"transformer", "fp8_delayed", "adamw"}, Case{"resnet", "mxfp8", "adamw"}}) {
     TrainOptions o = case_options(c);
     o.model.hidden = {16};
     o.model.layers = 1;
@@ -740,7 +780,9 @@ TEST_CASE("memory estimates count the built models' parameters, layers and check
   const TrainData img = synthetic_images(31, 10);
   const TrainData txt = synthetic_text(32);
   for (const Case c : {Case{"mlp", "fp8_delayed", "adamw"}, Case{"cnn", "mxfp8", "sgd"},
-                       Case{"transformer", "fp8_delayed", "adamw"}, Case{"transformer", "fp32", "sgd"}}) {
+                       Case{"transformer", "fp8_delayed", "adamw"}, Case{"transformer", "fp32", "sgd"},
+                       Case{"resnet", "mxfp8", "adamw"}, Case{"mobilenet", "fp8_delayed", "sgd"},
+                       Case{"vit", "mxfp8", "adamw"}}) {
     INFO(c.model << " " << c.recipe << " " << c.optimizer);
     TrainOptions o = case_options(c);
     o.model.hidden = {16, 8};
@@ -779,6 +821,7 @@ TEST_CASE("memory estimates count the built models' parameters, layers and check
     o.model.hidden = {16, 9};
     o.model.conv1 = 17;
     o.model.d_model = 18;
+    o.model.width = 3;
     CHECK_FALSE(check_resume_state(d, o));
   }
   ::setenv("MXLAB_MEMORY_BUDGET", "1M", 1);

@@ -722,8 +722,8 @@ Result<TrainJob> train_config(const Point& p) {
     if (err) return *err;
   if (hidden > 1) o.model.hidden = {hidden, hidden / 2};
   o.model.kind = p.param("model").value_or("mlp");
-  if (o.model.kind != "mlp" && o.model.kind != "cnn" && o.model.kind != "transformer")
-    return make_error("sweep key 'model' = '" + o.model.kind + "': expected mlp, cnn or transformer");
+  if (!train::is_model_kind(o.model.kind))
+    return make_error("sweep key 'model' = '" + o.model.kind + "': expected mlp, cnn, transformer, resnet, mobilenet or vit");
   o.optimizer.kind = p.param("optimizer").value_or("adamw");
   if (o.optimizer.kind != "adamw" && o.optimizer.kind != "sgd")
     return make_error("sweep key 'optimizer' = '" + o.optimizer.kind + "': expected adamw or sgd");

@@ -162,41 +162,54 @@ struct Linear {
   QGemm<T> gemm;
   Mat<T> x_saved;
 
-  Linear(const std::string& name, std::int64_t in, std::int64_t out, const LayerFormats* formats) {
+  bool has_bias = true;  ///< false: no bias (a layer followed by batch normalisation, whose shift replaces it)
+
+  Linear(const std::string& name, std::int64_t in, std::int64_t out, const LayerFormats* formats, bool bias = true)
+      : has_bias(bias) {
     w = Param<T>{name + ".weight", Mat<T>::Zero(out, in), Mat<T>::Zero(out, in), true};
-    b = Param<T>{name + ".bias", Mat<T>::Zero(1, out), Mat<T>::Zero(1, out), false};
+    if (bias) b = Param<T>{name + ".bias", Mat<T>::Zero(1, out), Mat<T>::Zero(1, out), false};
     gemm.name = name;
     gemm.formats = formats;
   }
   Mat<T> forward(const Mat<T>& x, QuantContext& ctx) {
     if (ctx.training) x_saved = x;
     Mat<T> y = gemm.forward(x, w.value, ctx);
-    y.rowwise() += b.value.row(0);
+    if (has_bias) y.rowwise() += b.value.row(0);
     return y;
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx, bool need_dx = true) {
     Mat<T> dx, dw;
     gemm.backward(dy, x_saved, w.value, need_dx ? &dx : nullptr, &dw, ctx);
     w.grad += dw;
-    b.grad += dy.colwise().sum();
+    if (has_bias) b.grad += dy.colwise().sum();
     return dx;
+  }
+  /// The weight, and the bias if it has one.
+  void collect(std::vector<Param<T>*>& p) {
+    p.push_back(&w);
+    if (has_bias) p.push_back(&b);
   }
 };
 
-/// Elementwise activation: ReLU or GELU (tanh approximation, Hendrycks and Gimpel 2016, eq. 2).
+/// Elementwise activation: ReLU, ReLU6 (min(max(x, 0), 6), MobileNetV2's) or GELU (tanh approximation,
+/// Hendrycks and Gimpel 2016, eq. 2).
 template <typename T>
 struct Activation {
   bool gelu = false;
+  bool relu6 = false;
   Mat<T> x_saved;
   static constexpr T kC = T(0.7978845608028654);  // sqrt(2 / pi)
   static constexpr T kA = T(0.044715);
 
   Mat<T> forward(const Mat<T>& x, QuantContext& ctx) {
     if (ctx.training) x_saved = x;
+    if (relu6) return rounded<T>(x.cwiseMax(T(0)).cwiseMin(T(6)), ctx);
     if (!gelu) return rounded<T>(x.cwiseMax(T(0)), ctx);
     return rounded<T>(x.unaryExpr([](T v) { return T(0.5) * v * (T(1) + std::tanh(kC * (v + kA * v * v * v))); }), ctx);
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) const {
+    if (relu6)
+      return rounded<T>(dy.cwiseProduct(x_saved.unaryExpr([](T v) { return v > T(0) && v < T(6) ? T(1) : T(0); })), ctx);
     if (!gelu) return rounded<T>(dy.cwiseProduct(x_saved.unaryExpr([](T v) { return v > T(0) ? T(1) : T(0); })), ctx);
     return rounded<T>(dy.cwiseProduct(x_saved.unaryExpr([](T v) {
       const T u = kC * (v + kA * v * v * v);
@@ -211,59 +224,73 @@ struct Dims {
   std::int64_t batch = 0, height = 0, width = 0, channels = 0;
 };
 
-/// Convolution, stride 1, zero padding k / 2 ("same"), as an im2col GEMM: columns (B*H*W) x (k*k*C) in
-/// (ky, kx, c) order times W (out x k*k*C) transposed.
+/// Calls fn(row, pixel, tap) for every (output position, kernel tap) of a k x k window with the given stride and
+/// zero padding k / 2 that lies inside the image d: the output position's row, the input pixel's row and the
+/// tap's index ky * k + kx. Output sides are (side + 2 (k / 2) - k) / stride + 1.
+template <class Fn>
+void for_each_tap(const Dims& d, std::int64_t k, std::int64_t stride, Fn&& fn) {
+  const std::int64_t pad = k / 2;
+  const std::int64_t oh = (d.height + 2 * pad - k) / stride + 1, ow = (d.width + 2 * pad - k) / stride + 1;
+  for (std::int64_t b = 0; b < d.batch; ++b)
+    for (std::int64_t y = 0; y < oh; ++y)
+      for (std::int64_t xx = 0; xx < ow; ++xx) {
+        const std::int64_t row = (b * oh + y) * ow + xx;
+        for (std::int64_t ky = 0; ky < k; ++ky) {
+          const std::int64_t sy = y * stride + ky - pad;
+          if (sy < 0 || sy >= d.height) continue;
+          for (std::int64_t kx = 0; kx < k; ++kx) {
+            const std::int64_t sx = xx * stride + kx - pad;
+            if (sx < 0 || sx >= d.width) continue;
+            fn(row, (b * d.height + sy) * d.width + sx, ky * k + kx);
+          }
+        }
+      }
+}
+
+/// The output dimensions of a k x k window with the stride and zero padding k / 2 over d, with `channels`.
+inline Dims window_out(const Dims& d, std::int64_t k, std::int64_t stride, std::int64_t channels) {
+  const std::int64_t pad = k / 2;
+  return {d.batch, (d.height + 2 * pad - k) / stride + 1, (d.width + 2 * pad - k) / stride + 1, channels};
+}
+
+/// Convolution with zero padding k / 2 ("same" at stride 1) and a stride, as an im2col GEMM: columns
+/// (B*OH*OW) x (k*k*C) in (ky, kx, c) order times W (out x k*k*C) transposed. A 1x1 convolution of stride 1
+/// (pointwise) is the GEMM on the activations themselves.
 template <typename T>
 struct Conv2d {
   Linear<T> lin;
-  std::int64_t k;
+  std::int64_t k, stride;
   Dims in;
   Conv2d(const std::string& name, std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel,
-         const LayerFormats* formats)
-      : lin(name, kernel * kernel * in_channels, out_channels, formats), k(kernel) {}
+         const LayerFormats* formats, std::int64_t stride_ = 1, bool bias = true)
+      : lin(name, kernel * kernel * in_channels, out_channels, formats, bias), k(kernel), stride(stride_) {}
 
-  /// Calls fn(row, pixel, offset) for every (output position, kernel tap) inside the image: the im2col row of
-  /// the output position, the input pixel's row, and the tap's first column in the im2col row (zero padding).
-  template <class Fn>
-  void for_each_tap(const Dims& d, Fn&& fn) const {
-    const std::int64_t pad = k / 2;
-    for (std::int64_t b = 0; b < d.batch; ++b)
-      for (std::int64_t y = 0; y < d.height; ++y)
-        for (std::int64_t xx = 0; xx < d.width; ++xx) {
-          const std::int64_t row = (b * d.height + y) * d.width + xx;
-          for (std::int64_t ky = 0; ky < k; ++ky) {
-            const std::int64_t sy = y + ky - pad;
-            if (sy < 0 || sy >= d.height) continue;
-            for (std::int64_t kx = 0; kx < k; ++kx) {
-              const std::int64_t sx = xx + kx - pad;
-              if (sx < 0 || sx >= d.width) continue;
-              fn(row, (b * d.height + sy) * d.width + sx, (ky * k + kx) * d.channels);
-            }
-          }
-        }
-  }
+  Dims out_dims(const Dims& d) const { return window_out(d, k, stride, lin.w.value.rows()); }
   Mat<T> im2col(const Mat<T>& x, const Dims& d) const {
-    Mat<T> cols = Mat<T>::Zero(d.batch * d.height * d.width, k * k * d.channels);
-    for_each_tap(d, [&](std::int64_t row, std::int64_t pixel, std::int64_t offset) {
-      cols.row(row).segment(offset, d.channels) = x.row(pixel);
+    const Dims o = out_dims(d);
+    Mat<T> cols = Mat<T>::Zero(o.batch * o.height * o.width, k * k * d.channels);
+    for_each_tap(d, k, stride, [&](std::int64_t row, std::int64_t pixel, std::int64_t tap) {
+      cols.row(row).segment(tap * d.channels, d.channels) = x.row(pixel);
     });
     return cols;
   }
   /// The adjoint of im2col: each tap's columns added back to its input pixel.
   Mat<T> col2im(const Mat<T>& cols, const Dims& d) const {
     Mat<T> x = Mat<T>::Zero(d.batch * d.height * d.width, d.channels);
-    for_each_tap(d, [&](std::int64_t row, std::int64_t pixel, std::int64_t offset) {
-      x.row(pixel) += cols.row(row).segment(offset, d.channels);
+    for_each_tap(d, k, stride, [&](std::int64_t row, std::int64_t pixel, std::int64_t tap) {
+      x.row(pixel) += cols.row(row).segment(tap * d.channels, d.channels);
     });
     return x;
   }
+  bool pointwise() const { return k == 1 && stride == 1; }
   Mat<T> forward(const Mat<T>& x, const Dims& d, QuantContext& ctx) {
     in = d;
-    return lin.forward(im2col(x, d), ctx);
+    return lin.forward(pointwise() ? x : im2col(x, d), ctx);
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx, bool need_dx = true) {
     Mat<T> dcols = lin.backward(dy, ctx, need_dx);
-    return need_dx ? col2im(dcols, in) : Mat<T>();
+    if (!need_dx) return Mat<T>();
+    return pointwise() ? dcols : col2im(dcols, in);
   }
 };
 
@@ -385,8 +412,8 @@ struct Embedding {
   }
 };
 
-/// Causal multi-head self-attention: qkv projection, per (sequence, head) S = Q K^T / sqrt(d), causal softmax,
-/// O = P V, output projection. Q K^T and P V are quantized GEMMs named NAME.qk and NAME.av (operands as
+/// Multi-head self-attention: qkv projection, per (sequence, head) S = Q K^T / sqrt(d), softmax (causal, or over
+/// every position with causal = false, as in a vision transformer), O = P V, output projection. Q K^T and P V are quantized GEMMs named NAME.qk and NAME.av (operands as
 /// activations, a forward and a_bp backward; their output gradients as g).
 template <typename T>
 struct Attention {
@@ -398,6 +425,7 @@ struct Attention {
   const LayerFormats* qk_formats;
   const LayerFormats* av_formats;
   std::string name;
+  bool causal = true;
 
   Attention(const std::string& n, std::int64_t d, std::int64_t h, const LayerFormats* qkv_f,
             const LayerFormats* proj_f, const LayerFormats* qk_f, const LayerFormats* av_f)
@@ -430,10 +458,11 @@ struct Attention {
         const Mat<T> vt = all.block(b * seq, 2 * dim + h * dh, seq, dh).transpose();
         Mat<T> s = qk[u].forward(q, k, ctx) * scale;
         for (std::int64_t i = 0; i < seq; ++i) {
-          const T m = s.row(i).head(i + 1).maxCoeff();
+          const std::int64_t last = causal ? i : seq - 1;  // the last key position row i attends to
+          const T m = s.row(i).head(last + 1).maxCoeff();
           T sum = 0;
           for (std::int64_t j = 0; j < seq; ++j) {
-            const T e = j <= i ? std::exp(s(i, j) - m) : T(0);
+            const T e = j <= last ? std::exp(s(i, j) - m) : T(0);
             s(i, j) = e;
             sum += e;
           }

@@ -1,4 +1,5 @@
-// Internal: the models (MLP, CNN, character-level transformer) built from the layers, templated on the scalar.
+// Internal: the models (MLP, CNN, character-level transformer) built from the layers, templated on the scalar;
+// the ResNet, MobileNetV2 and vision transformer are in image_models.hpp.
 #pragma once
 
 #include <cmath>
@@ -49,6 +50,8 @@ class Model {
   virtual ~Model() = default;
   /// Every parameter, in a fixed order.
   virtual std::vector<Param<T>*> params() = 0;
+  /// State that is not trained but carried from step to step (batch normalisation's running statistics).
+  virtual std::vector<Param<T>*> buffers() { return {}; }
   /// Logits, one row per target.
   virtual Mat<T> forward(const Batch& batch, QuantContext& ctx) = 0;
   /// Accumulates parameter gradients from d(loss)/d(logits).
@@ -203,6 +206,50 @@ struct Block {
   }
 };
 
+/// The blocks of a transformer, blocks.0 .. blocks.L-1, with GPT-2's initialisation: N(0, 0.02), residual output
+/// projections scaled by 1/sqrt(2 L). causal: each position attends to those before it only.
+template <typename T>
+struct BlockStack {
+  std::vector<Block<T>> blocks;
+
+  void build(const ModelConfig& c, bool causal, const std::function<const LayerFormats*(const std::string&)>& fmt,
+             Normal& n) {
+    const double std_res = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
+    blocks.reserve(static_cast<std::size_t>(c.layers));
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+      const std::string b = "blocks." + std::to_string(i);
+      blocks.emplace_back(b, c.d_model, c.heads, fmt(b + ".attn.qkv"), fmt(b + ".attn.proj"), fmt(b + ".attn.qk"),
+                          fmt(b + ".attn.av"), fmt(b + ".mlp.fc1"), fmt(b + ".mlp.fc2"));
+      auto& blk = blocks.back();
+      blk.attn.causal = causal;
+      fill_normal(blk.attn.qkv.w.value, 0.02, n);
+      fill_normal(blk.attn.proj.w.value, std_res, n);
+      fill_normal(blk.fc1.w.value, 0.02, n);
+      fill_normal(blk.fc2.w.value, std_res, n);
+    }
+  }
+  void collect(std::vector<Param<T>*>& p) {
+    for (auto& b : blocks)
+      for (auto* q : {&b.ln1.gain, &b.ln1.bias, &b.attn.qkv.w, &b.attn.qkv.b, &b.attn.proj.w, &b.attn.proj.b,
+                      &b.ln2.gain, &b.ln2.bias, &b.fc1.w, &b.fc1.b, &b.fc2.w, &b.fc2.b})
+        p.push_back(q);
+  }
+  /// x (batch * seq rows) through every block: x + attn(ln1(x)), then x + fc2(gelu(fc1(ln2(x)))).
+  void forward(Mat<T>& x, std::int64_t batch, std::int64_t seq, QuantContext& ctx) {
+    for (auto& b : blocks) {
+      x += b.attn.forward(b.ln1.forward(x, ctx), batch, seq, ctx);
+      x += b.fc2.forward(b.act.forward(b.fc1.forward(b.ln2.forward(x, ctx), ctx), ctx), ctx);
+    }
+  }
+  void backward(Mat<T>& dx, QuantContext& ctx) {
+    for (std::size_t i = blocks.size(); i-- > 0;) {
+      auto& b = blocks[i];
+      dx += b.ln2.backward(b.fc1.backward(b.act.backward(b.fc2.backward(dx, ctx), ctx), ctx), ctx);
+      dx += b.ln1.backward(b.attn.backward(dx, ctx), ctx);
+    }
+  }
+};
+
 /// Decoder-only character-level transformer (GPT-2 layout: learned positions, pre-norm blocks, final norm).
 template <typename T>
 class Transformer final : public Model<T> {
@@ -211,55 +258,31 @@ class Transformer final : public Model<T> {
       : embed_("embed", vocab, c.context, c.d_model), ln_f_("ln_f", c.d_model),
         head_("head", c.d_model, vocab, this->formats(lookup, "head")) {
     Normal n(seed);
-    // GPT-2 initialisation: N(0, 0.02), residual output projections scaled by 1/sqrt(2 * layers).
-    const double std_res = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
     fill_normal(embed_.token.value, 0.02, n);
     fill_normal(embed_.position.value, 0.01, n);
-    blocks_.reserve(static_cast<std::size_t>(c.layers));
-    for (std::int64_t i = 0; i < c.layers; ++i) {
-      const std::string b = "blocks." + std::to_string(i);
-      blocks_.emplace_back(b, c.d_model, c.heads, this->formats(lookup, b + ".attn.qkv"),
-                           this->formats(lookup, b + ".attn.proj"), this->formats(lookup, b + ".attn.qk"),
-                           this->formats(lookup, b + ".attn.av"), this->formats(lookup, b + ".mlp.fc1"),
-                           this->formats(lookup, b + ".mlp.fc2"));
-      auto& blk = blocks_.back();
-      fill_normal(blk.attn.qkv.w.value, 0.02, n);
-      fill_normal(blk.attn.proj.w.value, std_res, n);
-      fill_normal(blk.fc1.w.value, 0.02, n);
-      fill_normal(blk.fc2.w.value, std_res, n);
-    }
+    blocks_.build(c, true, [&](const std::string& name) { return this->formats(lookup, name); }, n);
     fill_normal(head_.w.value, 0.02, n);
   }
   std::vector<Param<T>*> params() override {
     std::vector<Param<T>*> p = {&embed_.token, &embed_.position};
-    for (auto& b : blocks_)
-      for (auto* q : {&b.ln1.gain, &b.ln1.bias, &b.attn.qkv.w, &b.attn.qkv.b, &b.attn.proj.w, &b.attn.proj.b,
-                      &b.ln2.gain, &b.ln2.bias, &b.fc1.w, &b.fc1.b, &b.fc2.w, &b.fc2.b})
-        p.push_back(q);
+    blocks_.collect(p);
     for (auto* q : {&ln_f_.gain, &ln_f_.bias, &head_.w, &head_.b}) p.push_back(q);
     return p;
   }
   Mat<T> forward(const Batch& batch, QuantContext& ctx) override {
     Mat<T> x = embed_.forward(batch.tokens, batch.size, batch.seq);
-    for (auto& b : blocks_) {
-      x += b.attn.forward(b.ln1.forward(x, ctx), batch.size, batch.seq, ctx);
-      x += b.fc2.forward(b.act.forward(b.fc1.forward(b.ln2.forward(x, ctx), ctx), ctx), ctx);
-    }
+    blocks_.forward(x, batch.size, batch.seq, ctx);
     return head_.forward(ln_f_.forward(x, ctx), ctx);
   }
   void backward(const Mat<T>& dlogits, QuantContext& ctx) override {
     Mat<T> dx = ln_f_.backward(head_.backward(dlogits, ctx), ctx);
-    for (std::size_t i = blocks_.size(); i-- > 0;) {
-      auto& b = blocks_[i];
-      dx += b.ln2.backward(b.fc1.backward(b.act.backward(b.fc2.backward(dx, ctx), ctx), ctx), ctx);
-      dx += b.ln1.backward(b.attn.backward(dx, ctx), ctx);
-    }
+    blocks_.backward(dx, ctx);
     embed_.backward(dx);
   }
 
  private:
   Embedding<T> embed_;
-  std::vector<Block<T>> blocks_;
+  BlockStack<T> blocks_;
   LayerNorm<T> ln_f_;
   Linear<T> head_;
 };

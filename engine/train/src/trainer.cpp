@@ -12,7 +12,7 @@
 
 #include "mxlab/core/memory.hpp"
 #include "mxlab/core/small_file.hpp"
-#include "models.hpp"
+#include "image_models.hpp"
 
 namespace mxlab::train {
 namespace {
@@ -29,6 +29,19 @@ constexpr std::uint64_t kTextStream = 0x54455854ULL;           // "TEXT"
 
 /// Whether the model's shapes fit each other and the data (what building it requires).
 std::optional<Error> check_model(const TrainData& data, const ModelConfig& c) {
+  if (c.kind == "resnet" || c.kind == "mobilenet" || c.kind == "vit") {
+    if (data.is_text) return make_error("model '" + c.kind + "' needs image data, not " + data.name);
+    if (c.kind != "vit" && (c.width < 1 || c.width > 256)) return make_error(c.kind + " width must be 1..256");
+    if (c.kind == "vit") {
+      if (c.patch < 1 || data.rows % c.patch != 0 || data.cols % c.patch != 0)
+        return make_error("the vision transformer's patches of " + std::to_string(c.patch) + " must divide the image sides (" +
+                          std::to_string(data.rows) + "x" + std::to_string(data.cols) + ")");
+      if (c.d_model < 1 || c.heads < 1 || c.d_model % c.heads != 0)
+        return make_error("transformer width " + std::to_string(c.d_model) + " must be a positive multiple of the heads");
+      if (c.layers < 1) return make_error("the vision transformer needs layers >= 1");
+    }
+    return std::nullopt;
+  }
   if (c.kind == "mlp" || c.kind == "cnn") {
     if (data.is_text) return make_error("model '" + c.kind + "' needs image data, not " + data.name);
     for (auto h : c.hidden)
@@ -47,18 +60,36 @@ std::optional<Error> check_model(const TrainData& data, const ModelConfig& c) {
     if (c.layers < 1 || c.context < 2) return make_error("transformer needs layers >= 1 and context >= 2");
     return std::nullopt;
   }
-  return make_error("unknown model '" + c.kind + "' (known: mlp, cnn, transformer)");
+  std::string known;
+  for (const auto& k : model_kinds()) known += (known.empty() ? "" : ", ") + k;
+  return make_error("unknown model '" + c.kind + "' (known: " + known + ")");
 }
 
-/// The GEMM layer names of a model, without building it (the order is not the model's).
-std::vector<std::string> layer_names(const ModelConfig& c) {
+/// A ResNet or MobileNetV2 in float without quantization (their sizes are fixed: a few megabytes), for their
+/// shapes and names.
+std::unique_ptr<Model<float>> build_fixed(const TrainData& data, const ModelConfig& c,
+                                         const detail::FormatLookup& lookup) {
+  if (c.kind == "resnet")
+    return std::make_unique<detail::ResNet<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, 0);
+  return std::make_unique<detail::MobileNetV2<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, 0);
+}
+
+/// The GEMM layer names of a model, without building it (the order is not the model's; the ResNet and the
+/// MobileNetV2, whose sizes are fixed, are built to list theirs).
+std::vector<std::string> layer_names(const TrainData& data, const ModelConfig& c) {
   std::vector<std::string> names;
-  if (c.kind == "mlp") {
+  if (c.kind == "resnet" || c.kind == "mobilenet") {
+    build_fixed(data, c, [&](const std::string& layer) {
+      names.push_back(layer);
+      return detail::LayerFormats{};
+    });
+  } else if (c.kind == "mlp") {
     for (std::size_t i = 0; i <= c.hidden.size(); ++i) names.push_back("fc" + std::to_string(i + 1));
   } else if (c.kind == "cnn") {
     names = {"conv1", "conv2", "fc1", "fc2"};
   } else {
     names.push_back("head");
+    if (c.kind == "vit") names.push_back("patch_embed");
     for (std::int64_t i = 0; i < c.layers; ++i)
       for (const char* g : {".attn.qkv", ".attn.proj", ".attn.qk", ".attn.av", ".mlp.fc1", ".mlp.fc2"})
         names.push_back("blocks." + std::to_string(i) + g);
@@ -96,6 +127,13 @@ Result<std::unique_ptr<Model<float>>> make_model(const TrainData& data, const Tr
   if (c.kind == "mlp") m = std::make_unique<detail::Mlp<float>>(c, data.features(), data.classes, lookup, o.seed);
   else if (c.kind == "cnn")
     m = std::make_unique<detail::Cnn<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
+  else if (c.kind == "resnet")
+    m = std::make_unique<detail::ResNet<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
+  else if (c.kind == "mobilenet")
+    m = std::make_unique<detail::MobileNetV2<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
+  else if (c.kind == "vit")
+    m = std::make_unique<detail::VisionTransformer<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup,
+                                                           o.seed);
   else m = std::make_unique<detail::Transformer<float>>(c, data.vocabulary(), lookup, o.seed);
   if (failure) return *failure;
   return m;
@@ -297,8 +335,9 @@ struct LoopState {
   std::vector<double> losses;
 };
 
-std::string save_state(const LoopState& loop, const std::vector<Param<float>*>& params, Optimizer& opt,
-                       const Batcher& batcher, const detail::DelayedStates& delayed) {
+std::string save_state(const LoopState& loop, const std::vector<Param<float>*>& params,
+                       const std::vector<Param<float>*>& buffers, Optimizer& opt, const Batcher& batcher,
+                       const detail::DelayedStates& delayed) {
   std::string out(kStateMagic);
   StateWriter w(out);
   w.put<std::int64_t>(loop.steps_done);
@@ -326,12 +365,14 @@ std::string save_state(const LoopState& loop, const std::vector<Param<float>*>& 
     w.put_floats(h.history().data(), h.history().size());
     w.put<float>(h.scale());
   }
+  for (const auto* b : buffers) w.put_mat(b->value);  // batch normalisation's running statistics
   return out;
 }
 
 /// Restores a save_state() string into a freshly built run; throws std::runtime_error naming what does not fit.
-void load_state(std::string_view text, LoopState& loop, const std::vector<Param<float>*>& params, Optimizer& opt,
-                Batcher& batcher, detail::DelayedStates& delayed, std::int64_t steps) {
+void load_state(std::string_view text, LoopState& loop, const std::vector<Param<float>*>& params,
+                const std::vector<Param<float>*>& buffers, Optimizer& opt, Batcher& batcher,
+                detail::DelayedStates& delayed, std::int64_t steps) {
   if (text.substr(0, kStateMagic.size()) != kStateMagic) throw std::runtime_error("not a training checkpoint state");
   StateReader r(text.substr(kStateMagic.size()));
   loop.steps_done = r.get<std::int64_t>();
@@ -376,6 +417,7 @@ void load_state(std::string_view text, LoopState& loop, const std::vector<Param<
     r.get_floats(history.data(), history.size());
     if (!h.restore(history, r.get<float>())) throw std::runtime_error("checkpoint holds a bad scale for " + key);
   }
+  for (auto* b : buffers) r.get_mat(b->value, b->name);
   if (!r.done()) throw std::runtime_error("checkpoint state has trailing bytes");
 }
 
@@ -481,19 +523,20 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
   const ops::FakeQuantizer* ctx_nongemm = nongemm ? &*nongemm : nullptr;
   Model<float>& model = **made;
   const auto params = model.params();
+  const auto buffers = model.buffers();
   Optimizer opt(o.optimizer, params);
   Batcher batcher(data, o);
   const LossScaling& ls = o.recipe.loss_scaling;
   LoopState loop;
   loop.scale = ls.mode == LossScaling::Mode::None ? 1.0 : ls.initial;
-  if (!o.resume_state.empty()) load_state(o.resume_state, loop, params, opt, batcher, delayed, o.steps);
+  if (!o.resume_state.empty()) load_state(o.resume_state, loop, params, buffers, opt, batcher, delayed, o.steps);
   TrainResult result;
   result.parameters = model.parameter_count();
   std::int64_t checkpointed = loop.steps_done;
   auto checkpoint = [&]() -> std::optional<Error> {
     checkpointed = loop.steps_done;
     if (!o.on_checkpoint) return std::nullopt;
-    return o.on_checkpoint(loop.steps_done, save_state(loop, params, opt, batcher, delayed));
+    return o.on_checkpoint(loop.steps_done, save_state(loop, params, buffers, opt, batcher, delayed));
   };
   for (std::int64_t step = loop.steps_done; step < o.steps; ++step) {
     if (reporter.cancelled()) {
@@ -587,7 +630,7 @@ Result<TrainResult> run_training(const TrainData& data, const TrainOptions& opti
 
 Result<std::vector<std::string>> gemm_layers(const TrainData& data, const ModelConfig& model) {
   if (auto e = check_model(data, model)) return *e;
-  return layer_names(model);  // from the shapes: nothing is allocated
+  return layer_names(data, model);  // from the shapes: nothing is allocated but the fixed-size ResNet or MobileNetV2
 }
 
 namespace {
@@ -596,6 +639,7 @@ namespace {
 /// shapes alone.
 struct Shapes {
   std::vector<double> tensors;
+  std::vector<double> buffers;  ///< state that is not trained (batch normalisation's running statistics)
   double weight_copies = 0;
   double floats = 0;
   void param(double n) { tensors.push_back(n); }
@@ -615,6 +659,13 @@ std::string bytes_text(double bytes) {
 }
 
 }  // namespace
+
+std::vector<std::string> model_kinds() { return {"mlp", "cnn", "transformer", "resnet", "mobilenet", "vit"}; }
+
+bool is_model_kind(const std::string& kind) {
+  const auto kinds = model_kinds();
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
 
 Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions& o) {
   const ModelConfig& c = o.model;
@@ -651,11 +702,30 @@ Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions
     s.floats += 3 * rows * fc;
     s.linear(rows, fc, data.classes);
     s.floats += 2 * rows * data.classes;
-  } else if (c.kind == "transformer") {
-    const auto d = static_cast<double>(c.d_model), t = static_cast<double>(c.context),
-               v = static_cast<double>(data.vocabulary()), heads = static_cast<double>(c.heads);
+  } else if (c.kind == "resnet" || c.kind == "mobilenet") {
+    // Fixed sizes (a few megabytes of weights): built to count them.
+    const auto m = build_fixed(data, c, nullptr);
+    for (auto* p : m->params()) {
+      s.param(static_cast<double>(p->value.size()));
+      if (p->decay) s.weight_copies += 3 * static_cast<double>(p->value.size());
+    }
+    for (auto* b : m->buffers()) s.buffers.push_back(static_cast<double>(b->value.size()));
+    const double per_image = c.kind == "resnet" ? static_cast<detail::ResNet<float>&>(*m).floats_per_image()
+                                                : static_cast<detail::MobileNetV2<float>&>(*m).floats_per_image();
+    s.floats += rows * (per_image + 2.0 * static_cast<double>(data.features()));
+  } else if (c.kind == "transformer" || c.kind == "vit") {
+    const bool vit = c.kind == "vit";
+    const double patches = vit ? static_cast<double>((data.rows / c.patch) * (data.cols / c.patch)) : 0.0;
+    const auto d = static_cast<double>(c.d_model), t = vit ? patches + 1 : static_cast<double>(c.context),
+               v = static_cast<double>(vit ? data.classes : data.vocabulary()), heads = static_cast<double>(c.heads);
     const double r = rows * t, dh = d / std::max(1.0, heads), units = rows * heads;
-    s.param(v * d);
+    if (vit) {
+      s.floats += 2 * rows * static_cast<double>(data.features());  // the batch and its patches
+      s.linear(rows * patches, static_cast<double>(c.patch * c.patch * data.channels), d);
+      s.param(d);  // class token
+    } else {
+      s.param(v * d);
+    }
     s.param(t * d);
     s.floats += 2 * r * d;  // embedded input and its gradient
     for (std::int64_t i = 0; i < c.layers; ++i) {
@@ -673,8 +743,9 @@ Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions
     s.param(d);
     s.param(d);
     s.floats += 5 * r * d;
-    s.linear(r, d, v);
-    s.floats += 2 * r * v;
+    const double head_rows = vit ? rows : r;  // the vision transformer's head reads the class token only
+    s.linear(head_rows, d, v);
+    s.floats += 2 * head_rows * v;
   }
   MemoryEstimate e;
   double params = 0, state = 20 + 8 + 8 + 8 + 8 + 8 + 32 + 8 + 24 + 8;  // kStateMagic and the fixed fields
@@ -682,6 +753,7 @@ Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions
     params += n;
     state += 16 + 4 * n;  // a matrix: rows, columns, values
   }
+  for (double n : s.buffers) state += 16 + 4 * n;
   const double moments = o.optimizer.kind == "adamw" ? 2.0 : 1.0;
   e.parameters = static_cast<std::uint64_t>(std::min(params, 1.8e19));
   e.tensors = s.tensors.size();
@@ -691,7 +763,7 @@ Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions
   e.history_bytes = 8.0 * static_cast<double>(o.steps);
   state += moments * (16 * static_cast<double>(s.tensors.size()) + 4 * params) + 8.0 * static_cast<double>(o.steps);
   if (o.recipe.delayed.enabled) {
-    for (const auto& name : layer_names(c)) {
+    for (const auto& name : layer_names(data, c)) {
       auto formats = layer_formats(o.recipe, name);
       if (!formats) return formats.error();
       for (std::size_t i = 0; i < formats->size(); ++i)
@@ -727,7 +799,7 @@ Result<std::int64_t> check_resume_state(const TrainData& data, const TrainOption
   Batcher batcher(data, o);
   LoopState loop;
   try {
-    load_state(o.resume_state, loop, params, opt, batcher, delayed, o.steps);
+    load_state(o.resume_state, loop, params, (*made)->buffers(), opt, batcher, delayed, o.steps);
   } catch (const std::runtime_error& e) {
     return make_error(e.what());
   }
