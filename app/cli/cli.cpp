@@ -23,6 +23,7 @@ constexpr Command kCommands[] = {
     {"run", "run experiment files: sweeps, tables, plots, resumable (docs/experiments.md)", cmd_run},
     {"check", "run experiment files and check their expectations (exit 1 if any fails)", cmd_check},
     {"merge", "join the results folders of a sharded run", cmd_merge},
+    {"render", "redraw the tables, plots and checks of a results folder from its stored results", cmd_render},
     {"train", "train a model with quantized GEMMs and report loss, accuracy and gradient underflow", cmd_train},
     {"formats", "list every named format with its derived properties", cmd_formats},
     {"codepoints", "enumerate every code of a format with its exact value", cmd_codepoints},

@@ -110,6 +110,7 @@ int cmd_data(const std::vector<std::string>& argv, Io io);
 int cmd_run(const std::vector<std::string>& argv, Io io);
 int cmd_check(const std::vector<std::string>& argv, Io io);
 int cmd_merge(const std::vector<std::string>& argv, Io io);
+int cmd_render(const std::vector<std::string>& argv, Io io);
 int cmd_train(const std::vector<std::string>& argv, Io io);
 
 /// FORMAT where an element format is expected (cast, codepoints): a format string, or the name of a block

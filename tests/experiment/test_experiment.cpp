@@ -21,49 +21,18 @@
 #include "mxlab/io/datasets.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/requests.hpp"
+#include "experiment/experiment_support.hpp"
 #include "support/spawn.hpp"
 
 namespace fs = std::filesystem;
 using namespace mxlab;
 using namespace mxlab::experiment;
+using mxlab_test::read;
+using mxlab_test::run_cli;
+using mxlab_test::Scratch;
 
 namespace {
 
-struct Scratch {
-  fs::path dir;
-  Scratch() {
-    static int n = 0;
-    dir = fs::temp_directory_path() / ("mxlab_experiment_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string put(const std::string& name, const std::string& text) const {
-    std::ofstream(dir / name) << text;
-    return (dir / name).string();
-  }
-};
-
-std::string read(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-int run_cli(const std::vector<std::string>& args, std::string* out = nullptr, std::string* err = nullptr) {
-  std::istringstream in;
-  std::ostringstream o, e;
-  std::vector<std::string> argv = {"mxlab"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const int rc = cli::run(argv, {in, o, e});
-  if (out) *out = o.str();
-  if (err) *err = e.str();
-  return rc;
-}
 
 const char* kTiny = R"(name = "tiny"
 job = "analyze"

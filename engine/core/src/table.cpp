@@ -159,8 +159,6 @@ std::string to_markdown(const Table& t, const std::vector<std::string>& comments
   return out;
 }
 
-namespace {
-
 std::string latex_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -174,6 +172,8 @@ std::string latex_escape(const std::string& s) {
   }
   return o;
 }
+
+namespace {
 
 /// "1.5e-05" -> "$1.5 \times 10^{-5}$"; other text escaped.
 std::string latex_number(const std::string& s) {

@@ -19,6 +19,10 @@ constexpr const char* kScaleNames[] = {"linear", "log2", "log10"};
 std::string number(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[32];
+  if (v == std::trunc(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);  // whole numbers as integers (10, not 1e+01)
+    return buf;
+  }
   for (int precision = 1; precision <= 17; ++precision) {
     std::snprintf(buf, sizeof buf, "%.*g", precision, v);
     if (std::strtod(buf, nullptr) == v) break;
@@ -72,12 +76,21 @@ std::string figure_json(const Figure& f) {
     const Series& s = f.series[i];
     o << (i ? "," : "") << "{\"name\":" << json_quote(s.name) << ",\"x\":" << numbers(s.x) << ",\"y\":" << numbers(s.y);
     if (f.kind == PlotKind::Histogram) o << ",\"bin_width\":" << number(s.bin_width);
+    if (!s.lo.empty()) o << ",\"lo\":" << numbers(s.lo) << ",\"hi\":" << numbers(s.hi);
+    if (!s.raw.empty()) o << ",\"raw\":" << numbers(s.raw);
+    if (!f.facets.empty()) o << ",\"facet\":" << s.facet;
     o << "}";
   }
   o << "],\"markers\":[";
   for (std::size_t i = 0; i < f.markers.size(); ++i)
     o << (i ? "," : "") << "{\"x\":" << number(f.markers[i].x) << ",\"label\":" << json_quote(f.markers[i].label) << "}";
   o << "]";
+  if (!f.facets.empty()) o << ",\"facets\":" << strings(f.facets);
+  if (f.smooth > 1) o << ",\"smooth\":" << f.smooth;
+  if (!f.spread.empty()) o << ",\"spread\":" << json_quote(f.spread);
+  if (f.width_in > 0 || f.height_in > 0 || f.font_pt > 0)
+    o << ",\"size\":{\"width_in\":" << number(f.width_in) << ",\"height_in\":" << number(f.height_in)
+      << ",\"font_pt\":" << number(f.font_pt) << "}";
   if (f.kind == PlotKind::Heatmap) {
     const Heatmap& h = f.heatmap;
     o << ",\"heatmap\":{\"x_labels\":" << strings(h.x_labels) << ",\"y_labels\":" << strings(h.y_labels)

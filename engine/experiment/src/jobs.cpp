@@ -752,7 +752,7 @@ Result<PointResult> run_train(const Point& p, const PointRun& run) {
     row.add("step", static_cast<double>(s.step));
     row.add("loss", s.loss);
     row.add(data->is_text ? "bpc" : "accuracy", data->is_text ? s.bpc : s.accuracy);
-    row.add("lr", s.lr);
+    row.add("step_lr", s.lr);  // the schedule's rate at this step (the point's lr is a parameter)
     row.add("loss_scale", s.loss_scale);
     row.add("skipped", s.skipped ? 1.0 : 0.0);
     row.add("val_loss", s.validation ? Cell(s.validation->loss) : Cell(std::string("")));

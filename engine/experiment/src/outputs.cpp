@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <sstream>
 
 #include "mxlab/core/small_file.hpp"
@@ -49,6 +51,59 @@ std::string format_number(double v, int digits) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.*g", digits, v);
   return buf;
+}
+
+/// How the numbers of one table column are written: the same decimals for every cell.
+struct ColumnStyle {
+  enum { Exact, Whole, Fixed, Scientific } kind = Exact;
+  int digits = 4;    ///< Exact: significant digits of each value
+  int decimals = 0;  ///< Fixed: after the point; Scientific: of the mantissa
+  std::string format(double v) const {
+    if (!std::isfinite(v) || kind == Exact || kind == Whole) return format_number(v, digits);
+    char buf[64];
+    if (kind == Scientific && v != 0) std::snprintf(buf, sizeof buf, "%.*e", decimals, v);
+    else std::snprintf(buf, sizeof buf, "%.*f", kind == Scientific ? 0 : decimals, v);
+    return buf;
+  }
+};
+
+/// A column's style: `fixed` decimals when given; else whole numbers stay whole, and the largest value gets
+/// `digits` significant digits with every other value at the same decimals (scientific notation when the
+/// column spans more than four decades, lies outside [0.001, 10^6) or its smallest value would keep fewer than
+/// two significant digits). 15 digits or more keep each value exact.
+ColumnStyle column_style(const std::vector<double>& column, int digits, std::optional<int> fixed) {
+  ColumnStyle s;
+  s.digits = digits;
+  if (fixed) {
+    s.kind = ColumnStyle::Fixed;
+    s.decimals = *fixed;
+    return s;
+  }
+  if (digits >= 15) return s;
+  double hi = 0, lo = std::numeric_limits<double>::infinity();
+  bool whole = true;
+  for (double v : column) {
+    if (!std::isfinite(v)) continue;
+    whole = whole && v == std::floor(v) && std::fabs(v) < 1e15;
+    if (v != 0) hi = std::max(hi, std::fabs(v)), lo = std::min(lo, std::fabs(v));
+  }
+  if (whole || hi == 0) {
+    s.kind = ColumnStyle::Whole;
+    return s;
+  }
+  if (hi >= 1e6 || hi < 1e-3 || hi / lo >= 1e4) {
+    s.kind = ColumnStyle::Scientific;
+    s.decimals = digits - 1;
+    return s;
+  }
+  s.kind = ColumnStyle::Fixed;
+  s.decimals = std::clamp(digits - 1 - static_cast<int>(std::floor(std::log10(hi))), 0, 15);
+  // The smallest value keeps two significant digits at these decimals, or the column is scientific.
+  if (s.decimals + static_cast<int>(std::floor(std::log10(lo))) + 1 < std::min(2, digits)) {
+    s.kind = ColumnStyle::Scientific;
+    s.decimals = digits - 1;
+  }
+  return s;
 }
 
 double aggregate(std::vector<double> v, const std::string& how) {
@@ -98,6 +153,31 @@ std::optional<Error> check_column(const Experiment& e, int line, const std::stri
   return make_error(at(e, line, what + ": no column '" + column + "' (columns: " + known + ")"));
 }
 
+/// What a column of the selected rows holds. Empty cells (a metric a row does not have, such as val_loss on
+/// steps without evaluation) are skipped: a column's type never depends on its emptiest cell.
+enum class ColumnType { Empty, Numbers, Text };
+
+/// The type of a column; a column that mixes numbers and text is an error naming it, with one of each.
+Result<ColumnType> column_type(const Experiment& e, int line, const std::string& what, const std::string& column,
+                               const std::vector<const Row*>& rows) {
+  const Cell* a_number = nullptr;
+  const Cell* a_text = nullptr;
+  for (const Row* r : rows) {
+    const Cell* c = r->find(column);
+    if (!c) continue;
+    if (std::holds_alternative<double>(*c)) a_number = a_number ? a_number : c;
+    else if (!std::get<std::string>(*c).empty()) a_text = a_text ? a_text : c;
+  }
+  if (a_number && a_text)
+    return make_error(at(e, line, what + ": column '" + column + "' mixes numbers (" + cell_text(*a_number) + ") and text ('" +
+                                      printable(std::get<std::string>(*a_text)) +
+                                      "'); select rows of one kind with where = {...}"));
+  return a_number ? ColumnType::Numbers : a_text ? ColumnType::Text : ColumnType::Empty;
+}
+
+/// Whether a cell is missing or empty text (a value a row does not have).
+bool blank(const Cell* c) { return !c || (std::holds_alternative<std::string>(*c) && std::get<std::string>(*c).empty()); }
+
 /// Values in first-seen order.
 std::vector<std::string> distinct(const std::vector<const Row*>& rows, const std::string& column) {
   std::vector<std::string> out;
@@ -126,16 +206,18 @@ Table result_table(const std::vector<Row>& rows) {
   for (const Row& r : rows)
     for (const auto& [k, v] : r.cells)
       if (!index.count(k)) index[k] = t.add_column(k);
-  std::vector<bool> all_numbers(t.columns.size(), true);
+  // A column is numeric when its cells are numbers or empty (a metric some rows do not have).
+  std::vector<bool> all_numbers(t.columns.size(), true), any_number(t.columns.size(), false);
   for (const Row& r : rows) {
     std::vector<std::string> cells(t.columns.size());
     for (const auto& [k, v] : r.cells) {
       cells[index[k]] = cell_text(v);
-      if (!std::holds_alternative<double>(v)) all_numbers[index[k]] = false;
+      if (std::holds_alternative<double>(v)) any_number[index[k]] = true;
+      else if (!std::get<std::string>(v).empty()) all_numbers[index[k]] = false;
     }
     t.rows.push_back(std::move(cells));
   }
-  t.numeric = all_numbers;
+  for (std::size_t c = 0; c < t.columns.size(); ++c) t.numeric[c] = all_numbers[c] && any_number[c];
   return t;
 }
 
@@ -172,13 +254,22 @@ Result<Table> build_table(const Experiment& e, const TableDef& def, const AllRes
   }
   Table t;
   for (const auto& c : def.rows) t.add_column(c, false);
+  std::vector<std::string> value_of;  // the value column each column shows
   for (std::size_t p = 0; p < pivots.size(); ++p)
     for (const auto& v : def.values) {
       std::string name = def.pivot.empty() ? v : def.values.size() == 1 ? pivots[p] : v + " " + pivots[p];
       t.add_column(name, true);
+      value_of.push_back(v);
     }
+  // Numbers are written once their column is complete: every cell of a column with the same decimals.
+  std::vector<std::vector<std::optional<double>>> nums;
   for (std::size_t k = 0; k < keys.size(); ++k) {
     std::vector<std::string> row = keys[k];
+    nums.emplace_back(def.rows.size() + value_of.size());
+    auto put_number = [&](double v) {
+      nums.back()[row.size()] = v;
+      row.push_back(format_number(v, def.digits));
+    };
     for (std::size_t p = 0; p < pivots.size(); ++p)
       for (std::size_t v = 0; v < def.values.size(); ++v) {
         auto it = cells.find({k, p, v});
@@ -195,8 +286,8 @@ Result<Table> build_table(const Experiment& e, const TableDef& def, const AllRes
                                                  (def.pivot.empty() ? "" : ", " + def.pivot + "=" + pivots[p]) +
                                                  "); add the column that tells them apart to rows, or aggregate = \"median\""));
           }
-          row.push_back(std::holds_alternative<double>(got[0]) ? format_number(std::get<double>(got[0]), def.digits)
-                                                                : std::get<std::string>(got[0]));
+          if (std::holds_alternative<double>(got[0])) put_number(std::get<double>(got[0]));
+          else row.push_back(std::get<std::string>(got[0]));
           continue;
         }
         std::vector<double> nums;
@@ -204,9 +295,20 @@ Result<Table> build_table(const Experiment& e, const TableDef& def, const AllRes
           if (const double* d = std::get_if<double>(&c)) nums.push_back(*d);
         if (nums.size() != got.size() && def.aggregate != "count")
           return make_error(at(e, def.line, what + ": aggregate " + def.aggregate + " of the text column '" + def.values[v] + "'"));
-        row.push_back(format_number(aggregate(nums, def.aggregate), def.digits));
+        put_number(aggregate(nums, def.aggregate));
       }
     t.rows.push_back(std::move(row));
+  }
+  for (std::size_t c = def.rows.size(); c < t.columns.size(); ++c) {
+    std::vector<double> column;
+    for (const auto& r : nums)
+      if (r[c]) column.push_back(*r[c]);
+    std::optional<int> fixed;
+    for (const auto& [name, n] : def.decimals)
+      if (name.empty() || name == value_of[c - def.rows.size()]) fixed = n;
+    const ColumnStyle style = column_style(column, def.digits, fixed);
+    for (std::size_t k = 0; k < t.rows.size(); ++k)
+      if (nums[k][c]) t.rows[k][c] = style.format(*nums[k][c]);
   }
   // Columns that hold only numbers (or nothing) are numeric.
   for (std::size_t c = 0; c < t.columns.size(); ++c) {
@@ -220,14 +322,32 @@ Result<Table> build_table(const Experiment& e, const TableDef& def, const AllRes
     }
     t.numeric[c] = num;
   }
+  for (const auto& [column, shown] : def.header) {
+    auto it = std::find(t.columns.begin(), t.columns.end(), column);
+    if (it == t.columns.end()) {
+      std::string known;
+      for (const auto& c : t.columns) known += (known.empty() ? "" : ", ") + c;
+      return make_error(at(e, def.line, what + ": header names no column '" + column + "' (columns: " + known + ")"));
+    }
+    *it = shown;
+  }
   return t;
+}
+
+std::string table_latex(const Table& t, const TableDef& def) {
+  const std::string caption = latex_escape(def.caption);
+  std::string out = "\\begin{table}[tbp]\n\\centering\n";
+  if (!caption.empty()) out += "\\caption{" + caption + "}\n";
+  out += "\\label{" + (def.label.empty() ? "tab:" + def.name : def.label) + "}\n";
+  out += to_latex(t, "");
+  return out + "\\end{table}\n";
 }
 
 Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllResults& results) {
   const std::string what = "plot '" + def.name + "'";
   auto rows = select(e, def.line, what, def.from, def.where, results);
   if (!rows) return rows.error();
-  for (const auto* c : {&def.x, &def.y, &def.series, &def.value})
+  for (const auto* c : {&def.x, &def.y, &def.series, &def.value, &def.facet})
     if (auto err = check_column(e, def.line, what, *c, *rows)) return *err;
   if (rows->empty()) return make_error(at(e, def.line, what + ": no result rows match"));
   Figure f;
@@ -243,13 +363,30 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
   f.y.max = def.y_max;
   f.legend_title = def.legend_title.empty() ? def.series : def.legend_title;
   f.legend = !def.series.empty();
+  f.width_in = def.width;
+  f.height_in = def.height;
+  f.font_pt = def.font_size;
+  f.smooth = def.smooth;
+  f.spread = def.spread;
+  // Shown names of values (series, categories, facets); the data keep the values themselves.
+  auto shown_name = [&](const std::string& v) {
+    for (const auto& [k, l] : def.labels)
+      if (k == v) return l;
+    return v;
+  };
+  auto relabel = [&](std::vector<std::string>& v) {
+    for (auto& s : v) s = shown_name(s);
+  };
 
   if (f.kind == PlotKind::Heatmap) {
+    auto vt = column_type(e, def.line, what, def.value, *rows);
+    if (!vt) return vt.error();
+    if (*vt == ColumnType::Text) return make_error(at(e, def.line, what + ": value column '" + def.value + "' holds text, not numbers"));
     Heatmap& h = f.heatmap;
     h.x_labels = distinct(*rows, def.x);
     h.y_labels = distinct(*rows, def.y);
     h.values.assign(h.x_labels.size() * h.y_labels.size(), std::nan(""));
-    h.value_label = def.value;
+    h.value_label = def.value_label.empty() ? def.value : def.value_label;
     h.log_values = def.log_values;
     std::vector<bool> filled(h.values.size(), false);
     for (const Row* r : *rows) {
@@ -262,64 +399,125 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
       filled[i] = true;
       h.values[i] = number(r->find(def.value)).value_or(std::nan(""));
     }
+    relabel(h.x_labels);
+    relabel(h.y_labels);
     return f;
   }
 
-  // x as numbers, or as categories when any x is text (bars always use categories).
-  bool categorical = f.kind == PlotKind::Bar;
-  for (const Row* r : *rows) categorical |= r->find(def.x) && !number(r->find(def.x));
-  if (categorical) f.categories = distinct(*rows, def.x);
-  bool y_categorical = false;
-  for (const Row* r : *rows) y_categorical |= r->find(def.y) && !number(r->find(def.y));
+  // x as numbers, or as categories when the column holds text (bars always use categories); empty cells are
+  // skipped, and a column of numbers and text is an error.
+  auto xt = column_type(e, def.line, what, def.x, *rows);
+  if (!xt) return xt.error();
+  auto yt = column_type(e, def.line, what, def.y, *rows);
+  if (!yt) return yt.error();
+  const bool categorical = f.kind == PlotKind::Bar || *xt == ColumnType::Text;
+  const bool y_categorical = *yt == ColumnType::Text;
+  std::vector<const Row*> used;  // rows with both an x and a y
+  for (const Row* r : *rows)
+    if (!blank(r->find(def.x)) && !blank(r->find(def.y))) used.push_back(r);
+  if (used.empty()) return make_error(at(e, def.line, what + ": no result row has both " + def.x + " and " + def.y));
+  if (categorical) f.categories = distinct(used, def.x);
   if (y_categorical) {
-    f.y.tick_labels = distinct(*rows, def.y);
+    f.y.tick_labels = distinct(used, def.y);
     f.y.scale = AxisScale::Linear;
   }
   if (categorical && f.kind != PlotKind::Bar) f.x.tick_labels = f.categories;
-  const std::vector<std::string> names = def.series.empty() ? std::vector<std::string>{""} : distinct(*rows, def.series);
-  std::map<std::string, std::map<std::size_t, std::vector<double>>> stacks;  // series -> point -> every y there
-  for (const auto& name : names) {
-    Series s;
-    s.name = name.empty() && def.series.empty() ? def.y : name;
-    for (const Row* r : *rows) {
-      if (!def.series.empty() && (!r->find(def.series) || cell_text(*r->find(def.series)) != name)) continue;
-      const Cell* xc = r->find(def.x);
-      const Cell* yc = r->find(def.y);
-      if (!xc || !yc) continue;
-      const double x = categorical ? static_cast<double>(std::find(f.categories.begin(), f.categories.end(), cell_text(*xc)) -
-                                                         f.categories.begin())
-                                   : *number(xc);
-      const auto at = std::find(s.x.begin(), s.x.end(), x);
-      if (at != s.x.end() && !y_categorical) {
-        // Several results at this x: gathered, then aggregated below.
-        stacks[name][static_cast<std::size_t>(at - s.x.begin())].push_back(number(yc).value_or(std::nan("")));
-        continue;
+  if (!def.spread.empty() && def.aggregate.empty() && f.kind == PlotKind::Scatter)
+    return make_error(at(e, def.line, what + ": spread needs aggregate = \"mean\" (or median) for a scatter, which otherwise shows every result"));
+  const std::vector<std::string> facets = def.facet.empty() ? std::vector<std::string>{""} : distinct(used, def.facet);
+  if (!def.facet.empty()) f.facets = facets;
+  const std::vector<std::string> names = def.series.empty() ? std::vector<std::string>{""} : distinct(used, def.series);
+  // Several results at one x of a series: a scatter shows each; other kinds aggregate them (histograms sum,
+  // a spread means the mean).
+  const std::string how = !def.aggregate.empty()                ? def.aggregate
+                          : f.kind == PlotKind::Histogram        ? "sum"
+                          : !def.spread.empty()                  ? "mean"
+                                                                 : "";
+  const bool keep_all = f.kind == PlotKind::Scatter && def.aggregate.empty();
+  for (std::size_t fi = 0; fi < facets.size(); ++fi)
+    for (const auto& name : names) {
+      Series s;
+      s.name = name.empty() && def.series.empty() ? def.y : name;
+      s.facet = fi;
+      std::map<std::size_t, std::vector<double>> stacks;  // point -> every y there
+      for (const Row* r : used) {
+        if (!def.series.empty() && (!r->find(def.series) || cell_text(*r->find(def.series)) != name)) continue;
+        if (!def.facet.empty() && (!r->find(def.facet) || cell_text(*r->find(def.facet)) != facets[fi])) continue;
+        const Cell* xc = r->find(def.x);
+        const Cell* yc = r->find(def.y);
+        const double x = categorical ? static_cast<double>(std::find(f.categories.begin(), f.categories.end(), cell_text(*xc)) -
+                                                           f.categories.begin())
+                                     : *number(xc);
+        const double y = y_categorical ? static_cast<double>(std::find(f.y.tick_labels.begin(), f.y.tick_labels.end(), cell_text(*yc)) -
+                                                             f.y.tick_labels.begin())
+                                       : number(yc).value_or(std::nan(""));
+        const auto at_x = keep_all || y_categorical ? s.x.end() : std::find(s.x.begin(), s.x.end(), x);
+        if (at_x != s.x.end()) {
+          stacks[static_cast<std::size_t>(at_x - s.x.begin())].push_back(y);
+          continue;
+        }
+        if (!keep_all && !y_categorical) stacks[s.x.size()].push_back(y);
+        s.x.push_back(x);
+        s.y.push_back(y);
       }
-      if (!y_categorical) stacks[name][s.x.size()].push_back(number(yc).value_or(std::nan("")));
-      s.x.push_back(x);
-      s.y.push_back(y_categorical ? static_cast<double>(std::find(f.y.tick_labels.begin(), f.y.tick_labels.end(), cell_text(*yc)) -
-                                                         f.y.tick_labels.begin())
-                                  : number(yc).value_or(std::nan("")));
+      if (s.x.empty()) continue;
+      if (!def.spread.empty()) s.lo = s.hi = s.y;
+      for (const auto& [i, ys] : stacks) {
+        if (ys.size() > 1 && how.empty())
+          return make_error(at(e, def.line, what + ": " + std::to_string(ys.size()) + " results at " + def.x + " = " +
+                                               (categorical ? f.categories[static_cast<std::size_t>(s.x[i])] : cell_text(s.x[i])) +
+                                               (def.series.empty() ? "" : " of " + def.series + " = " + name) +
+                                               "; narrow them with where = {...}, plot them as series, aggregate = \"max\", or kind = \"scatter\""));
+        if (ys.size() > 1 || how == "count") s.y[i] = aggregate(ys, how);
+        if (!def.spread.empty()) {
+          if (def.spread == "minmax") {
+            s.lo[i] = aggregate(ys, "min");
+            s.hi[i] = aggregate(ys, "max");
+          } else {
+            double mean = aggregate(ys, "mean"), sq = 0;
+            for (double v : ys) sq += (v - mean) * (v - mean);
+            const double sd = ys.size() > 1 ? std::sqrt(sq / static_cast<double>(ys.size() - 1)) : 0;
+            s.lo[i] = s.y[i] - sd;
+            s.hi[i] = s.y[i] + sd;
+          }
+        }
+      }
+      if (f.kind == PlotKind::Histogram) {
+        std::vector<double> xs = s.x;
+        std::sort(xs.begin(), xs.end());
+        double w = 0;
+        for (std::size_t i = 1; i < xs.size(); ++i)
+          if (xs[i] > xs[i - 1] && (w == 0 || xs[i] - xs[i - 1] < w)) w = xs[i] - xs[i - 1];
+        s.bin_width = w > 0 ? w : 1;
+      }
+      if (def.smooth > 1 && s.y.size() > 2) {
+        // A centred moving average over `smooth` points in x order (shorter at the ends); the raw values stay.
+        std::vector<std::size_t> order(s.x.size());
+        for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return s.x[a] < s.x[b]; });
+        std::vector<double> xs, ys, smooth;
+        for (std::size_t i : order) xs.push_back(s.x[i]), ys.push_back(s.y[i]);
+        const auto half = static_cast<std::ptrdiff_t>(def.smooth / 2);
+        const auto n = static_cast<std::ptrdiff_t>(ys.size());
+        for (std::ptrdiff_t i = 0; i < n; ++i) {
+          double sum = 0;
+          int count = 0;
+          for (std::ptrdiff_t j = std::max<std::ptrdiff_t>(0, i - half); j <= std::min(n - 1, i + half); ++j)
+            if (std::isfinite(ys[static_cast<std::size_t>(j)])) sum += ys[static_cast<std::size_t>(j)], ++count;
+          smooth.push_back(count ? sum / count : std::nan(""));
+        }
+        s.x = std::move(xs);
+        s.raw = std::move(ys);
+        s.y = std::move(smooth);
+      }
+      s.name = shown_name(s.name);
+      f.series.push_back(std::move(s));
     }
-    const std::string how = def.aggregate.empty() && f.kind == PlotKind::Histogram ? "sum" : def.aggregate;
-    for (const auto& [i, ys] : stacks[name]) {
-      if (ys.size() > 1 && how.empty())
-        return make_error(at(e, def.line, what + ": " + std::to_string(ys.size()) + " results at " + def.x + " = " + cell_text(s.x[i]) +
-                                             (def.series.empty() ? "" : " of " + def.series + " = " + name) +
-                                             "; narrow them with where = {...}, plot them as series, or aggregate = \"max\""));
-      if (ys.size() > 1 || how == "count") s.y[i] = aggregate(ys, how);
-    }
-    if (f.kind == PlotKind::Histogram) {
-      std::vector<double> xs = s.x;
-      std::sort(xs.begin(), xs.end());
-      double w = 0;
-      for (std::size_t i = 1; i < xs.size(); ++i)
-        if (xs[i] > xs[i - 1] && (w == 0 || xs[i] - xs[i - 1] < w)) w = xs[i] - xs[i - 1];
-      s.bin_width = w > 0 ? w : 1;
-    }
-    f.series.push_back(std::move(s));
-  }
   if (categorical && f.kind != PlotKind::Bar) f.x.scale = AxisScale::Linear;
+  relabel(f.categories);
+  relabel(f.x.tick_labels);
+  relabel(f.y.tick_labels);
+  relabel(f.facets);
   if (!def.markers.empty()) {
     // Vertical markers at the numbers of a column (space-separated lists such as crossover gaps).
     const auto dot = def.markers.find('.');

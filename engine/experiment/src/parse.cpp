@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <toml++/toml.h>
 
@@ -261,7 +262,7 @@ std::string entry_name(const Reader& r, const toml::table& t, const std::string&
 
 void read_table(const Reader& r, const toml::table& t, std::size_t i, Experiment& e) {
   const std::string p = "table.";
-  r.only(t, p, {"name", "from", "rows", "pivot", "values", "aggregate", "where", "digits", "caption"});
+  r.only(t, p, {"name", "from", "rows", "pivot", "values", "aggregate", "where", "digits", "decimals", "caption", "label", "header"});
   TableDef d;
   d.line = static_cast<int>(t.source().begin.line);
   d.name = entry_name(r, t, "table", i);
@@ -271,7 +272,17 @@ void read_table(const Reader& r, const toml::table& t, std::size_t i, Experiment
   if (auto n = t.get("values")) d.values = r.strings(*n, p + "values");
   read_aggregate(r, t, p, d.aggregate);
   if (auto n = t.get("digits")) d.digits = static_cast<int>(r.integer(*n, p + "digits", 1, 17));
+  if (auto n = t.get("decimals")) {
+    // decimals = 2 (every value column) or { sqnr_db = 1, mse = 6 }
+    if (const toml::table* by = n->as_table()) {
+      for (const auto& [k, v] : ordered(*by)) d.decimals.emplace_back(k, static_cast<int>(r.integer(*v, p + "decimals." + k, 0, 17)));
+    } else {
+      d.decimals.emplace_back("", static_cast<int>(r.integer(*n, p + "decimals", 0, 17)));
+    }
+  }
   if (auto n = t.get("caption")) d.caption = r.string(*n, p + "caption");
+  if (auto n = t.get("label")) d.label = r.string(*n, p + "label");
+  if (auto n = t.get("header")) d.header = r.pairs(*n, p + "header");
   if (d.rows.empty()) r.fail(&t, "table " + d.name, "needs rows = [COLUMN, ...]");
   if (d.values.empty()) r.fail(&t, "table " + d.name, "needs values = [COLUMN, ...]");
   e.tables.push_back(std::move(d));
@@ -280,7 +291,8 @@ void read_table(const Reader& r, const toml::table& t, std::size_t i, Experiment
 void read_plot(const Reader& r, const toml::table& t, std::size_t i, Experiment& e) {
   const std::string p = "plot.";
   r.only(t, p, {"name", "from", "kind", "x", "y", "series", "value", "where", "x_scale", "y_scale", "log_values", "x_min",
-                "x_max", "y_min", "y_max", "title", "x_label", "y_label", "legend_title", "aggregate", "markers", "marker_label"});
+                "x_max", "y_min", "y_max", "title", "x_label", "y_label", "legend_title", "aggregate", "markers", "marker_label",
+                "value_label", "labels", "smooth", "spread", "facet", "width", "height", "font_size"});
   PlotDef d;
   d.line = static_cast<int>(t.source().begin.line);
   d.name = entry_name(r, t, "plot", i);
@@ -300,6 +312,22 @@ void read_plot(const Reader& r, const toml::table& t, std::size_t i, Experiment&
   text("x_label", d.x_label);
   text("y_label", d.y_label);
   text("legend_title", d.legend_title);
+  text("value_label", d.value_label);
+  text("facet", d.facet);
+  if (auto n = t.get("labels")) d.labels = r.pairs(*n, p + "labels");
+  if (auto n = t.get("smooth")) d.smooth = static_cast<int>(r.integer(*n, p + "smooth", 0, 100000));
+  if (auto n = t.get("spread")) {
+    d.spread = r.string(*n, p + "spread");
+    if (d.spread != "std" && d.spread != "minmax") r.fail(n, p + "spread", "expected std (mean +- standard deviation) or minmax");
+  }
+  for (auto [key, field, lo, hi] : {std::tuple{"width", &d.width, 1.0, 20.0}, std::tuple{"height", &d.height, 1.0, 20.0},
+                                    std::tuple{"font_size", &d.font_size, 4.0, 24.0}})
+    if (auto n = t.get(key)) {
+      *field = r.finite_number(*n, p + key);
+      if (*field < lo || *field > hi)
+        r.fail(n, p + key, "expected a number from " + std::to_string(static_cast<int>(lo)) + " to " +
+                               std::to_string(static_cast<int>(hi)));
+    }
   for (auto [key, field] : {std::pair{"x_scale", &d.x_scale}, std::pair{"y_scale", &d.y_scale}}) {
     if (auto n = t.get(key)) {
       *field = r.string(*n, p + key);
@@ -315,6 +343,8 @@ void read_plot(const Reader& r, const toml::table& t, std::size_t i, Experiment&
     if (auto n = t.get(key)) *field = r.finite_number(*n, p + key);
   if (d.x.empty() || d.y.empty()) r.fail(&t, "plot " + d.name, "needs x = COLUMN and y = COLUMN");
   if (d.kind == "heatmap" && d.value.empty()) r.fail(&t, "plot " + d.name, "a heatmap needs value = COLUMN");
+  if (d.smooth > 0 && d.kind != "line") r.fail(t.get("smooth"), p + "smooth", "smooths lines only (kind = \"line\")");
+  if (!d.facet.empty() && d.kind == "heatmap") r.fail(t.get("facet"), p + "facet", "a heatmap is one panel");
   e.plots.push_back(std::move(d));
 }
 

@@ -27,6 +27,15 @@ std::string cell_text(const Cell& c) {
   return buf;
 }
 
+std::optional<std::string> repeated_column(const PointResult& r) {
+  for (const auto& [set, rows] : r)
+    for (const Row& row : rows)
+      for (std::size_t i = 0; i < row.cells.size(); ++i)
+        for (std::size_t j = 0; j < i; ++j)
+          if (row.cells[i].first == row.cells[j].first) return set + "." + row.cells[i].first;
+  return std::nullopt;
+}
+
 // Layout: {"SET": [[["column", value], ...], ...], ...}; a number is a JSON number, or {"f": "inf"} when not
 // finite; text is a JSON string.
 std::string result_json(const PointResult& r) {

@@ -354,9 +354,16 @@ struct Outputs {
 };
 
 /// Builds every output of a complete run: a mistake in a table or plot is found before anything is written.
-Result<Outputs> build_outputs(const Experiment& e, const std::vector<PointResult>& results) {
+/// `computed_by`: the mxlab version that computed stored results redrawn by another (render), else "".
+Result<Outputs> build_outputs(const Experiment& e, const std::vector<PointResult>& results, const std::string& computed_by = "") {
+  for (std::size_t i = 0; i < results.size(); ++i)
+    if (auto c = repeated_column(results[i]))
+      return make_error("point " + std::to_string(i) + ": result column '" + *c +
+                        "' appears twice in a row (a parameter and a measurement of one name; results of an older mxlab): "
+                        "run without --resume to compute them again");
   Outputs out;
-  const Provenance prov = run_provenance(e, results.size());
+  Provenance prov = run_provenance(e, results.size());
+  if (!computed_by.empty()) prov.inputs.emplace_back("results_computed_by", "mxlab " + computed_by);
   const AllResults all = gather(results);
   out.files.emplace_back("experiment.toml", e.text);
   out.files.emplace_back("provenance.json", provenance_json(prov));
@@ -396,7 +403,7 @@ Result<Outputs> build_outputs(const Experiment& e, const std::vector<PointResult
     out.files.emplace_back("tables/" + d.name + ".csv", to_csv(t));
     const std::vector<std::string> caption = d.caption.empty() ? std::vector<std::string>{} : std::vector<std::string>{d.caption};
     out.files.emplace_back("tables/" + d.name + ".md", to_markdown(t, caption));
-    out.files.emplace_back("tables/" + d.name + ".tex", to_latex(t, d.caption));
+    out.files.emplace_back("tables/" + d.name + ".tex", table_latex(t, d));
   }
   for (const PlotDef& d : e.plots) {
     auto f = build_figure(e, d, all);
@@ -555,9 +562,16 @@ Result<RunSummary> run_experiment(const Experiment& e, const RunOptions& o) {
     // --resume: the database must be this experiment's, this shard's and this version's, every row intact.
     auto db = (*store)->load();
     if (!db) return db.error();
-    if (db->experiment_sha256 != sha)
+    if (db->experiment_sha256 != sha) {
+      // Only the presentation changed: the stored results are redrawn, not recomputed.
+      auto stored_e = parse_experiment(db->experiment_text, db->experiment_path);
+      if (stored_e && !computation_difference(*stored_e, e))
+        return make_error("--resume: the results in '" + s.out_dir + "' come from an experiment file that differs from " +
+                          quote_input(e.path) + " only in its tables, plots or expectations; redraw them with: mxlab render " +
+                          s.out_dir + " " + e.path);
       return make_error("--resume: the results in '" + s.out_dir +
                         "' come from a different experiment file; run without --resume to replace them");
+    }
     if (db->shard != o.shard || db->shards != o.shards)
       return make_error("--resume: '" + s.out_dir + "' holds shard " + std::to_string(db->shard) + "/" +
                         std::to_string(db->shards) + ", not " + shard_text);
@@ -607,6 +621,11 @@ Result<RunSummary> run_experiment(const Experiment& e, const RunOptions& o) {
       if (!r) {
         if (o.reporter.cancelled() && r.error().message == ops::kCancelled) return;
         if (!failure) failure = make_error("point " + std::to_string(p.index) + " " + p.key() + ": " + r.error().message);
+        stop = true;
+        return;
+      }
+      if (auto c = repeated_column(*r)) {
+        if (!failure) failure = make_error("point " + std::to_string(p.index) + " " + p.key() + ": result column '" + *c + "' appears twice in a row");
         stop = true;
         return;
       }
@@ -660,6 +679,7 @@ Result<Evaluation> evaluate(const Experiment& e, unsigned threads, const Reporte
     if (reporter.cancelled()) return make_error(ops::kCancelled);
     auto r = run_point(e, (*points)[i], run);
     if (!r) return r.error();
+    if (auto c = repeated_column(*r)) return make_error("point " + std::to_string(i) + ": result column '" + *c + "' appears twice in a row");
     results.push_back(std::move(*r));
     reporter.report(static_cast<std::int64_t>(i + 1), static_cast<std::int64_t>(points->size()), "points");
   }
@@ -678,6 +698,71 @@ Result<Evaluation> evaluate(const Experiment& e, unsigned threads, const Reporte
   }
   ev.expectations = check_expectations(e, ev.results, by_name);
   return ev;
+}
+
+std::optional<std::string> computation_difference(const Experiment& a, const Experiment& b) {
+  if (a.job != b.job) return "job";
+  if (a.inputs.size() != b.inputs.size()) return "inputs";
+  for (std::size_t i = 0; i < a.inputs.size(); ++i) {
+    const InputDef &x = a.inputs[i], &y = b.inputs[i];
+    const std::string at = "inputs." + x.name;
+    if (x.name != y.name) return "inputs." + y.name;
+    if (x.source != y.source) return at + ".source";
+    if (x.shape != y.shape) return at + ".shape";
+    if (x.seed != y.seed) return at + ".seed";
+    if (x.bf16 != y.bf16) return at + ".bf16";
+    if (x.weights != y.weights) return at + ".weights";
+    if (x.select != y.select) return at + ".select";
+    if (x.layout != y.layout) return at + ".layout";
+    if (x.min_elements != y.min_elements) return at + ".min_elements";
+    if (x.kernels != y.kernels) return at + ".kernels";
+    if (x.data_dir != y.data_dir) return at + ".data_dir";
+  }
+  if (a.axes != b.axes) return "sweep";
+  if (a.points != b.points) return "points";
+  if (a.gaps != b.gaps) return "gaps";
+  if (a.histogram_bins != b.histogram_bins) return "histogram_bins";
+  if (a.baseline_profile != b.baseline_profile) return "baseline_profile";
+  if (a.max_gap != b.max_gap) return "max_gap";
+  if (a.batch != b.batch) return "batch";
+  return std::nullopt;
+}
+
+Result<RunSummary> render_results(const std::string& dir_text, const std::optional<Experiment>& presentation, const Renderer& render) {
+  const fs::path dir(dir_text);
+  std::error_code ec;
+  const auto st = fs::status(dir, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) return make_error("results folder " + quote_input(dir_text) + ": " + ec.message());
+  if (!fs::exists(st)) return make_error("results folder " + quote_input(dir_text) + " does not exist");
+  if (!fs::is_directory(st)) return make_error("results folder " + quote_input(dir_text) + ": is " + file_kind(st) + ", not a folder");
+  if (!fs::exists(dir / kDatabase, ec)) return make_error("results folder " + quote_input(dir_text) + " holds no " + kDatabase + " (run the experiment first)");
+  // Read under the folder's lock, so a run cannot change the database while it is read.
+  auto folder_lock = lock_folder("results folder", dir_text, "mxlab render");
+  if (!folder_lock) return folder_lock.error();
+  auto db = read_results_database((dir / kDatabase).string());
+  if (!db) return db.error();
+  if (db->shards != 1)
+    return make_error("results folder " + quote_input(dir_text) + " holds shard " + std::to_string(db->shard) + "/" +
+                      std::to_string(db->shards) + "; join the shards with mxlab merge, then render the merged folder");
+  if (db->stored.size() != db->points)
+    return make_error("results folder " + quote_input(dir_text) + " holds " + std::to_string(db->stored.size()) + " of " +
+                      std::to_string(db->points) + " points; finish the run with mxlab run FILE --out " + dir_text + " --resume");
+  auto stored = parse_experiment(db->experiment_text, db->experiment_path);
+  if (!stored) return make_error("results folder " + quote_input(dir_text) + ": the stored experiment: " + stored.error().message);
+  if (presentation)
+    if (auto diff = computation_difference(*stored, *presentation))
+      return make_error(presentation->path + ": computes other results than those in " + quote_input(dir_text) + " (its '" + *diff +
+                        "' differs); run it with mxlab run");
+  const Experiment& e = presentation ? *presentation : *stored;
+  auto results = parse_all(db->stored, db->points, [&](std::size_t) { return db->path; });
+  if (!results) return results.error();
+  auto built = build_outputs(e, *results, db->version);
+  if (!built) return built.error();
+  RunSummary s;
+  s.out_dir = dir_text;
+  s.points = db->points;
+  s.kept = db->points;
+  return write_outputs(dir, *built, render, std::move(s));
 }
 
 Result<RunSummary> merge_results(const std::vector<std::string>& dirs, const std::string& out_dir, const Renderer& render) {

@@ -36,6 +36,8 @@ std::string to_markdown(const Table& t, const std::vector<std::string>& comments
 /// LaTeX tabular with booktabs rules (\toprule, \midrule, \bottomrule); numeric columns right-aligned, numbers
 /// in e-notation written as $m \times 10^{e}$, text escaped; a caption as a leading comment line.
 std::string to_latex(const Table& t, const std::string& caption = "");
+/// Text with LaTeX's special characters escaped (& % $ # _ { } ~ ^ \).
+std::string latex_escape(const std::string& s);
 /// Aligned plain text for terminals.
 std::string to_text(const Table& t);
 

@@ -43,7 +43,12 @@ struct TableDef {
   std::string aggregate;          ///< median, mean, min, max, sum, count ("" = keys must be unique)
   Pairs where;                    ///< only result rows whose columns have these values
   int digits = 4;                 ///< significant digits of numbers
+  /// Fixed decimals of value columns: by value column ("" = every one); a column not named gets decimals from
+  /// `digits` and its largest value, the same for every cell.
+  std::vector<std::pair<std::string, int>> decimals;
   std::string caption;
+  std::string label;              ///< LaTeX \label (default tab:NAME)
+  Pairs header;                   ///< shown names of columns: { "sqnr_db mxfp4" = "MXFP4" }
   int line = 0;
 };
 
@@ -65,6 +70,13 @@ struct PlotDef {
   std::string marker_label;  ///< their label (default: the column's name)
   std::optional<double> x_min, x_max, y_min, y_max;
   std::string title, x_label, y_label, legend_title;
+  std::string value_label;   ///< heatmap: the colour bar's label (default: the value column)
+  Pairs labels;              ///< shown names of values (series, categories, facets): { mxfp8_e4m3 = "MXFP8 E4M3" }
+  int smooth = 0;            ///< line: centred moving average over this many points (0 = none)
+  std::string spread;        ///< several results at a point: "std" or "minmax" as error bars or a band
+  std::string facet;         ///< a column: one panel per value, with shared axes ("" = one panel)
+  double width = 0, height = 0;  ///< inches (0 = a paper's column, 3.5 x 2.6)
+  double font_size = 0;      ///< tick labels in points (0 = 8); other texts scale with it
   int line = 0;
 };
 

@@ -34,7 +34,13 @@ struct Axis {
 struct Series {
   std::string name;
   std::vector<double> x, y;
+  /// The spread of the results at each point (seeds, layers): error bars (scatter, bar) or a band (line) from
+  /// lo to hi; empty = none.
+  std::vector<double> lo, hi;
+  /// The values before smoothing (drawn faintly under the smoothed y); empty = not smoothed.
+  std::vector<double> raw;
   double bin_width = 0;  ///< PlotKind::Histogram only
+  std::size_t facet = 0;  ///< the panel it is drawn in (Figure::facets)
 };
 
 /// A vertical line at x with a label (crossover gaps, bounds).
@@ -61,6 +67,12 @@ struct Figure {
   Heatmap heatmap;                      ///< PlotKind::Heatmap
   std::string legend_title;             ///< the axis the series run over ("format", "block size")
   bool legend = true;
+  /// Panels of one grid with shared axes, titled with these (facets); empty = one panel.
+  std::vector<std::string> facets;
+  double width_in = 0, height_in = 0;  ///< the figure's size in inches; 0 = a paper's column (3.5 x 2.6)
+  double font_pt = 0;                  ///< the tick labels' size in points; 0 = 8 pt
+  int smooth = 0;                      ///< the moving-average window the series were smoothed with (0 = none)
+  std::string spread;                  ///< what Series::lo/hi show: "std" (mean +- standard deviation) or "minmax"
 };
 
 /// Parses "line", "scatter", "histogram", "heatmap", "bar".

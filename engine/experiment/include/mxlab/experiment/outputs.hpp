@@ -23,6 +23,10 @@ Table result_table(const std::vector<Row>& rows);
 /// The table an experiment asks for. Errors name the table, its line and the column at fault.
 Result<Table> build_table(const Experiment& e, const TableDef& def, const AllResults& results);
 
+/// A table as LaTeX for a paper: a table environment holding its caption, its label (`label`, default tab:NAME)
+/// and the booktabs tabular.
+std::string table_latex(const Table& t, const TableDef& def);
+
 /// The figure of a plot. Errors name the plot, its line and the column at fault.
 Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllResults& results);
 

@@ -32,6 +32,10 @@ std::string cell_text(const Cell& c);
 std::string result_json(const PointResult& r);
 Result<PointResult> parse_result_json(const std::string& text);
 
+/// A column name that appears twice in one row of the result (a parameter and a measurement of one name would
+/// hide each other), as "SET.COLUMN"; nullopt when every row's names are distinct.
+std::optional<std::string> repeated_column(const PointResult& r);
+
 /// How a point runs.
 struct PointRun {
   unsigned threads = 1;

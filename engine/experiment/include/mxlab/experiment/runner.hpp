@@ -99,6 +99,16 @@ Result<ResultsDatabase> read_results_database(const std::string& path);
 /// rather than bad input or damaged state.
 bool is_storage_failure(const Error& e);
 
+/// Where two experiments would compute different results (job, inputs, sweep, points, job options), as the
+/// key that differs; nullopt when only their presentation (name, description, metrics kept, tables, plots,
+/// expectations) differs.
+std::optional<std::string> computation_difference(const Experiment& a, const Experiment& b);
+
+/// Rebuilds the tables, plots and checks of a complete results folder from its stored results, without running
+/// a point: with the stored experiment file, or with `presentation`, a file that computes the same results
+/// (computation_difference). The folder is locked while it is written; bad input writes nothing.
+Result<RunSummary> render_results(const std::string& dir, const std::optional<Experiment>& presentation, const Renderer& render);
+
 /// Joins the databases of shard folders (runs of the same experiment with --shard I/N) into `out_dir` and writes
 /// its outputs. Every point index of the experiment must be in exactly one folder, every folder must hold the same
 /// experiment file run by the same version, and every row must match its checksum; otherwise nothing is written.
