@@ -88,11 +88,21 @@ Result<Operand> quantize_operand(const BlockFormat& f, std::span<const double> x
   op.block_start.assign(n, 0);
   op.value.resize(n);
   op.tensor_scale = q->tensor_scale;
+  // One scale over the whole tensor (e4m3:float32) multiplies once at the end, as a tensor scale: FP8 GEMMs
+  // with per-tensor scaling apply them to the result (cuBLAS's scale_a * scale_b).
+  const bool per_tensor = f.layout.scale && f.layout.tiles.empty() && f.layout.channel_axis == ScaleLayout::kNoAxis &&
+                          !f.layout.tensor_scale && q->scale_values.size() == 1 && std::isfinite(q->scale_values[0]) &&
+                          q->scale_values[0] > 0;
+  if (per_tensor) {
+    op.tensor_scale = q->scale_values[0];
+    q->scale_values[0] = 1;
+  }
   std::vector<std::int64_t> block_of, sub_of;
-  if (f.layout.scale) {
+  if (f.layout.scale && !per_tensor) {
     block_of = BlockIndexer(shape, f.layout).block_of_all();
     if (!q->subtile_offsets.empty()) sub_of = BlockIndexer::subtiles(shape, f.layout).block_of_all();
   }
+  if (per_tensor) block_of.assign(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const double e = f.element.decode(q->codes[i]);
     op.element[i] = e;

@@ -27,7 +27,7 @@ struct Operand {
   std::vector<double> element;   ///< the decoded element codes (NaN codes give NaN)
   std::vector<double> scale;     ///< each element's block scale, times 2^-d of its subtile (NaN: a NaN scale)
   std::vector<std::uint8_t> block_start;  ///< 1 where an element begins a new block along its row
-  double tensor_scale = 1;       ///< the second-level scale of two-level formats (NVFP4), else 1
+  double tensor_scale = 1;       ///< NVFP4's second-level scale, or the one scale of a per-tensor format (e4m3:float32)
   std::vector<double> value;     ///< element * scale * tensor_scale, exact (docs/quantization.md)
 
   std::size_t at(std::int64_t row, std::int64_t k) const { return static_cast<std::size_t>(row * depth + k); }
