@@ -16,12 +16,17 @@
 #include <QSplitter>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <functional>
+#include <optional>
 
 #include "checks.hpp"
+#include "tensor_list.hpp"
 #include "toml_text.hpp"
 #include "mxlab/experiment/experiment.hpp"
+#include "mxlab/formats/cast.hpp"
 #include "mxlab/formats/catalogue.hpp"
+#include "mxlab/formats/parse.hpp"
 #include "mxlab/quantize/block_format.hpp"
 
 namespace mxlab::gui {
@@ -119,6 +124,15 @@ FormatExplorer::FormatExplorer(QWidget* parent) : View(parent) {
   f->addRow(tr("overlay"), overlay_);
   f->addRow(overlayMessage_);
   f->addRow(tr("codes of class"), class_);
+  range_ = new QLineEdit(form);
+  range_->setPlaceholderText(tr("every code"));
+  range_->setToolTip(tr("The codes to list, FIRST:LAST in decimal, 0x hex or 0b binary (at most 65,536 codes); "
+                        "empty: every code of formats of at most 16 bits"));
+  rangeNote_ = new QLabel(form);
+  rangeNote_->setWordWrap(true);
+  rangeNote_->setVisible(false);
+  f->addRow(tr("codes"), range_);
+  f->addRow(rangeNote_);
   auto* go = new QPushButton(tr("Show"), form);
   f->addRow(go);
   auto* help = new QLabel(tr("The code-point table lists every code: its bits (sign.exponent.mantissa), class, "
@@ -130,14 +144,69 @@ FormatExplorer::FormatExplorer(QWidget* parent) : View(parent) {
   f->addRow(help);
   build(form);
   connect(go, &QPushButton::clicked, this, &View::recompute);
-  check_as_typed(format_, formatMessage_, elementFormatProblem, this, [this] { later(); });
+  check_as_typed(format_, formatMessage_, elementFormatProblem, this, [this] {
+    fitRange();
+    later();
+  });
   check_as_typed(overlay_, overlayMessage_, elementFormatProblem, this, [this] { later(); });
+  connect(range_, &QLineEdit::textEdited, this, [this] {
+    autoRange_ = false;
+    later();
+  });
+  // A failed range is said on its field.
+  connect(study_, &StudyView::failed, this, [this](const QString& m) {
+    if (m.contains("'codes'")) markField(range_, nullptr, m);
+  });
+  connect(study_, &StudyView::finished, this, [this] { markField(range_, nullptr, {}); });
+  fitRange();
   connect(class_, &QComboBox::currentTextChanged, this, [this](const QString& c) {
     study_->filterTable(0, "class", c == tr("all") ? QString() : c);
   });
   connect(study_, &StudyView::finished, this, [this] {
     study_->filterTable(0, "class", class_->currentText() == tr("all") ? QString() : class_->currentText());
   });
+}
+
+namespace {
+
+/// The element format a format field names (a block format's name stands for its element), if it parses.
+std::optional<Format> element_of(const QString& text) {
+  const std::string s = text.trimmed().toStdString();
+  if (auto f = parse_format(s)) return *f;
+  if (auto b = parse_block_format(s)) return b->element;
+  return std::nullopt;
+}
+
+/// Most codes a catalogue lists (the engine's limit for `codes`).
+constexpr std::uint64_t kMaxListedCodes = std::uint64_t{1} << 16;
+
+}  // namespace
+
+QString FormatExplorer::codesNote() const { return rangeNote_->isVisible() ? rangeNote_->text() : QString(); }
+
+void FormatExplorer::fitRange() {
+  const auto f = element_of(format_->currentText());
+  if (!f) return;
+  if (f->code_count() <= kMaxListedCodes) {
+    if (autoRange_) range_->clear();
+    autoRange_ = false;
+    rangeNote_->setVisible(false);
+    return;
+  }
+  if (range_->text().trimmed().isEmpty() || autoRange_) {
+    // 256 codes from the code of 1.0 (the engine's cast), as `mxlab codepoints FORMAT --range` would list them.
+    auto o = resolve_options(*f, {});
+    const std::uint64_t one = o ? cast(*f, 1.0, *o).code : 0;
+    const std::uint64_t last = std::min<std::uint64_t>(one + 255, f->code_count() - 1);
+    range_->setText("0x" + QString::number(one, 16).toUpper() + ":0x" + QString::number(last, 16).toUpper());
+    autoRange_ = true;
+  }
+  rangeNote_->setText(tr("%1 has %2 codes (%3 bits), too many to list at once: the table and plots show the codes of "
+                         "the range below (at most 65,536; mxlab codepoints %1 --range FIRST:LAST --csv writes any range).")
+                          .arg(QString::fromStdString(f->name()))
+                          .arg(static_cast<qulonglong>(f->code_count()))
+                          .arg(f->bits()));
+  rangeNote_->setVisible(true);
 }
 
 QString FormatExplorer::problem() const {
@@ -153,14 +222,19 @@ QString FormatExplorer::experimentText() const {
   const QString b = overlay_->currentText().trimmed();
   QStringList formats{a};
   if (!b.isEmpty() && b != tr("(none)") && b != a) formats << b;
+  const QString range = range_->text().trimmed();
+  // A range of codes applies to the first format: each format is a point of its own.
+  QString points = "[sweep]\nformat = " + tomlList(formats) + "\n";
+  if (!range.isEmpty()) {
+    points = "[[points]]\nformat = " + tomlString(a) + "\ncodes = " + tomlString(range) + "\n";
+    if (formats.size() > 1) points += "\n[[points]]\nformat = " + tomlString(b) + "\n";
+  }
   return QString(R"TOML(# Format Explorer, saved from mxlab-gui
 name = "format_explorer"
 description = %1
 job = "catalogue"
 
-[sweep]
-format = %2
-
+%2
 [[table]]
 name = "codes"
 from = "codes"
@@ -202,7 +276,8 @@ x_label = "binade k: values in [2^k, 2^(k+1))"
 y_label = "values"
 legend_title = "format"
 )TOML")
-      .arg(tomlString("code points, number line and density of " + formats.join(", ")), tomlList(formats), tomlString(a));
+      .arg(tomlString("code points, number line and density of " + formats.join(", ") + (range.isEmpty() ? "" : " (codes " + range + ")")),
+           points, tomlString(a));
 }
 
 // ---- Quantization Lab
@@ -213,7 +288,9 @@ QuantizationLab::QuantizationLab(QWidget* parent) : View(parent) {
   source_ = new QLineEdit("gen:normal:0,1", form);
   source_->setToolTip(tr("A generated distribution (gen:normal:0,1, gen:laplace:0,1, gen:student_t:3, "
                          "gen:lognormal:0,2, gen:outliers:rate=0.001,mag=100), a tensor file (.npy, .csv, .f32), "
-                         "a layer of a model (model:posenet:*Conv2d_0*, blocks along its reduction axes) or a data "
+                         "the layers of a model (model:NAME or model:FILE: every kernel; model:NAME:PATTERN: the tensors whose names match, "
+                         "e.g. model:weights.safetensors:conv*; the list under the field names them; blocks along their reduction "
+                         "axes) or a data "
                          "set's images (data:fashion-mnist:test)"));
   auto* browse = new QPushButton(tr("File..."), form);
   auto* row = new QHBoxLayout;
@@ -244,8 +321,12 @@ QuantizationLab::QuantizationLab(QWidget* parent) : View(parent) {
   profiles_->setMaximumHeight(120);
   profiles_->setToolTip(tr("Peer libraries' choices (docs/profiles.md); each applies to the formats it covers"));
   sourceMessage_ = messageLine(form);
+  tensors_ = new TensorList(form);
+  tensors_->setVisible(false);
+  tensors_->setMinimumHeight(140);
   f->addRow(tr("input"), row);
   f->addRow(sourceMessage_);
+  f->addRow(tensors_);
   f->addRow(tr("size"), size_);
   f->addRow(tr("seed"), seed_);
   f->addRow(tr("formats"), formats_);
@@ -264,7 +345,13 @@ QuantizationLab::QuantizationLab(QWidget* parent) : View(parent) {
   auto later = [this] { View::later(); };
   connect(source_, &QLineEdit::textChanged, this, [this](const QString& t) { markField(source_, sourceMessage_, sourceProblem(t)); });
   connect(source_, &QLineEdit::editingFinished, this, [this, later] {
+    listTensors();
     if (sourceProblem(source_->text()).isEmpty()) later();
+  });
+  // A tensor picked from the list becomes the input: that tensor alone.
+  connect(tensors_, &TensorList::picked, this, [this](const QString& name) {
+    source_->setText("model:" + tensors_->modelName() + ":" + exactPattern(name));
+    recompute();
   });
   connect(size_, &QSpinBox::valueChanged, this, later);
   connect(seed_, &QSpinBox::valueChanged, this, later);
@@ -274,6 +361,19 @@ QuantizationLab::QuantizationLab(QWidget* parent) : View(parent) {
     const QString file = QFileDialog::getOpenFileName(this, tr("Tensor file"), {}, tr("Tensors (*.npy *.csv *.f32 *.bin *.raw)"));
     if (!file.isEmpty()) source_->setText(file);
   });
+}
+
+void QuantizationLab::listTensors() {
+  const QString s = source_->text().trimmed();
+  if (!s.startsWith("model:")) {
+    tensors_->setVisible(false);
+    return;
+  }
+  const QString rest = s.mid(6);
+  const QString model = rest.left(rest.indexOf(':') < 0 ? rest.size() : rest.indexOf(':'));
+  if (model != tensors_->modelName())
+    if (const QString err = tensors_->load(model); !err.isEmpty()) markField(source_, sourceMessage_, err);
+  tensors_->setVisible(tensors_->count() > 0);
 }
 
 QString QuantizationLab::problem() const {
@@ -350,6 +450,7 @@ from = "error_by_value"
 x = "magnitude"
 y = "max_rel_error"
 series = "format"
+aggregate = "max"
 x_scale = "log2"
 y_scale = "log2"
 title = "Largest relative error by magnitude"
@@ -363,7 +464,7 @@ from = "gaps"
 x = "gap"
 y = "count"
 series = "format"
-aggregate = "max"
+aggregate = "sum"
 y_scale = "log10"
 title = "Exponent gaps"
 x_label = "exponent gap"
@@ -376,6 +477,7 @@ from = "gaps"
 x = "gap"
 y = "max_rel_error"
 series = "format"
+aggregate = "max"
 y_scale = "log2"
 title = "Largest relative error by exponent gap"
 x_label = "exponent gap"

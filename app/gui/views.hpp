@@ -15,6 +15,8 @@ class QTimer;
 
 namespace mxlab::gui {
 
+class TensorList;
+
 /// A view: a form that describes a study, and the study's results.
 class View : public QWidget {
   Q_OBJECT
@@ -57,12 +59,22 @@ class FormatExplorer : public View {
   QComboBox* format() const { return format_; }
   QComboBox* overlay() const { return overlay_; }
   QComboBox* classFilter() const { return class_; }
+  /// The codes listed, FIRST:LAST (empty: every code); filled in for formats too wide to list whole.
+  QLineEdit* codes() const { return range_; }
+  /// What the codes field says about the format's width (a format too wide to enumerate), or "".
+  QString codesNote() const;
   QString problem() const override;
 
  private:
+  /// A format too wide to list whole gets a range of codes (from the code of 1.0), a narrow one every code.
+  void fitRange();
+
   QComboBox* format_ = nullptr;
   QComboBox* overlay_ = nullptr;
   QComboBox* class_ = nullptr;
+  QLineEdit* range_ = nullptr;
+  QLabel* rangeNote_ = nullptr;
+  bool autoRange_ = false;  ///< the range was filled in, not typed
   QLabel* formatMessage_ = nullptr;
   QLabel* overlayMessage_ = nullptr;
 };
@@ -79,11 +91,17 @@ class QuantizationLab : public View {
   QSpinBox* seed() const { return seed_; }
   QListWidget* formats() const { return formats_; }
   QListWidget* profiles() const { return profiles_; }
+  /// The tensors of the model a `model:NAME[:PATTERN]` input names (hidden for other inputs).
+  TensorList* tensors() const { return tensors_; }
   QString problem() const override;
 
  private:
+  /// Lists the tensors of the model the input names, when it names one.
+  void listTensors();
+
   QLineEdit* source_ = nullptr;
   QLabel* sourceMessage_ = nullptr;
+  TensorList* tensors_ = nullptr;
   QSpinBox* size_ = nullptr;
   QSpinBox* seed_ = nullptr;
   QListWidget* formats_ = nullptr;

@@ -14,17 +14,22 @@ using experiment::PlotKind;
 
 namespace {
 
-/// Okabe-Ito (its pale yellow replaced by grey, which prints): distinct for the common colour-vision deficiencies.
-const QColor kPalette[] = {QColor(0, 114, 178), QColor(213, 94, 0), QColor(0, 158, 115), QColor(204, 121, 167),
-                           QColor(230, 159, 0), QColor(86, 180, 233), QColor(0, 0, 0), QColor(140, 140, 140)};
-const QCPScatterStyle::ScatterShape kShapes[] = {QCPScatterStyle::ssDisc,     QCPScatterStyle::ssSquare,
-                                                 QCPScatterStyle::ssTriangle, QCPScatterStyle::ssDiamond,
-                                                 QCPScatterStyle::ssCross,    QCPScatterStyle::ssPlus,
-                                                 QCPScatterStyle::ssTriangleInverted, QCPScatterStyle::ssStar};
+/// Okabe-Ito (its pale yellow replaced by grey, which prints): distinct for the common colour-vision deficiencies;
+/// then eight darker and lighter tones of Paul Tol's muted scheme, so 16 series keep distinct colours.
+const QColor kPalette[] = {QColor(0, 114, 178),  QColor(213, 94, 0),   QColor(0, 158, 115),  QColor(204, 121, 167),
+                           QColor(230, 159, 0),  QColor(86, 180, 233), QColor(0, 0, 0),      QColor(140, 140, 140),
+                           QColor(51, 34, 136),  QColor(136, 34, 85),  QColor(17, 119, 51),  QColor(153, 153, 51),
+                           QColor(170, 68, 153), QColor(68, 170, 153), QColor(136, 204, 238), QColor(102, 17, 0)};
+const QCPScatterStyle::ScatterShape kShapes[] = {
+    QCPScatterStyle::ssDisc,       QCPScatterStyle::ssSquare,      QCPScatterStyle::ssTriangle,
+    QCPScatterStyle::ssDiamond,    QCPScatterStyle::ssCross,       QCPScatterStyle::ssPlus,
+    QCPScatterStyle::ssTriangleInverted, QCPScatterStyle::ssStar,  QCPScatterStyle::ssCircle,
+    QCPScatterStyle::ssCrossSquare, QCPScatterStyle::ssPlusSquare, QCPScatterStyle::ssCrossCircle,
+    QCPScatterStyle::ssPlusCircle, QCPScatterStyle::ssPeace};
 
+/// Series i gets colour i % 16 and shape i % 14: the first 14 differ in both, none share both before 112.
 QColor colour(std::size_t i) { return kPalette[i % std::size(kPalette)]; }
-/// Colour i % 8 with shape (i + 3 (i / 8)) % 8: no two series share both.
-QCPScatterStyle::ScatterShape shape(std::size_t i) { return kShapes[(i + 3 * (i / std::size(kPalette))) % std::size(kShapes)]; }
+QCPScatterStyle::ScatterShape shape(std::size_t i) { return kShapes[i % std::size(kShapes)]; }
 
 QString superscript(int k) {
   static const char16_t kDigits[] = u"⁰¹²³⁴⁵⁶⁷⁸⁹";
@@ -64,6 +69,18 @@ QString short_label(const std::string& s) {
   QString tail = parts.last();
   for (int i = static_cast<int>(parts.size()) - 2; i >= 0 && tail.size() + parts[i].size() < 27; --i) tail = parts[i] + "/" + tail;
   return tail.size() > 28 ? "…" + tail.right(27) : "…/" + tail;
+}
+
+/// Turns an axis's category labels when they do not fit side by side in `width` pixels: -45 degrees (each ends
+/// at its tick), or -90 where slanted labels would touch each other.
+void slant(QCPAxis* axis, const std::vector<std::string>& labels, int width) {
+  if (labels.empty() || width <= 0) return;
+  const QFontMetrics m(axis->tickLabelFont());
+  int widest = 0;
+  for (const auto& s : labels) widest = std::max(widest, m.horizontalAdvance(short_label(s)));
+  const double spacing = static_cast<double>(width) / static_cast<double>(labels.size());
+  if (widest + 6 <= spacing) return;
+  axis->setTickLabelRotation(spacing * 0.7071 >= m.height() + 2 ? -45 : -90);
 }
 
 bool usable(double v, AxisScale s) { return std::isfinite(v) && (s == AxisScale::Linear || v > 0); }
@@ -115,6 +132,15 @@ void fit(QCPAxis* axis, const experiment::Axis& a, double lo, double hi, bool fr
   }
 }
 
+/// Lays the plot's elements out in its viewport as a replot does, without drawing anything.
+void lay_out(QCustomPlot& plot) {
+  QCPLayoutGrid* layout = plot.plotLayout();
+  layout->setOuterRect(plot.viewport());
+  layout->update(QCPLayoutElement::upPreparation);
+  layout->update(QCPLayoutElement::upMargins);
+  layout->update(QCPLayoutElement::upLayout);
+}
+
 }  // namespace
 
 void draw(QCustomPlot& plot, const Figure& f, double font_px) {
@@ -149,12 +175,8 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
     a->grid()->setPen(QPen(QColor(225, 225, 225), 0, Qt::SolidLine));
     a->grid()->setSubGridVisible(false);
   }
-  // Many or long categories: slanted labels.
-  if (!xa.tick_labels.empty()) {
-    std::size_t chars = 0;
-    for (const auto& s : xa.tick_labels) chars += static_cast<std::size_t>(short_label(s).size());
-    if (chars > 40) x->setTickLabelRotation(45);
-  }
+  // Category labels that do not fit side by side: slanted, or upright where slanted ones would touch.
+  if (!xa.tick_labels.empty()) slant(x, xa.tick_labels, plot.width() - 90);
 
   if (f.kind == PlotKind::Heatmap) {
     const auto& h = f.heatmap;
@@ -175,7 +197,14 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
     hy.tick_labels = h.y_labels;
     set_scale(x, hx, font_px);
     set_scale(y, hy, font_px * (ny > 24 ? 0.75 : 1.0));
-    if (nx > 4) x->setTickLabelRotation(45);
+    // The labels' room is the width the colour map gets once the row labels and the colour scale have theirs.
+    auto* scale_room = new QCPColorScale(&plot);
+    plot.plotLayout()->addElement(row, 1, scale_room);
+    plot.setViewport(plot.rect());
+    plot.replot(QCustomPlot::rpImmediateRefresh);
+    const int room = rect->rect().width();
+    plot.plotLayout()->remove(scale_room);
+    slant(x, h.x_labels, room);
     auto* scale = new QCPColorScale(&plot);
     plot.plotLayout()->addElement(row, 1, scale);
     scale->setType(QCPAxis::atRight);
@@ -266,10 +295,53 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
       b->setData(xs, ys);
       continue;
     }
+    // The spread over seeds or layers (a band under a line, error bars on markers) and the raw values of a
+    // smoothed line (faint), under the series itself; they have no name, so no legend entry.
+    QVector<double> bx, raw, lo, hi;
+    for (std::size_t k = 0; k < s.x.size() && k < s.y.size(); ++k) {
+      if (!usable(s.x[k], f.x.tick_labels.empty() ? f.x.scale : AxisScale::Linear) || !usable(s.y[k], f.y.scale)) continue;
+      bx.push_back(s.x[k]);
+      if (k < s.raw.size()) raw.push_back(s.raw[k]);
+      if (k < s.lo.size() && k < s.hi.size()) {
+        lo.push_back(s.lo[k]);
+        hi.push_back(s.hi[k]);
+        // The axis holds the whole spread.
+        if (usable(s.lo[k], f.y.scale)) ylo = std::min(ylo, s.lo[k]);
+        if (usable(s.hi[k], f.y.scale)) yhi = std::max(yhi, s.hi[k]);
+      }
+    }
+    if (raw.size() == bx.size() && !raw.empty()) {
+      auto* r = new QCPGraph(x, y);
+      QColor faint = c;
+      faint.setAlpha(70);
+      r->setPen(QPen(faint, 0.8));
+      r->setData(bx, raw, true);
+    }
+    QCPGraph* band_low = nullptr;
+    if (f.kind == PlotKind::Line && lo.size() == bx.size() && !lo.empty()) {
+      band_low = new QCPGraph(x, y);
+      band_low->setPen(Qt::NoPen);
+      band_low->setData(bx, lo, true);
+      auto* band_high = new QCPGraph(x, y);
+      band_high->setPen(Qt::NoPen);
+      QColor fill = c;
+      fill.setAlpha(50);
+      band_high->setBrush(fill);
+      band_high->setChannelFillGraph(band_low);
+      band_high->setData(bx, hi, true);
+    }
     auto* g = new QCPGraph(x, y);
     g->setName(label(s.name));
     g->setPen(QPen(c, 1.4));
     g->setLineStyle(f.kind == PlotKind::Line ? QCPGraph::lsLine : QCPGraph::lsNone);
+    if (f.kind == PlotKind::Scatter && lo.size() == xs.size() && !lo.empty()) {
+      auto* bars_of = new QCPErrorBars(x, y);
+      bars_of->setDataPlottable(g);
+      bars_of->setPen(QPen(c, 0.8));
+      QVector<double> below, above;
+      for (qsizetype k = 0; k < lo.size(); ++k) below.push_back(ys[k] - lo[k]), above.push_back(hi[k] - ys[k]);
+      bars_of->setData(below, above);
+    }
     const double size = f.kind == PlotKind::Scatter && xs.size() > 200 ? font_px * 0.3 : font_px * 0.55;
     // Long curves (loss over thousands of steps) are lines only: markers would hide them.
     if (f.kind == PlotKind::Line && xs.size() > 60) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssNone));
@@ -309,7 +381,7 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
   if (!f.markers.empty()) {
     // The pixel positions below need the layout (a widget never shown has not taken its size yet).
     plot.setViewport(plot.rect());
-    plot.replot();
+    lay_out(plot);
   }
   for (const auto& m : f.markers) {
     auto* line = new QCPItemStraightLine(&plot);
@@ -346,7 +418,8 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
     legend->setBrush(QColor(255, 255, 255, 215));
     legend->setBorderPen(QPen(QColor(190, 190, 190)));
     legend->setRowSpacing(-2);
-    for (int i = 0; i < plot.plottableCount(); ++i) legend->addItem(new QCPPlottableLegendItem(legend, plot.plottable(i)));
+    for (int i = 0; i < plot.plottableCount(); ++i)
+      if (!plot.plottable(i)->name().isEmpty()) legend->addItem(new QCPPlottableLegendItem(legend, plot.plottable(i)));
     if (!f.legend_title.empty()) {
       QFont tf = lf;
       tf.setBold(true);
@@ -364,7 +437,7 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
                                       Qt::AlignBottom | Qt::AlignRight, Qt::AlignBottom | Qt::AlignLeft,
                                       Qt::AlignTop | Qt::AlignHCenter,  Qt::AlignBottom | Qt::AlignHCenter};
       auto hidden = [&]() {
-        plot.replot();  // lays the legend out at its place
+        lay_out(plot);  // the legend at its place (nothing drawn: a replot of many points is slow)
         const QRectF box = QRectF(legend->outerRect()).adjusted(-6, -6, 6, 6);
         int n = 0;
         for (const auto& sr : f.series) {

@@ -1,6 +1,7 @@
 // The jobs an experiment point runs (analyze, profiles, bounds, catalogue), all through the engine's entry
 // points, and the expansion of a sweep into points.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -470,15 +471,59 @@ Result<PointResult> run_bounds(const Experiment& e, const Point& p) {
   return out;
 }
 
-Result<PointResult> run_catalogue(const Point& p) {
+/// A code written in decimal, 0x hex or 0b binary.
+bool parse_code_number(std::string_view t, std::uint64_t* out) {
+  int base = 10;
+  if (t.size() > 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X' || t[1] == 'b' || t[1] == 'B')) {
+    base = t[1] == 'x' || t[1] == 'X' ? 16 : 2;
+    t.remove_prefix(2);
+  }
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), *out, base);
+  return !t.empty() && ec == std::errc() && end == t.data() + t.size();
+}
+
+/// The catalogue's `codes = "FIRST:LAST"` of a format: at most kMaxCatalogueCodes codes.
+Result<std::pair<std::uint64_t, std::uint64_t>> code_range(const Format& f, const std::string& text) {
+  const auto colon = text.find(':');
+  std::uint64_t first = 0, last = 0;
+  if (colon == std::string::npos || !parse_code_number(std::string_view(text).substr(0, colon), &first) ||
+      !parse_code_number(std::string_view(text).substr(colon + 1), &last))
+    return make_error("sweep key 'codes' = " + quote_input(text) + ": expected FIRST:LAST, e.g. 0x3F800000:0x3F8000FF");
+  if (first > last || last >= f.code_count())
+    return make_error("sweep key 'codes' = " + quote_input(text) + ": codes must satisfy FIRST <= LAST < " +
+                      std::to_string(f.code_count()) + " (" + f.name() + ")");
+  if (last - first >= kMaxCatalogueCodes)
+    return make_error("sweep key 'codes' = " + quote_input(text) + ": " + std::to_string(last - first + 1) +
+                      " codes, more than the " + std::to_string(kMaxCatalogueCodes) + " a catalogue lists");
+  return std::pair{first, last};
+}
+
+/// The element format a catalogue point names (a block format's name stands for its element format,
+/// docs/format-strings.md), and its range of codes: `codes`, else every code of formats of at most 2^16 codes.
+Result<std::pair<Format, std::optional<std::pair<std::uint64_t, std::uint64_t>>>> catalogue_format(const Point& p) {
   const std::string name = p.param("format").value_or("");
   auto f = parse_format(name);
   if (!f) {
-    // A block format's name stands for its element format (docs/format-strings.md).
     auto b = parse_block_format(name);
     if (!b) return make_error("format '" + name + "': " + f.error().message);
     f = b->element;
   }
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> range;
+  if (auto codes = p.param("codes")) {
+    auto r = code_range(*f, *codes);
+    if (!r) return r.error();
+    range = *r;
+  } else if (f->code_count() <= kMaxCatalogueCodes) {
+    range = std::pair{std::uint64_t{0}, f->code_count() - 1};
+  }
+  return std::pair{*f, range};
+}
+
+Result<PointResult> run_catalogue(const Point& p) {
+  auto chosen = catalogue_format(p);
+  if (!chosen) return chosen.error();
+  const Format* f = &chosen->first;
+  const auto range = chosen->second;
   PointResult out;
   const Format formats[] = {*f};
   const Table t = ops::format_table(formats);
@@ -488,9 +533,10 @@ Result<PointResult> run_catalogue(const Point& p) {
     row.add(t.columns[c], table_cell(t.rows[0][c], !t.numeric.empty() && t.numeric[c]));
   }
   out["formats"].push_back(std::move(row));
-  if (f->code_count() <= kMaxCatalogueCodes) {
+  if (range) {
     // Every code with its class, exact value and the distance to the next larger value.
-    for (const CodePoint& c : enumerate_codes(*f, 0, f->code_count() - 1)) {
+    const std::vector<CodePoint> codes = enumerate_codes(*f, range->first, range->second);
+    for (const CodePoint& c : codes) {
       Row v = param_row(p);
       v.add("code", static_cast<double>(c.code));
       v.add("bits", c.bits);
@@ -501,7 +547,7 @@ Result<PointResult> run_catalogue(const Point& p) {
     }
     // Every distinct positive finite value, once (the number line).
     std::set<double> seen;
-    for (const CodePoint& c : enumerate_codes(*f, 0, f->code_count() - 1)) {
+    for (const CodePoint& c : codes) {
       if (!(c.value > 0) || !std::isfinite(c.value) || !seen.insert(c.value).second) continue;
       Row v = param_row(p);
       v.add("code", static_cast<double>(c.code));
@@ -811,8 +857,7 @@ std::optional<Error> check_point(const Experiment& e, const Point& p) {
     return std::nullopt;
   }
   if (e.job == "catalogue") {
-    const std::string name = p.param("format").value_or("");
-    if (!parse_format(name) && !parse_block_format(name)) return in_point(parse_format(name).error());
+    if (auto c = catalogue_format(p); !c) return in_point(c.error());
     return std::nullopt;
   }
   for (const char* which : {"format", "a", "b"}) {

@@ -190,7 +190,7 @@ bool is_name(const std::string& s) {
 
 /// Axes every job understands, besides the format options.
 bool known_axis(const std::string& job, const std::string& axis) {
-  if (job == "catalogue") return axis == "format";
+  if (job == "catalogue") return axis == "format" || axis == "codes";
   if (job == "train") {
     static const std::set<std::string> kTrain = {"recipe", "set", "seed", "model", "data", "steps", "batch", "lr",
                                                  "optimizer", "warmup", "weight_decay", "eval_every", "hidden"};
