@@ -284,7 +284,7 @@ Result<std::vector<GradientCheck>> check(const std::string& name, std::uint64_t 
       // 0: drawn around them.
       for (auto* p : m->params()) {
         if (name == "vit") detail::fill_normal(p->value, 0.3, nrm);
-        if (name != "resnet" && name != "mobilenet" || p->decay) continue;
+        if ((name != "resnet" && name != "mobilenet") || p->decay) continue;
         detail::fill_normal(p->value, 0.3, nrm);
         if (p->name.ends_with(".weight")) p->value.array() += 1.0;
       }
