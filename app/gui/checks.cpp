@@ -68,11 +68,12 @@ QString sourceProblem(const QString& text) {
 }
 
 void markField(QWidget* field, QLabel* message, const QString& problem) {
-  // The border goes on the line edit (an editable combo box's too), so the box keeps its native look.
-  QWidget* target = field;
-  if (auto* box = qobject_cast<QComboBox*>(field); box && box->lineEdit()) target = box->lineEdit();
-  target->setStyleSheet(problem.isEmpty() ? QString() : QStringLiteral("border: 2px solid #c62828;"));
-  target->setToolTip(problem);
+  field->setStyleSheet(problem.isEmpty() ? QString()
+                                        : QString("%1 { border: 2px solid #c62828; }").arg(field->metaObject()->className()));
+  // The reason also as the text field's tooltip (an editable combo box's line edit).
+  QWidget* text = field;
+  if (auto* box = qobject_cast<QComboBox*>(field); box && box->lineEdit()) text = box->lineEdit();
+  text->setToolTip(problem);
   if (message) {
     message->setText(problem);
     message->setVisible(!problem.isEmpty());

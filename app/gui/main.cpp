@@ -3,6 +3,7 @@
 // A bad command line is refused as mxlab refuses bad input: one line on stderr naming the problem, exit code 2,
 // and no window.
 #include <QApplication>
+#include <QComboBox>
 #include <QCommandLineParser>
 #include <QDir>
 #include <QSpinBox>
@@ -81,8 +82,10 @@ std::variant<CommandLine, QString> parse(const QStringList& args) {
   return c;
 }
 
-/// Computes each view, grabs it into DIR/gui-VIEW.png and quits.
+/// Computes each view, grabs it into DIR/gui-VIEW.png and quits; then a few states of note: the training
+/// run's underflow heatmap, a format too wide to list whole, a format typed half-way.
 int screenshots(QApplication& app, mxlab::gui::MainWindow& window, const QString& dir) {
+  using namespace mxlab::gui;
   window.resize(1400, 860);
   const QStringList names = {"format-explorer", "quantization-lab", "bounds", "training", "experiments"};
   int index = 0;
@@ -94,9 +97,27 @@ int screenshots(QApplication& app, mxlab::gui::MainWindow& window, const QString
       next();
     });
   };
+  auto shot = [&](const QString& name) { window.grab().save(dir + "/gui-" + name + ".png"); };
   next = [&] {
     if (index >= 5) {
-      app.quit();
+      window.tabs()->setCurrentWidget(window.training());
+      window.training()->tabs()->setCurrentIndex(2);
+      shot("training-underflow");
+      window.tabs()->setCurrentWidget(window.formatExplorer());
+      FormatExplorer* v = window.formatExplorer();
+      QObject::connect(v->study(), &StudyView::finished, &window, [&, v] {
+        QObject::disconnect(v->study(), nullptr, &window, nullptr);
+        v->study()->tabs()->setCurrentIndex(v->study()->plotCount());
+        QTimer::singleShot(300, &window, [&, v] {
+          shot("float32");
+          v->format()->setCurrentText("e3m");
+          shot("typing");
+          app.quit();
+        });
+      });
+      v->overlay()->setCurrentText("(none)");
+      v->format()->setCurrentText("float32");
+      v->recompute();
       return;
     }
     window.tabs()->setCurrentIndex(index);

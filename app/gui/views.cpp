@@ -89,8 +89,11 @@ void View::build(QWidget* form) {
   debounce_->setInterval(350);
   connect(debounce_, &QTimer::timeout, this, &View::recompute);
   // A failed computation says why under the form; the next result clears it.
-  connect(study_, &StudyView::failed, this, [this](const QString& m) { markField(formMessage_, formMessage_, m); });
-  connect(study_, &StudyView::finished, this, [this] { markField(formMessage_, formMessage_, {}); });
+  connect(study_, &StudyView::failed, this, [this](const QString& m) {
+    formMessage_->setText(m);
+    formMessage_->setVisible(true);
+  });
+  connect(study_, &StudyView::finished, this, [this] { formMessage_->setVisible(false); });
 }
 
 void View::later() { debounce_->start(); }
