@@ -290,12 +290,12 @@ Result<Table> build_table(const Experiment& e, const TableDef& def, const AllRes
           else row.push_back(std::get<std::string>(got[0]));
           continue;
         }
-        std::vector<double> nums;
+        std::vector<double> values;
         for (const Cell& c : got)
-          if (const double* d = std::get_if<double>(&c)) nums.push_back(*d);
-        if (nums.size() != got.size() && def.aggregate != "count")
+          if (const double* d = std::get_if<double>(&c)) values.push_back(*d);
+        if (values.size() != got.size() && def.aggregate != "count")
           return make_error(at(e, def.line, what + ": aggregate " + def.aggregate + " of the text column '" + def.values[v] + "'"));
-        put_number(aggregate(nums, def.aggregate));
+        put_number(aggregate(values, def.aggregate));
       }
     t.rows.push_back(std::move(row));
   }
@@ -563,9 +563,9 @@ std::vector<ExpectOutcome> check_expectations(const Experiment& e, const AllResu
       else if (!text) fail(printable(text.error().message));
       else {
         // Compare cell by cell: text equal, numbers within the tolerance.
-        auto split = [](const std::string& text) {
+        auto split = [](const std::string& content) {
           std::vector<std::vector<std::string>> rows;
-          std::istringstream is(text);
+          std::istringstream is(content);
           std::string line;
           while (std::getline(is, line)) {
             std::vector<std::string> cells;
