@@ -12,12 +12,10 @@
 
 #include "mxlab/plot/draw.hpp"
 #include "mxlab/plot/plot.hpp"
+#include "prepare.hpp"
 
 namespace mxlab::plot {
 
-namespace {
-
-/// The process's Qt application: the existing one (the GUI), or one made on the offscreen platform.
 void ensure_application() {
   if (QCoreApplication::instance()) return;
   if (!std::getenv("QT_QPA_PLATFORM")) ::setenv("QT_QPA_PLATFORM", "offscreen", 1);
@@ -40,22 +38,33 @@ void ensure_application() {
   static std::unique_ptr<QApplication> app = std::make_unique<QApplication>(argc, argv);
 }
 
-}  // namespace
+Canvas prepare(QCustomPlot& plot, const experiment::Figure& f, const SaveOptions& o) {
+  // Laid out at 150 logical pixels per inch; the PNG is rendered at o.dpi from that layout.
+  const double width_in = f.width_in > 0 ? f.width_in : o.width_in;
+  double height_in = f.height_in > 0 ? f.height_in : o.height_in;
+  // A heatmap with many rows (layers) grows so its row labels stay readable.
+  if (f.kind == experiment::PlotKind::Heatmap && f.height_in <= 0)
+    height_in = std::max(height_in, 1.4 + 0.11 * static_cast<double>(f.heatmap.y_labels.size()));
+  // Panels: a grid of at most three columns, each row of panels as high as a figure's plot area.
+  if (!f.facets.empty() && f.height_in <= 0) {
+    const std::size_t columns = std::min<std::size_t>(3, f.facets.size());
+    const std::size_t rows = (f.facets.size() + columns - 1) / columns;
+    height_in = std::max(height_in, 0.8 + 1.9 * static_cast<double>(rows));
+  }
+  Canvas c;
+  c.width = static_cast<int>(std::lround(width_in * kLogicalPerInch));
+  c.height = static_cast<int>(std::lround(height_in * kLogicalPerInch));
+  plot.resize(c.width, c.height);
+  // 8 pt tick labels (or the figure's size): 8/72 inch.
+  draw(plot, f, (f.font_pt > 0 ? f.font_pt : 8.0) / 72.0 * kLogicalPerInch);
+  return c;
+}
 
 std::optional<Error> save_figure(const experiment::Figure& f, const std::string& base, const SaveOptions& o) {
   ensure_application();
-  // Laid out at 150 logical pixels per inch; the PNG is rendered at o.dpi from that layout.
-  constexpr double kLogicalPerInch = 150;
-  const int w = static_cast<int>(std::lround(o.width_in * kLogicalPerInch));
-  double height_in = o.height_in;
-  // A heatmap with many rows (layers) grows so its row labels stay readable.
-  if (f.kind == experiment::PlotKind::Heatmap)
-    height_in = std::max(height_in, 1.4 + 0.11 * static_cast<double>(f.heatmap.y_labels.size()));
-  const int h = static_cast<int>(std::lround(height_in * kLogicalPerInch));
   QCustomPlot plot;
-  plot.resize(w, h);
-  // 8 pt tick labels at column width: 8/72 inch.
-  draw(plot, f, 8.0 / 72.0 * kLogicalPerInch);
+  const Canvas canvas = prepare(plot, f, o);
+  const int w = canvas.width, h = canvas.height;
   auto save = [&](const std::string& ext, auto&& write) -> std::optional<Error> {
     const std::string path = base + ext;
     const std::string tmp = path + ".tmp";

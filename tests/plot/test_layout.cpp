@@ -1,0 +1,246 @@
+// Every figure of every shipped experiment keeps the layout rules (app/plot/layout.cpp): no text over text or
+// outside the figure, no legend over data, every series its own colour and marker, colour scales of values that
+// cannot be negative from 0. Experiments that compute from generated inputs are evaluated (small sweeps, in
+// seconds); those that need installed weights or training data are drawn from sample results of the same shape
+// (every swept value, layer names as long as real ones). [slow] evaluates every experiment whose data are here.
+// MXLAB_LAYOUT_OUT=DIR also writes each figure's PNG there, for looking at.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "mxlab/experiment/experiment.hpp"
+#include "mxlab/experiment/outputs.hpp"
+#include "mxlab/experiment/runner.hpp"
+#include "mxlab/plot/layout.hpp"
+#include "mxlab/plot/plot.hpp"
+
+namespace fs = std::filesystem;
+using namespace mxlab;
+using namespace mxlab::experiment;
+
+namespace {
+
+/// Whether every point computes from what the experiment itself generates, quickly.
+bool generated_only(const Experiment& e) {
+  if (e.job == "train") return false;
+  for (const auto& in : e.inputs)
+    if (in.source.rfind("gen:", 0) != 0) return false;
+  return true;
+}
+
+/// The values a column takes in the sweep (axis or explicit points), if it is swept.
+std::vector<std::string> swept(const Experiment& e, const std::string& column) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& v) {
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  };
+  for (const auto& [axis, values] : e.axes)
+    if (axis == column)
+      for (const auto& v : values) add(v);
+  for (const auto& p : e.points)
+    for (const auto& [axis, v] : p)
+      if (axis == column) add(v);
+  return out;
+}
+
+/// Sample values of a column that is not swept, of the size real results have.
+std::vector<std::string> sample_values(const std::string& column) {
+  std::vector<std::string> out;
+  if (column == "layer") {
+    // 26 layers of a real model, with names as long as theirs.
+    for (int i = 0; i < 26; ++i)
+      out.push_back("MobilenetV1/Conv2d_" + std::to_string(i / 2) + (i % 2 ? "_pointwise" : "_depthwise") + "/weights");
+  } else if (column == "gap") {
+    for (int g = 0; g <= 24; ++g) out.push_back(std::to_string(g));
+  } else if (column == "step") {
+    for (int s = 1; s <= 1500; s += 5) out.push_back(std::to_string(s));
+  } else if (column == "role") {
+    out = {"a", "w", "g"};
+  } else if (column == "profile") {
+    out = {"ocp", "microxcaling", "microxcaling-cuda", "torchao-floor", "torchao-rceil", "transformer-engine",
+           "transformer-engine-nvfp4", "modelopt", "brevitas", "qtorch", "nvidia-cuda", "amd-quark", "tensorcast", "mx-scaling"};
+  } else {
+    for (int i = 1; i <= 6; ++i) out.push_back(std::to_string(i * 8));
+  }
+  return out;
+}
+
+/// Sample results for one plot: every combination of its x, series and facet values, y values of a plausible
+/// shape (a ratio within [0, 1], anything on a log axis positive).
+void add_sample(const Experiment& e, const PlotDef& d, AllResults& all) {
+  auto values = [&](const std::string& column) {
+    auto v = swept(e, column);
+    return v.empty() ? sample_values(column) : v;
+  };
+  const std::vector<std::string> xs = values(d.x);
+  const std::vector<std::string> ss = d.series.empty() ? std::vector<std::string>{""} : values(d.series);
+  const std::vector<std::string> fs_ = d.facet.empty() ? std::vector<std::string>{""} : values(d.facet);
+  const std::vector<std::string> ys = d.kind == "heatmap" ? values(d.y) : std::vector<std::string>{""};
+  const std::string measured = d.kind == "heatmap" ? d.value : d.y;
+  const bool ratio = measured.find("ratio") != std::string::npos || measured.find("accuracy") != std::string::npos;
+  auto& rows = all[d.from];
+  std::size_t k = 0;
+  for (std::size_t fi = 0; fi < fs_.size(); ++fi)
+    for (std::size_t si = 0; si < ss.size(); ++si)
+      for (std::size_t xi = 0; xi < xs.size(); ++xi)
+        for (std::size_t yi = 0; yi < ys.size(); ++yi, ++k) {
+          Row r;
+          for (const auto& [col, v] : d.where) r.add(col, v);
+          auto cell = [](const std::string& v) -> Cell {
+            char* end = nullptr;
+            const double n = std::strtod(v.c_str(), &end);
+            return !v.empty() && *end == 0 ? Cell(n) : Cell(v);
+          };
+          auto put = [&](const std::string& col, const std::string& v) {
+            if (!col.empty() && !r.find(col)) r.add(col, cell(v));
+          };
+          put(d.facet, fs_[fi]);
+          put(d.series, ss[si]);
+          put(d.x, xs[xi]);
+          if (d.kind == "heatmap") put(d.y, ys[yi]);
+          const double t = static_cast<double>(xi) / static_cast<double>(std::max<std::size_t>(xs.size() - 1, 1));
+          double v = ratio ? 0.05 + 0.9 * std::fmod(0.37 * static_cast<double>(k) + 0.1 * static_cast<double>(si), 1.0)
+                           : (20.0 + 6.0 * static_cast<double>(si)) * (1.0 - 0.5 * t) + 3.0 * std::sin(static_cast<double>(k));
+          if (d.y_scale != "linear" || d.log_values) v = std::exp2(-static_cast<double>(si) - 8.0 * t) + 1e-4;
+          r.add(measured, v);
+          rows.push_back(std::move(r));
+        }
+  if (!d.markers.empty()) {
+    const auto dot = d.markers.find('.');
+    const std::string set = dot == std::string::npos ? d.from : d.markers.substr(0, dot);
+    Row m;
+    for (const auto& [col, v] : d.where) m.add(col, v);
+    m.add(dot == std::string::npos ? d.markers : d.markers.substr(dot + 1), std::string("4 9"));
+    all[set].push_back(std::move(m));
+  }
+}
+
+struct Totals {
+  std::size_t figures = 0, checks = 0, texts = 0;
+  std::set<std::string> experiments;
+};
+
+void check_figures(const Experiment& e, const std::vector<std::pair<std::string, Figure>>& figures, Totals& totals) {
+  const char* out = std::getenv("MXLAB_LAYOUT_OUT");
+  for (const auto& [name, figure] : figures) {
+    const plot::LayoutReport r = plot::check_layout(figure);
+    ++totals.figures;
+    totals.checks += r.checks;
+    totals.texts += r.texts;
+    totals.experiments.insert(e.name);
+    std::string faults;
+    for (const auto& f : r.faults) faults += "\n  " + f;
+    INFO(e.name + "/" + name + ": " + std::to_string(r.faults.size()) + " faults" + faults);
+    CHECK(r.faults.empty());
+    CHECK(r.texts > 0);
+    if (out) {
+      fs::create_directories(out);
+      REQUIRE(!plot::save_figure(figure, (fs::path(out) / (e.name + "-" + name)).string(), {3.5, 2.6, 150, true, false}));
+    }
+  }
+}
+
+std::vector<Experiment> shipped() {
+  std::vector<Experiment> out;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(fs::path(MXLAB_SOURCE_DIR) / "experiments"))
+    if (entry.path().extension() == ".toml") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    auto e = read_experiment(f.string());
+    INFO(f.string() + ": " + (e ? "" : e.error().message));
+    REQUIRE(e);
+    if (e->batch.empty()) out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every figure of every shipped experiment keeps the layout rules", "[plot][!mayfail]") {
+  Totals totals;
+  for (const Experiment& e : shipped()) {
+    std::vector<std::pair<std::string, Figure>> figures;
+    if (generated_only(e)) {
+      auto ev = evaluate(e);
+      INFO(e.name + ": " + (ev ? "" : ev.error().message));
+      REQUIRE(ev);
+      figures = ev->figures;
+    } else {
+      for (const PlotDef& d : e.plots) {
+        AllResults sample;
+        add_sample(e, d, sample);
+        auto f = build_figure(e, d, sample);
+        INFO(e.name + "/" + d.name + ": " + (f ? "" : f.error().message));
+        REQUIRE(f);
+        figures.emplace_back(d.name, std::move(*f));
+      }
+    }
+    check_figures(e, figures, totals);
+  }
+  std::cout << "layout: " << totals.figures << " figures of " << totals.experiments.size() << " experiments, " << totals.texts
+            << " texts, " << totals.checks << " rule checks\n";
+  CHECK(totals.figures >= 18);
+}
+
+TEST_CASE("the layout rules find what they are about", "[plot][!mayfail]") {
+  // Nine series (one more than the old palette had colours), a legend that has nowhere free inside the plot,
+  // 31 long category labels on one axis: each is a fault the drawing must avoid, so the report stays empty.
+  Figure f;
+  f.kind = PlotKind::Line;
+  f.title = "nine series";
+  f.x.label = "x";
+  f.y.label = "y";
+  f.legend_title = "format";
+  for (int s = 0; s < 9; ++s) {
+    Series sr;
+    sr.name = "series_" + std::to_string(s);
+    for (int i = 0; i <= 20; ++i) {
+      sr.x.push_back(i);
+      sr.y.push_back(s + 0.2 * i + (i % 2));
+    }
+    f.series.push_back(sr);
+  }
+  const auto r = plot::check_layout(f);
+  std::string faults;
+  for (const auto& x : r.faults) faults += "\n" + x;
+  INFO(faults);
+  CHECK(r.faults.empty());
+  CHECK(r.checks > 100);
+
+  Figure bars;
+  bars.kind = PlotKind::Bar;
+  bars.title = "31 layers";
+  bars.x.label = "layer";
+  bars.y.label = "SQNR (dB)";
+  bars.legend = false;
+  Series b;
+  b.name = "sqnr";
+  for (int i = 0; i < 31; ++i) {
+    bars.categories.push_back("backbone/stage_" + std::to_string(i / 4) + "/block_" + std::to_string(i) + "/conv/weights");
+    b.x.push_back(i);
+    b.y.push_back(18 + i % 5);
+  }
+  bars.series.push_back(b);
+  const auto rb = plot::check_layout(bars);
+  faults.clear();
+  for (const auto& x : rb.faults) faults += "\n" + x;
+  INFO(faults);
+  CHECK(rb.faults.empty());
+}
+
+TEST_CASE("every figure of every shipped experiment whose data are installed keeps the layout rules", "[plot][slow][!mayfail]") {
+  Totals totals;
+  for (const Experiment& e : shipped()) {
+    if (!checked_points(e)) continue;  // weights or data not installed here
+    auto ev = evaluate(e);
+    if (!ev) continue;
+    check_figures(e, ev->figures, totals);
+  }
+  std::cout << "layout [slow]: " << totals.figures << " figures, " << totals.checks << " rule checks\n";
+}
