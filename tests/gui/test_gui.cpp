@@ -127,7 +127,9 @@ void write_safetensors(const QString& path, const std::vector<std::pair<std::str
 
 /// Waits until the training view is idle and has shown its last results (or 120 s).
 bool wait_idle(TrainingView* v) {
-  for (int i = 0; i < 1200 && v->busy(); ++i) QTest::qWait(20);
+  // Up to 2 minutes: a CNN run under the sanitizers on a loaded 2-core machine takes tens of seconds (a wait, not
+  // a time limit on the run: it ends as soon as the view is idle).
+  for (int i = 0; i < 6000 && v->busy(); ++i) QTest::qWait(20);
   QTest::qWait(50);  // the queued end of the run: its last refresh
   return !v->busy();
 }
