@@ -616,7 +616,9 @@ Crossing crossing(const Experiment& e, const Pairs& start) {
   std::uint64_t per_point = 0;
   std::vector<std::string> keys;
   for (const auto& [k, v] : start) keys.push_back(k), per_point += k.size() + v.size();
-  for (const auto& [axis, values] : e.axes) {
+  for (const auto& axis_values : e.axes) {
+    const std::string& axis = axis_values.first;  // not a structured binding: clang 14 cannot capture one
+    const auto& values = axis_values.second;
     if (std::any_of(keys.begin(), keys.end(), [&](const std::string& k) { return sets_axis(k, axis); })) continue;
     std::size_t longest = 0;
     for (const auto& v : values) longest = std::max(longest, v.size());
