@@ -27,7 +27,8 @@ std::string at(const Experiment& e, int line, const std::string& what) {
 }
 
 bool matches(const Row& r, const Pairs& where) {
-  for (const auto& [k, v] : where) {
+  for (const auto& kv : where) {
+    const std::string& k = kv.first;  // not a structured binding: clang 14 cannot capture one
     const Cell* c = r.find(k);
     if (!c || cell_text(*c) != v) return false;
   }
