@@ -23,6 +23,7 @@
 #include "mxlab/ops/catalogue.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/requests.hpp"
+#include "mxlab/ops/weight_tensors.hpp"
 #include "file_kind.hpp"
 #include "mxlab/train/data.hpp"
 #include "mxlab/train/recipe.hpp"
@@ -169,21 +170,9 @@ Result<LoadedInput> load_input(const Experiment& e, const Point& p) {
   const std::string layer = p.param("layer").value_or("");
   auto index = wf->find(layer);
   if (!index) return make_error("input '" + in->name + "': " + index.error().message);
-  const WeightInfo& info = wf->weights()[*index];
-  auto t = wf->read(*index);
+  auto t = ops::read_weight_tensor(*wf, *index, in->layout != "last");
   if (!t) return make_error("input '" + in->name + "': " + t.error().message);
-  ops::TensorSource src = ops::TensorSource::of(std::move(*t));
-  std::string layout = "last axis";
-  if (in->layout != "last" && info.layout != WeightLayout::Other) {
-    auto axes = reduction_axes(info.shape, info.layout);
-    if (!axes) return make_error("input '" + in->name + "', layer '" + layer + "': " + axes.error().message);
-    std::vector<int> list(axes->axes.begin(), axes->axes.end());
-    auto moved = ops::block_axes_last(src, list);
-    if (!moved) return moved.error();
-    src = *moved;
-    layout = std::string(weight_layout_name(info.layout)) + ": blocks along " + axes->name;
-  }
-  return LoadedInput{src, format_shape(info.shape), layout};
+  return LoadedInput{t->source, format_shape(wf->weights()[*index].shape), t->layout};
 }
 
 /// Every parameter of the point as the first cells of a row.

@@ -1,5 +1,5 @@
-// Weight files: tfjs weight manifests, safetensors (single files and sharded indexes), GGUF and GNU
-// Backgammon .wd, listed from their headers and read one tensor at a time.
+// Weight files: tfjs weight manifests, safetensors (single files and sharded indexes), GGUF, GNU
+// Backgammon .wd and capture folders, listed from their headers and read one tensor at a time.
 #include "mxlab/io/weights.hpp"
 
 #include <sys/stat.h>
@@ -213,7 +213,8 @@ WeightLayout layout_from_op(const std::string& op, std::size_t input_index, cons
 std::size_t layout_rank(WeightLayout layout) {
   switch (layout) {
     case WeightLayout::DenseIO:
-    case WeightLayout::DenseOI: return 2;
+    case WeightLayout::DenseOI:
+    case WeightLayout::TokensHidden: return 2;
     case WeightLayout::ConvHWIO:
     case WeightLayout::DepthwiseHWCM:
     case WeightLayout::ConvOIHW:
@@ -252,6 +253,18 @@ constexpr StDtype kStDtypes[] = {
     {"F8_E8M0", WeightStorage::Other, 1},
 };
 
+// ---- capture folders
+
+/// The manifest's file name in a capture folder, and the value of its "format" key.
+constexpr const char* kCaptureManifest = "capture.json";
+constexpr const char* kCaptureFormat = "mxlab-capture";
+/// Keys of the manifest and of each tensor (others are refused: a misspelt key is a mistake, not an extension).
+constexpr std::string_view kCaptureTopKeys[] = {"format", "version", "producer", "seed", "tensors"};
+constexpr std::string_view kCaptureTensorKeys[] = {"name",   "file",  "shape",        "dtype",        "layout",
+                                                    "layer",  "module", "role",        "site",         "index",
+                                                    "step",   "source_shape", "source_dtype", "hidden_axis", "rows_of",
+                                                    "sample"};
+
 // ---- gnubg
 
 constexpr float kGnubgMagic = 472.3782f;  // WEIGHTS_MAGIC_BINARY in gnubg's eval.h
@@ -282,6 +295,7 @@ std::string_view weight_file_kind_name(WeightFileKind kind) {
     case WeightFileKind::Safetensors: return "safetensors";
     case WeightFileKind::Gnubg: return "gnubg";
     case WeightFileKind::Gguf: return "gguf";
+    case WeightFileKind::Capture: return "capture";
   }
   return "?";
 }
@@ -295,6 +309,7 @@ std::string_view weight_layout_name(WeightLayout layout) {
     case WeightLayout::DenseOI: return "dense OI";
     case WeightLayout::ConvOIHW: return "conv OIHW";
     case WeightLayout::ConvTransposeHWOI: return "conv-transpose HWOI";
+    case WeightLayout::TokensHidden: return "tokens x hidden";
   }
   return "?";
 }
@@ -314,6 +329,7 @@ Result<ReductionAxes> reduction_axes(std::span<const std::int64_t> shape, Weight
     case WeightLayout::DenseOI: return ReductionAxes{{1}, "I"};
     case WeightLayout::ConvOIHW: return ReductionAxes{{1}, "I"};
     case WeightLayout::ConvTransposeHWOI: return ReductionAxes{{3}, "I"};
+    case WeightLayout::TokensHidden: return ReductionAxes{{1}, "hidden"};
     case WeightLayout::Other: break;
   }
   return make_error("weight of shape " + shape_text(shape) + ": unknown layout");
@@ -347,6 +363,8 @@ Result<WeightFile::Begun> WeightFile::begin(WeightFileKind kind, const std::stri
 }
 
 Result<WeightFile> WeightFile::open(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec) || fs::path(path).filename() == kCaptureManifest) return open_capture(path);
   if (has_suffix(path, ".safetensors.index.json")) return open_safetensors_index(path);
   if (has_suffix(path, ".json")) {
     // An index under another name: a JSON object whose first key is "weight_map" or "metadata" then "weight_map".
@@ -375,7 +393,7 @@ Result<WeightFile> WeightFile::open(const std::string& path) {
   }
   return make_error("weights '" + path +
                     "': unknown kind of weight file (expected a tfjs model.json, a .safetensors file or its "
-                    "model.safetensors.index.json, a .gguf file or a gnubg .wd file)");
+                    "model.safetensors.index.json, a .gguf file, a gnubg .wd file or a capture folder)");
 }
 
 Result<WeightFile> WeightFile::open_tfjs(const std::string& path) {
@@ -639,6 +657,107 @@ Result<WeightFile> WeightFile::open_safetensors_index(const std::string& path) {
     for (const auto& name : names)
       if (!found.count(name)) return wf.fail("tensor " + sq(name) + " is not in its shard " + sq(shard));
     wf.sources_.push_back(part->sources_.front());
+  }
+  return wf;
+}
+
+Result<WeightFile> WeightFile::open_capture(const std::string& path) {
+  std::error_code ec;
+  const fs::path manifest = fs::is_directory(path, ec) ? fs::path(path) / kCaptureManifest : fs::path(path);
+  auto begun = begin(WeightFileKind::Capture, manifest.string());
+  if (!begun) return begun.error();
+  auto& [wf, size, f] = *begun;
+  if (size > kMaxJsonBytes)
+    return wf.fail("the manifest is " + std::to_string(size) + " bytes, more than the limit of " + std::to_string(kMaxJsonBytes));
+  std::string text(static_cast<std::size_t>(size), '\0');
+  if (auto p = read_at(f.get(), 0, text.data(), text.size())) return wf.fail(*p);
+  f.reset();
+  auto doc = parse_json_limited(text, wf.label_ + " '" + wf.path_ + "'");
+  if (!doc) return doc.error();
+  if (!doc->is_object()) return wf.fail("the manifest is " + json_kind(*doc) + ", expected an object");
+  auto known = [](std::span<const std::string_view> keys, const std::string& k) {
+    return std::find(keys.begin(), keys.end(), k) != keys.end();
+  };
+  for (const auto& [key, value] : doc->items())
+    if (!known(kCaptureTopKeys, key))
+      return wf.fail("unexpected key " + sq(key) + " (expected format, version, producer, seed, tensors)");
+  auto format = doc->find("format");
+  if (format == doc->end() || !format->is_string() || format->get_ref<const std::string&>() != kCaptureFormat)
+    return wf.fail(std::string("'format' is not \"") + kCaptureFormat + "\" (not a capture manifest)");
+  auto version = doc->find("version");
+  if (version == doc->end() || !version->is_number_unsigned() || version->get<std::uint64_t>() != 1)
+    return wf.fail("'version' is not 1 (the only version this reader knows)");
+  auto tensors = doc->find("tensors");
+  if (tensors == doc->end() || !tensors->is_array()) return wf.fail("lacks the array 'tensors'");
+  const fs::path dir = manifest.parent_path().empty() ? fs::path(".") : manifest.parent_path();
+  std::set<std::string> names, files;
+  for (std::size_t i = 0; i < tensors->size(); ++i) {
+    const json& t = (*tensors)[i];
+    std::string at = "tensors[" + std::to_string(i) + "]";
+    if (!t.is_object()) return wf.fail(at + " is " + json_kind(t) + ", expected an object");
+    for (const auto& [key, value] : t.items())
+      if (!known(kCaptureTensorKeys, key)) return wf.fail(at + " has the unexpected key " + sq(key));
+    auto text_of = [&](const char* key, bool required, std::string& out) -> std::optional<std::string> {
+      auto v = t.find(key);
+      if (v == t.end()) return required ? std::optional<std::string>(std::string("lacks '") + key + "'") : std::nullopt;
+      if (!v->is_string() || v->get_ref<const std::string&>().empty())
+        return "'" + std::string(key) + "' is " + json_kind(*v) + ", expected a non-empty string";
+      out = v->get<std::string>();
+      return std::nullopt;
+    };
+    WeightInfo info;
+    if (auto p = text_of("name", true, info.name)) return wf.fail(at + " " + *p);
+    at += " (" + sq(info.name) + ")";
+    if (!names.insert(info.name).second) return wf.fail(at + ": the name appears twice in the manifest");
+    std::string file, dtype, layout, role, site, layer;
+    for (auto [key, out] : {std::pair<const char*, std::string*>{"file", &file}, {"dtype", &dtype}, {"layout", &layout},
+                            {"layer", &layer}, {"role", &role}, {"site", &site}})
+      if (auto p = text_of(key, true, *out)) return wf.fail(at + " " + *p);
+    std::string ignored;
+    if (auto p = text_of("module", false, info.op)) return wf.fail(at + " " + *p);
+    for (const char* key : {"source_dtype", "sample"})
+      if (auto p = text_of(key, false, ignored)) return wf.fail(at + " " + *p);
+    if (dtype != "float32") return wf.fail(at + " has the dtype " + sq(dtype) + " (capture tensors are float32)");
+    if (layout != "tokens x hidden")
+      return wf.fail(at + " has the unknown layout " + sq(layout) + " (capture tensors are \"tokens x hidden\")");
+    if (role != "activation" && role != "gradient")
+      return wf.fail(at + " has the role " + sq(role) + " (expected activation or gradient)");
+    if (site != "input" && site != "output") return wf.fail(at + " has the site " + sq(site) + " (expected input or output)");
+    for (const char* key : {"step", "index", "hidden_axis", "rows_of"})
+      if (auto v = t.find(key); v != t.end() && !v->is_number_integer())
+        return wf.fail(at + ": '" + key + "' is " + json_kind(*v) + ", expected an integer");
+    if (auto v = t.find("step"); v == t.end() || !v->is_number_unsigned())
+      return wf.fail(at + " lacks a non-negative integer 'step'");
+    auto shape = t.find("shape");
+    if (shape == t.end()) return wf.fail(at + " lacks 'shape'");
+    if (auto p = json_shape(*shape, info.shape)) return wf.fail(at + ": " + *p);
+    if (info.shape.size() != 2)
+      return wf.fail(at + ": shape " + shape_text(info.shape) + " has " + std::to_string(info.shape.size()) +
+                     " dimensions; a capture tensor is [tokens, hidden]");
+    if (auto v = t.find("source_shape"); v != t.end()) {
+      std::vector<std::int64_t> source;
+      if (auto p = json_shape(*v, source)) return wf.fail(at + ": source_" + *p);
+    }
+    auto n = checked_elements(info.shape);
+    if (!n || *n > std::numeric_limits<std::uint64_t>::max() / 4)
+      return wf.fail(at + ": shape " + shape_text(info.shape) + " has more elements than 64 bits can count");
+    std::string resolved;
+    if (auto p = check_shard_path(file, dir, resolved)) return wf.fail(at + ": " + *p);
+    if (!files.insert(fs::path(resolved).lexically_normal().string()).second)
+      return wf.fail(at + ": the file " + sq(file) + " is named by another tensor too");
+    auto file_size = regular_file_size(resolved, "capture tensor");
+    if (!file_size) return wf.fail(at + ": " + file_size.error().message);
+    info.elements = *n;
+    info.byte_size = *n * 4;
+    if (*file_size != info.byte_size)
+      return wf.fail(at + ": the file " + sq(file) + " holds " + std::to_string(*file_size) + " bytes; shape " +
+                     shape_text(info.shape) + " of float32 needs " + std::to_string(info.byte_size));
+    info.dtype = "float32";
+    info.storage = WeightStorage::F32;
+    info.layout = WeightLayout::TokensHidden;
+    wf.locations_.push_back({wf.sources_.size(), 0});
+    wf.sources_.push_back({Shard{resolved, *file_size}});
+    wf.weights_.push_back(std::move(info));
   }
   return wf;
 }

@@ -1,6 +1,7 @@
 // Named weight tensors in model files: tfjs weight manifests (model.json + binary shards),
-// safetensors (one file, or shards named by a model.safetensors.index.json), GGUF (llama.cpp), and GNU
-// Backgammon's binary neural-net weights (.wd). Opening a file reads and checks
+// safetensors (one file, or shards named by a model.safetensors.index.json), GGUF (llama.cpp), GNU
+// Backgammon's binary neural-net weights (.wd), and capture folders (activations and gradients of a model,
+// tokens x hidden, written by mxlab.torch.capture; capture.json and one raw float32 file per tensor). Opening a file reads and checks
 // only its header; the listing (name, shape, dtype, byte size, layout) comes from the header alone,
 // so a caller can select tensors by name and read just those.
 //
@@ -29,9 +30,10 @@ enum class WeightFileKind : std::uint8_t {
   Safetensors,  ///< safetensors: 8-byte header length, JSON header, data
   Gnubg,        ///< GNU Backgammon binary weights (gnubg.wd)
   Gguf,         ///< GGUF (llama.cpp): F32, F16 and BF16 tensors are read, quantized ggml types listed
+  Capture,      ///< a capture folder: capture.json naming raw float32 tensors [tokens, hidden]
 };
 
-/// "tfjs", "safetensors", "gnubg", "gguf".
+/// "tfjs", "safetensors", "gnubg", "gguf", "capture".
 std::string_view weight_file_kind_name(WeightFileKind kind);
 
 /// How the axes of a weight map to the inputs and outputs of the layer that uses it.
@@ -43,19 +45,22 @@ enum class WeightLayout : std::uint8_t {
   DenseOI,            ///< dense kernel [O, I] (tfjs MatMul with transpose_b; PyTorch Linear; gnubg output weights)
   ConvOIHW,           ///< convolution weight [O, I, H, W] (PyTorch)
   ConvTransposeHWOI,  ///< transposed-convolution kernel [H, W, O, I] (tfjs Conv2DBackpropInput)
+  TokensHidden,       ///< an activation or gradient [tokens, hidden] (capture folders): a GEMM sums along hidden
 };
 
-/// "other", "conv HWIO", "depthwise HWCM", "dense IO", "dense OI", "conv OIHW", "conv-transpose HWOI".
+/// "other", "conv HWIO", "depthwise HWCM", "dense IO", "dense OI", "conv OIHW", "conv-transpose HWOI",
+/// "tokens x hidden".
 std::string_view weight_layout_name(WeightLayout layout);
 
 /// The axes a layer sums over for one output (the reduction or "K" dimension), and their name.
 struct ReductionAxes {
   std::vector<std::size_t> axes;  ///< in increasing order, contiguous
-  std::string name;               ///< "I" for dense and convolution kernels, "HxW" for depthwise kernels
+  std::string name;               ///< "I" for dense and convolution kernels, "HxW" for depthwise kernels, "hidden" for activations
 };
 
 /// The reduction axes of a weight of this shape and layout: the input-channel axis I of dense and
-/// convolution kernels, the window axes H and W of depthwise kernels. An error if the layout is
+/// convolution kernels, the window axes H and W of depthwise kernels, the hidden axis (the last) of captured
+/// activations and gradients. An error if the layout is
 /// Other or the shape does not have the layout's rank.
 Result<ReductionAxes> reduction_axes(std::span<const std::int64_t> shape, WeightLayout layout);
 
@@ -78,7 +83,7 @@ struct WeightInfo {
   std::uint64_t elements = 0;      ///< product of the shape
   std::uint64_t byte_size = 0;     ///< bytes the tensor occupies in the file
   WeightLayout layout = WeightLayout::Other;
-  std::string op;                  ///< the operation that uses the tensor (tfjs graph models; "" otherwise)
+  std::string op;                  ///< the operation that uses the tensor (tfjs graph models), or the module a captured tensor came from ("Linear"); "" otherwise
 
   /// Whether WeightFile::read returns it (F32, F16, BF16, F64 storage).
   bool readable() const;
@@ -90,7 +95,8 @@ class WeightFile {
   /// Opens a weight file, choosing the reader by name and content: "*.safetensors.index.json" (or a JSON
   /// file with a "weight_map") is a sharded safetensors index, other "*.json" a tfjs manifest,
   /// "*.safetensors" (or a file whose first 8 bytes are a plausible header length followed by '{')
-  /// is safetensors, "*.gguf" (or a file starting with "GGUF") is GGUF, "*.wd" is gnubg.
+  /// is safetensors, "*.gguf" (or a file starting with "GGUF") is GGUF, "*.wd" is gnubg, a folder or a
+  /// file named capture.json is a capture folder.
   static Result<WeightFile> open(const std::string& path);
   /// Opens a tfjs model.json. Shards named by weightsManifest[g].paths are concatenated in order
   /// and the group's weights are packed back to back in them (little-endian).
@@ -108,6 +114,11 @@ class WeightFile {
   static Result<WeightFile> open_gguf(const std::string& path);
   /// Opens a GNU Backgammon binary weights file (magic 472.3782, version 1.0, then nets).
   static Result<WeightFile> open_gnubg(const std::string& path);
+  /// Opens a capture folder (the folder, or its capture.json): the manifest names each tensor, its file in the
+  /// folder (raw little-endian float32, C order), its shape [tokens, hidden] and layout "tokens x hidden", and
+  /// what it is (layer, module, role activation or gradient, site input or output, step). Every file must
+  /// exist inside the folder and hold exactly its shape's bytes (docs/experiments.md, "Capture folders").
+  static Result<WeightFile> open_capture(const std::string& path);
 
   WeightFileKind kind() const { return kind_; }
   const std::string& path() const { return path_; }
