@@ -8,6 +8,7 @@
 
 #include "exact_detail.hpp"
 #include "mxlab/core/quote.hpp"
+#include "mxlab/core/text.hpp"
 
 namespace mxlab::exact {
 namespace {
@@ -24,23 +25,11 @@ Error number_error(std::string_view text, const std::string& what) {
   return make_error("number " + quote_input(text) + ": " + what);
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 }  // namespace

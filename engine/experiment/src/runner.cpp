@@ -16,6 +16,7 @@
 #include "mxlab/core/provenance.hpp"
 #include "mxlab/core/quote.hpp"
 #include "mxlab/core/table.hpp"
+#include "mxlab/core/text.hpp"
 #include "mxlab/core/threads.hpp"
 #include "mxlab/experiment/runner.hpp"
 #include "mxlab/io/sha256.hpp"
@@ -40,8 +41,9 @@ constexpr std::string_view kStorageFailure = "storage failed: ";
 std::string shown(const std::string& text) { return quote_input(printable(text)); }
 
 bool parse_count(const std::string& text, std::size_t& out) {
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && p == text.data() + text.size() && !text.empty();
+  const auto v = parse_whole<std::size_t>(text);
+  if (v) out = *v;
+  return v.has_value();
 }
 
 /// "I/N" with 0 <= I < N.

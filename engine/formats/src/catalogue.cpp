@@ -8,6 +8,8 @@
 #include <mutex>
 #include <vector>
 
+#include "mxlab/core/text.hpp"
+
 namespace mxlab {
 namespace {
 
@@ -177,12 +179,6 @@ static_assert(finite_count(row("float8_e8m0fnu")) == 255);
 static_assert(finite_count(row("mxint8")) == 255);
 static_assert(max_finite(row("nf4")) == 1.0 && lowest(row("nf4")) == -1.0);
 static_assert(lowest(row("int8")) == -128 && lowest(row("mxint8")) == -127.0 / 64);
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 }  // namespace
 

@@ -8,18 +8,11 @@
 #include <cstdlib>
 
 #include "mxlab/core/quote.hpp"
+#include "mxlab/core/text.hpp"
 #include "mxlab/formats/catalogue.hpp"
 
 namespace mxlab {
 namespace {
-
-std::string lower_trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 Error format_error(std::string_view text, const std::string& what, bool suggest) {
   std::string msg = "format " + quote_input(text) + ": " + what;

@@ -3,6 +3,7 @@
 
 #include <charconv>
 
+#include "mxlab/core/text.hpp"
 #include "mxlab/formats/parse.hpp"
 
 namespace mxlab::gemm {
@@ -12,12 +13,11 @@ constexpr int kMaxGroup = 1 << 20;
 constexpr int kMaxPromote = 1 << 30;
 
 Result<int> parse_count(std::string_view key, std::string_view v, int lo, int hi) {
-  int n = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || end != v.data() + v.size() || n < lo || n > hi)
+  const auto n = parse_whole_in(v, lo, hi);
+  if (!n)
     return make_error("model setting '" + std::string(key) + "=" + std::string(v) + "': expected an integer from " +
                       std::to_string(lo) + " to " + std::to_string(hi));
-  return n;
+  return *n;
 }
 
 /// A format of a model's arithmetic: a signed float format, or "exact" (none).

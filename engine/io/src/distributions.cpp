@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "mxlab/core/random.hpp"
+#include "mxlab/core/text.hpp"
 
 namespace mxlab {
 namespace {
@@ -122,20 +123,6 @@ void fill(const Distribution& dist, std::uint64_t seed, Out* out, std::size_t n)
 }
 
 // ---- Spec text.
-
-std::string number_text(double x) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest text that reads back exactly
-  return std::string(buf, r.ptr);
-}
-
-std::string lower_trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 /// A distribution's name and its parameters in positional order.
 struct KindInfo {
@@ -365,7 +352,7 @@ Result<Distribution> validate_distribution(const Distribution& d, std::string_vi
 Result<Distribution> parse_distribution(std::string_view text) { return SpecParser(text).parse(); }
 
 std::string distribution_text(const Distribution& d) {
-  const auto& f = number_text;
+  const auto& f = shortest_decimal;
   if (const auto* n = std::get_if<NormalDist>(&d)) return "normal:mean=" + f(n->mean) + ",std=" + f(n->stddev);
   if (const auto* l = std::get_if<LaplaceDist>(&d)) return "laplace:loc=" + f(l->loc) + ",scale=" + f(l->scale);
   if (const auto* t = std::get_if<StudentTDist>(&d)) return "student_t:dof=" + f(t->dof);

@@ -28,11 +28,6 @@ struct MappedTensor::Map {
 
 namespace {
 
-bool ends_with(const std::string& s, const char* suffix) {
-  const std::size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
 /// The mapped element type of a .npy descriptor, or a reason it cannot be mapped.
 Result<MappedType> npy_mapped_type(const NpyHeader& h, const NpyReadOptions& o) {
   if (h.fortran_order) return make_error("Fortran-order data");
@@ -76,7 +71,7 @@ std::size_t type_bytes(MappedType t) { return t == MappedType::F32 ? 4 : 2; }
 }  // namespace
 
 std::string MappedTensor::why_not_mappable(const std::string& path, const NpyReadOptions& options) {
-  if (ends_with(path, ".gz")) return "compressed file";
+  if (path.ends_with(".gz")) return "compressed file";
   auto h = read_npy_header(path);
   if (!h) return h.error().message;
   auto t = npy_mapped_type(*h, options);
@@ -84,7 +79,7 @@ std::string MappedTensor::why_not_mappable(const std::string& path, const NpyRea
 }
 
 Result<MappedTensor> MappedTensor::open_npy(const std::string& path, const NpyReadOptions& options) {
-  if (ends_with(path, ".gz")) return make_error("npy '" + path + "': a compressed file cannot be mapped");
+  if (path.ends_with(".gz")) return make_error("npy '" + path + "': a compressed file cannot be mapped");
   auto h = read_npy_header(path);
   if (!h) return h.error();
   auto type = npy_mapped_type(*h, options);
@@ -114,7 +109,7 @@ Result<MappedTensor> MappedTensor::open_npy(const std::string& path, const NpyRe
 }
 
 Result<MappedTensor> MappedTensor::open_raw_f32(const std::string& path, std::vector<std::int64_t> shape) {
-  if (ends_with(path, ".gz")) return make_error("raw '" + path + "': a compressed file cannot be mapped");
+  if (path.ends_with(".gz")) return make_error("raw '" + path + "': a compressed file cannot be mapped");
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     return make_error("raw '" + path + "': " + io_detail::errno_message(errno));

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "mxlab/core/bits.hpp"
+#include "mxlab/core/text.hpp"
 #include "mxlab/exact/exact.hpp"
 #include "mxlab/formats/cast.hpp"
 #include "mxlab/io/csv.hpp"
@@ -60,14 +61,6 @@ const std::vector<FormatOptionInfo>& format_options() {
 
 namespace {
 
-template <class T>
-Result<T> parse_integer(std::string_view v, T lo, T hi) {
-  T x{};
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi) return make_error("");
-  return x;
-}
-
 /// A non-negative number exact in double (fractions and hex floats welcome: "1/64", "0x1p-6").
 Result<double> exact_double(std::string_view v) {
   auto r = exact::parse_rational(v);
@@ -117,35 +110,31 @@ std::optional<Error> set_option(BlockFormat& f, std::string_view name, std::stri
     return std::nullopt;
   }
   if (name == "seed") {
-    auto r = parse_integer<std::uint64_t>(v, 0, UINT64_MAX);
+    auto r = parse_whole_in<std::uint64_t>(v, 0, UINT64_MAX);
     if (!r) return make_error("'" + std::string(v) + "': expected a non-negative integer");
     o.seed = *r;
     return std::nullopt;
   }
   if (name == "random-bits") {
-    auto r = parse_integer<int>(v, 1, 32);
+    auto r = parse_whole_in<int>(v, 1, 32);
     if (!r) return make_error("'" + std::string(v) + "': expected an integer 1..32");
     o.element.random_bits = *r;
     return std::nullopt;
   }
   if (name == "block-axis") {
-    auto r = parse_integer<int>(v, -32, 31);
+    auto r = parse_whole_in<int>(v, -32, 31);
     if (!r) return make_error("'" + std::string(v) + "': expected an axis such as 0, 1 or -1");
     if (f.layout.tiles.size() != 1) return make_error("the format has no 1-D tiles");
     f.layout.axis = *r;
     return std::nullopt;
   }
   if (name == "subtile-bits") {
-    auto r = parse_integer<int>(v, 1, 8);
+    auto r = parse_whole_in<int>(v, 1, 8);
     if (!r) return make_error("'" + std::string(v) + "': expected 1..8");
     f.layout.subtile_bits = *r;
     return std::nullopt;
   }
   return make_error("unknown option");
-}
-
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -216,17 +205,17 @@ std::vector<std::pair<std::string, std::string>> describe_options(const BlockFor
 Result<Tensor> load_tensor(const InputRequest& r) {
   const std::string& input = r.input;
   if (input.rfind("gen:", 0) == 0) return generate(input.substr(4), r.shape.empty() ? "65536" : r.shape, r.seed, DType::F32);
-  if (ends_with(input, ".npy") || ends_with(input, ".npy.gz")) {
+  if (input.ends_with(".npy") || input.ends_with(".npy.gz")) {
     NpyReadOptions o;
     o.u2_as_bf16 = r.bf16;
     return read_npy(input, o);
   }
-  if (ends_with(input, ".csv") || ends_with(input, ".csv.gz")) {
+  if (input.ends_with(".csv") || input.ends_with(".csv.gz")) {
     CsvOptions o;
     if (r.csv_table) o.layout = CsvLayout::Table;
     return read_csv(input, o);
   }
-  if (ends_with(input, ".f32") || ends_with(input, ".bin") || ends_with(input, ".raw") || ends_with(input, ".f32.gz")) {
+  if (input.ends_with(".f32") || input.ends_with(".bin") || input.ends_with(".raw") || input.ends_with(".f32.gz")) {
     std::optional<std::vector<std::int64_t>> shape;
     if (!r.shape.empty()) {
       auto parsed = parse_shape(r.shape);
@@ -242,7 +231,7 @@ Result<Tensor> load_tensor(const InputRequest& r) {
 
 Result<TensorSource> open_tensor(const InputRequest& r) {
   const std::string& input = r.input;
-  if (ends_with(input, ".npy")) {
+  if (input.ends_with(".npy")) {
     NpyReadOptions o;
     o.u2_as_bf16 = r.bf16;
     if (MappedTensor::why_not_mappable(input, o).empty()) {
@@ -251,7 +240,7 @@ Result<TensorSource> open_tensor(const InputRequest& r) {
       return TensorSource::of(std::move(*m));
     }
   }
-  if (ends_with(input, ".f32") || ends_with(input, ".bin") || ends_with(input, ".raw")) {
+  if (input.ends_with(".f32") || input.ends_with(".bin") || input.ends_with(".raw")) {
     std::vector<std::int64_t> shape;
     if (!r.shape.empty()) {
       auto parsed = parse_shape(r.shape);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "mxlab/core/small_file.hpp"
+#include "mxlab/core/text.hpp"
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/io/weights.hpp"
 
@@ -16,31 +17,7 @@ namespace {
 
 constexpr Role kRoles[] = {Role::W, Role::A, Role::G, Role::WBp, Role::ABp};
 
-std::string trim(std::string_view s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
-
 RoleFormats all_roles(const std::string& f) { return RoleFormats{f, f, f, f, f}; }
-
-bool parse_number(const std::string& text, double& out) {
-  try {
-    std::size_t used = 0;
-    out = std::stod(text, &used);
-    return used == text.size();
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-/// The shortest decimal that reads back to v (recipe.txt must give the run's values exactly).
-std::string shortest(double v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
 
 }  // namespace
 
@@ -172,14 +149,14 @@ Result<Recipe> parse_recipe(std::string_view text, const std::string& origin) {
   while (std::getline(in, line)) {
     ++line_no;
     if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
-    const std::string t = trim(line);
+    const std::string t(trim(line));
     if (t.empty()) continue;
     settings = true;
     const auto where = origin + ":" + std::to_string(line_no) + ": ";
     const auto eq = t.find('=');
     if (eq == std::string::npos) return make_error(where + "expected 'key = value', got '" + t + "'");
-    const std::string key = trim(std::string_view(t).substr(0, eq));
-    const std::string value = trim(std::string_view(t).substr(eq + 1));
+    const std::string key(trim(std::string_view(t).substr(0, eq)));
+    const std::string value(trim(std::string_view(t).substr(eq + 1)));
     if (value.empty()) return make_error(where + "'" + key + "' needs a value");
     auto check_format = [&](const std::string& f) -> std::optional<Error> {
       auto bf = role_format(f);
@@ -245,8 +222,9 @@ Result<Recipe> parse_recipe(std::string_view text, const std::string& origin) {
       else return make_error(where + "amax_compute_algo must be max or most_recent, got '" + value + "'");
       continue;
     }
-    double number = 0;
-    const bool is_number = parse_number(value, number);
+    const auto parsed = parse_double(value);
+    const bool is_number = parsed.has_value();
+    const double number = parsed.value_or(0.0);
     const bool whole = is_number && std::fabs(number) < 1e15 && number == std::trunc(number);
     if (key == "amax_history_len") {
       if (!whole || number < 1 || number > 1000000)
@@ -317,10 +295,10 @@ std::string recipe_text(const Recipe& r) {
   const char* modes[] = {"none", "static", "dynamic"};
   s << "loss_scaling = " << modes[static_cast<int>(r.loss_scaling.mode)] << "\n";
   if (r.loss_scaling.mode != LossScaling::Mode::None) {
-    s << "loss_scale = " << shortest(r.loss_scaling.initial) << "\n";
+    s << "loss_scale = " << shortest_decimal(r.loss_scaling.initial) << "\n";
     if (r.loss_scaling.mode == LossScaling::Mode::Dynamic)
-      s << "growth_interval = " << r.loss_scaling.growth_interval << "\ngrowth = " << shortest(r.loss_scaling.growth)
-        << "\nbackoff = " << shortest(r.loss_scaling.backoff) << "\nmin_scale = " << shortest(r.loss_scaling.min_scale)
+      s << "growth_interval = " << r.loss_scaling.growth_interval << "\ngrowth = " << shortest_decimal(r.loss_scaling.growth)
+        << "\nbackoff = " << shortest_decimal(r.loss_scaling.backoff) << "\nmin_scale = " << shortest_decimal(r.loss_scaling.min_scale)
         << "\n";
   }
   if (r.delayed.enabled)
