@@ -46,13 +46,9 @@ int cmd_bounds(const std::vector<std::string>& argv, Io io) {
   }
   if (args->positional.size() != 2)
     return bad_input(io, "bounds", "expected two block formats (e.g. mxlab bounds mxint8 boost_e2m5)");
-  int max_gap = -1;
-  if (auto v = args->value("max-gap")) {
-    auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), max_gap);
-    if (ec != std::errc() || p != v->data() + v->size() || max_gap < 0 || max_gap > exact::kMaxBoundGap)
-      return bad_input(io, "bounds",
-                       "option '--max-gap " + *v + "': expected an integer 0.." + std::to_string(exact::kMaxBoundGap));
-  }
+  const auto max_gap_or = args->integer("max-gap", 0, exact::kMaxBoundGap, -1);
+  if (!max_gap_or) return bad_input(io, "bounds", max_gap_or.error().message);
+  const int max_gap = static_cast<int>(*max_gap_or);
   std::vector<BlockFormat> formats;
   for (const std::string& spec : args->positional) {
     auto f = block_format_from_args(spec, *args);

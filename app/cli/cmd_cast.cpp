@@ -7,6 +7,7 @@
 
 #include "cli/cli.hpp"
 #include "mxlab/core/random.hpp"
+#include "mxlab/core/text.hpp"
 #include "mxlab/exact/exact.hpp"
 #include "mxlab/formats/cast.hpp"
 #include "mxlab/formats/parse.hpp"
@@ -27,13 +28,6 @@ std::string flags_text(const CastResult& r) {
   add(r.underflow, "underflow");
   add(r.invalid, "invalid");
   return s;
-}
-
-std::string trim(const std::string& s) {
-  std::size_t a = 0, b = s.size();
-  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
-  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
-  return s.substr(a, b - a);
 }
 
 /// The columns a terminal shows first (--columns chooses others; files have every column).
@@ -90,19 +84,12 @@ int cmd_cast(const std::vector<std::string>& argv, Io io) {
     if (!r) return bad_input(io, "cast", "option '--from': " + r.error().message);
     o.source = *r;
   }
-  std::uint64_t seed = 0;
-  if (auto v = args->value("seed")) {
-    auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), seed);
-    if (ec != std::errc() || p != v->data() + v->size())
-      return bad_input(io, "cast", "option '--seed " + *v + "': expected a non-negative integer");
-  }
-  if (auto v = args->value("random-bits")) {
-    int bits = 0;
-    auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), bits);
-    if (ec != std::errc() || p != v->data() + v->size() || bits < 1 || bits > 32)
-      return bad_input(io, "cast", "option '--random-bits " + *v + "': expected an integer 1..32");
-    o.random_bits = bits;
-  }
+  const auto seed_or = args->unsigned_integer("seed", 0);
+  if (!seed_or) return bad_input(io, "cast", seed_or.error().message);
+  const std::uint64_t seed = *seed_or;
+  const auto bits = args->integer("random-bits", 1, 32, o.random_bits);
+  if (!bits) return bad_input(io, "cast", bits.error().message);
+  o.random_bits = static_cast<int>(*bits);
   auto ro = resolve_options(*f, o);
   if (!ro) return bad_input(io, "cast", ro.error().message);
   o = *ro;
@@ -117,7 +104,7 @@ int cmd_cast(const std::vector<std::string>& argv, Io io) {
     std::size_t n = 0;
     while (std::getline(io.in, line)) {
       ++n;
-      const std::string t = trim(line);
+      const std::string t(trim(line));
       if (t.empty() || t[0] == '#') continue;
       texts.push_back(t);
       line_numbers.push_back(n);

@@ -133,16 +133,9 @@ int cmd_gemm(const std::vector<std::string>& argv, Io io) {
   auto threads = threads_from_args(*args);
   if (!threads) return bad_input(io, "gemm", threads.error().message);
   r.threads = *threads;
-  std::uint64_t seed = 0;
-  if (auto v = args->value("data-seed")) {
-    try {
-      std::size_t used = 0;
-      seed = std::stoull(*v, &used);
-      if (used != v->size() || v->front() == '-') throw std::invalid_argument("seed");
-    } catch (const std::exception&) {
-      return bad_input(io, "gemm", "option '--data-seed " + *v + "': expected a non-negative integer");
-    }
-  }
+  const auto seed_or = args->unsigned_integer("data-seed", 0);
+  if (!seed_or) return bad_input(io, "gemm", seed_or.error().message);
+  const std::uint64_t seed = *seed_or;
   if (seed == UINT64_MAX) return bad_input(io, "gemm", "option '--data-seed': B uses N + 1, so N must be below 2^64 - 1");
   if (auto e = check_table_options(*args, gemm_header())) return bad_input(io, "gemm", e->message);
   const std::string in_a = args->value("a").value_or("gen:normal:0,1"), in_b = args->value("b").value_or("gen:normal:0,1");

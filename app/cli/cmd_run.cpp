@@ -65,13 +65,9 @@ Result<std::pair<std::size_t, std::size_t>> parse_shard(const std::string& v) {
 }
 
 Result<unsigned> parse_jobs(const Args& args) {
-  const auto v = args.value("jobs");
-  if (!v) return 1U;
-  unsigned j = 0;
-  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), j);
-  if (ec != std::errc() || p != v->data() + v->size() || j < 1 || j > 256)
-    return make_error("option '--jobs " + *v + "': expected a whole number from 1 to 256");
-  return j;
+  auto j = args.integer("jobs", 1, 256, 1);
+  if (!j) return j.error();
+  return static_cast<unsigned>(*j);
 }
 
 void print_summary(Io io, const experiment::RunSummary& s) {
@@ -154,11 +150,10 @@ Result<RunFiles> read_files(const std::vector<std::string>& paths, const std::op
 }
 
 /// --slurm N: writes the scripts of a job array of N shards and of their merge instead of running.
-int write_slurm(Io io, const Args& args, const std::string& tasks_text) {
-  std::size_t tasks = 0;
-  auto [p, ec] = std::from_chars(tasks_text.data(), tasks_text.data() + tasks_text.size(), tasks);
-  if (ec != std::errc() || p != tasks_text.data() + tasks_text.size() || tasks < 1 || tasks > 100000)
-    return bad_input(io, "run", "option '--slurm " + tasks_text + "': expected the number of array tasks, 1 to 100000");
+int write_slurm(Io io, const Args& args) {
+  const auto tasks_or = args.size("slurm", 1, 100000, 1);
+  if (!tasks_or) return bad_input(io, "run", tasks_or.error().message);
+  const std::size_t tasks = *tasks_or;
   if (args.value("shard")) return bad_input(io, "run", "option '--slurm' runs every shard: it cannot be given with --shard");
   auto jobs = parse_jobs(args);
   if (!jobs) return bad_input(io, "run", jobs.error().message);
@@ -282,7 +277,7 @@ int cmd_run(const std::vector<std::string>& argv, Io io) {
     return kExitOk;
   }
   if (args->positional.empty()) return bad_input(io, "run", "expected one or more experiment files");
-  if (auto n = args->value("slurm")) return write_slurm(io, *args, *n);
+  if (args->value("slurm")) return write_slurm(io, *args);
   std::vector<std::pair<std::string, experiment::RunSummary>> done;
   const int rc = run_files(io, "run", *args, &done);
   for (const auto& [file, s] : done) {

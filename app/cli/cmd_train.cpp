@@ -23,6 +23,8 @@
 #include "mxlab/core/folder_lock.hpp"
 #include "mxlab/core/quote.hpp"
 #include "mxlab/core/small_file.hpp"
+#include "mxlab/core/table.hpp"
+#include "mxlab/core/text.hpp"
 #include "mxlab/io/datasets.hpp"
 #include "mxlab/io/sha256.hpp"
 #include "mxlab/kernels/simd_target.hpp"
@@ -109,47 +111,11 @@ std::string memory_option(const Args& args, const train::MemoryEstimate& e, cons
   return "the " + kind + " model";
 }
 
-bool parse_int(const std::string& s, std::int64_t lo, std::int64_t hi, std::int64_t& out) {
-  try {
-    std::size_t used = 0;
-    const long long v = std::stoll(s, &used);
-    if (used != s.size() || v < lo || v > hi) return false;
-    out = v;
-    return true;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-bool parse_positive(const std::string& s, double& out) {
-  try {
-    std::size_t used = 0;
-    out = std::stod(s, &used);
-    return used == s.size() && std::isfinite(out) && out >= 0;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
 std::string num(double v) {
   if (!std::isfinite(v)) return v != v ? "nan" : (v > 0 ? "inf" : "-inf");
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
-}
-
-std::string json_string(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (c == '\n') o += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      o += buf;
-    } else o += c;
-  }
-  return o + "\"";
 }
 
 std::string json_number(double v) { return std::isfinite(v) ? num(v) : "null"; }
@@ -246,13 +212,12 @@ Result<CheckpointFile> read_checkpoint(const std::string& path, std::uint64_t ma
     if (eol == std::string::npos || space == std::string::npos || space > eol)
       return make_error(name + " is damaged (a section header at byte " + std::to_string(at) + ")");
     const std::string section(payload.substr(at, space - at));
-    std::int64_t length = 0;
-    if (!parse_int(std::string(payload.substr(space + 1, eol - space - 1)), 0, std::int64_t{1} << 50, length) ||
-        static_cast<std::uint64_t>(length) > payload.size() - eol - 1)
+    const auto length = parse_whole_in<std::uint64_t>(payload.substr(space + 1, eol - space - 1), 0, std::uint64_t{1} << 50);
+    if (!length || *length > payload.size() - eol - 1)
       return make_error(name + " is damaged (section '" + section + "' runs past the end)");
-    if (!f.sections.emplace(section, payload.substr(eol + 1, static_cast<std::size_t>(length))).second)
+    if (!f.sections.emplace(section, payload.substr(eol + 1, static_cast<std::size_t>(*length))).second)
       return make_error(name + " is damaged (section '" + section + "' twice)");
-    at = eol + 1 + static_cast<std::size_t>(length);
+    at = eol + 1 + static_cast<std::size_t>(*length);
   }
   for (const char* needed : {"identity", "state", "csv", "columns"})
     if (f.sections.count(needed) == 0) return make_error(name + " is damaged (no section '" + needed + "')");
@@ -365,46 +330,41 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   if (!train::is_model_kind(o.model.kind))
     return bad_input(io, "train", "option '--model' must be mlp, cnn, transformer, resnet, mobilenet or vit, got '" +
                                       o.model.kind + "'");
-  auto int_option = [&](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t& out) -> bool {
-    if (auto v = args->value(name)) {
-      if (!parse_int(*v, lo, hi, out)) {
-        bad_input(io, "train", std::string("option '--") + name + "' needs a whole number " + std::to_string(lo) + ".." +
-                                   std::to_string(hi) + ", got '" + *v + "'");
-        return false;
-      }
-    }
-    return true;
+  std::optional<Error> bad;
+  auto integer = [&](const char* name, std::int64_t lo, std::int64_t hi, auto& out) {
+    auto r = args->integer(name, lo, hi, static_cast<std::int64_t>(out));
+    if (!r && !bad) bad = r.error();
+    if (r) out = static_cast<std::remove_reference_t<decltype(out)>>(*r);
   };
-  auto real_option = [&](const char* name, double& out, bool positive) -> bool {
-    if (auto v = args->value(name)) {
-      if (!parse_positive(*v, out) || (positive && out <= 0)) {
-        bad_input(io, "train", std::string("option '--") + name + "' needs a " + (positive ? "positive" : "non-negative") +
-                                   " number, got '" + *v + "'");
-        return false;
-      }
-    }
-    return true;
+  auto real = [&](const char* name, bool positive, double& out) {
+    auto r = args->real(name, positive, out);
+    if (!r && !bad) bad = r.error();
+    if (r) out = *r;
   };
-  std::int64_t seed = 0, threads = 1, eval_every = -1;
+  std::int64_t eval_every = -1;
   o.checkpoint_every = 500;
-  if (!int_option("steps", 1, 100000000, o.steps) || !int_option("seed", 0, std::int64_t{1} << 62, seed) ||
-      !int_option("batch", 1, 1 << 20, o.batch) || !int_option("threads", 1, 1024, threads) ||
-      !int_option("warmup", 0, 100000000, o.optimizer.warmup_steps) ||
-      !int_option("eval-every", 0, 100000000, eval_every) || !int_option("eval-limit", 1, 100000000, o.eval_limit) ||
-      !int_option("metrics-every", 0, 100000000, o.metrics_every) ||
-      !int_option("checkpoint-every", 0, 100000000, o.checkpoint_every) ||
-      !int_option("d-model", 1, 4096, o.model.d_model) || !int_option("layers", 1, 64, o.model.layers) ||
-      !int_option("heads", 1, 64, o.model.heads) || !int_option("context", 2, 4096, o.model.context) ||
-      !int_option("patch", 1, 4096, o.model.patch) || !int_option("width", 1, 256, o.model.width) ||
-      !real_option("lr", o.optimizer.lr, true) || !real_option("weight-decay", o.optimizer.weight_decay, false))
-    return kExitBadInput;
-  o.seed = static_cast<std::uint64_t>(seed);
-  o.threads = static_cast<unsigned>(threads);
+  integer("steps", 1, 100000000, o.steps);
+  integer("seed", 0, std::int64_t{1} << 62, o.seed);
+  integer("batch", 1, 1 << 20, o.batch);
+  integer("threads", 1, 1024, o.threads);
+  integer("warmup", 0, 100000000, o.optimizer.warmup_steps);
+  integer("eval-every", 0, 100000000, eval_every);
+  integer("eval-limit", 1, 100000000, o.eval_limit);
+  integer("metrics-every", 0, 100000000, o.metrics_every);
+  integer("checkpoint-every", 0, 100000000, o.checkpoint_every);
+  integer("d-model", 1, 4096, o.model.d_model);
+  integer("layers", 1, 64, o.model.layers);
+  integer("heads", 1, 64, o.model.heads);
+  integer("context", 2, 4096, o.model.context);
+  integer("patch", 1, 4096, o.model.patch);
+  integer("width", 1, 256, o.model.width);
+  real("lr", true, o.optimizer.lr);
+  real("weight-decay", false, o.optimizer.weight_decay);
+  static constexpr Named<std::string_view> kOptimizers[] = {{"adamw", "adamw"}, {"sgd", "sgd"}};
+  if (auto r = args->choice<std::string_view>("optimizer", kOptimizers, "adamw")) o.optimizer.kind = std::string(*r);
+  else if (!bad) bad = r.error();
+  if (bad) return bad_input(io, "train", bad->message);
   o.optimizer.cosine = !args->flag("no-cosine");
-  if (auto v = args->value("optimizer")) {
-    if (*v != "adamw" && *v != "sgd") return bad_input(io, "train", "option '--optimizer' must be adamw or sgd, got '" + *v + "'");
-    o.optimizer.kind = *v;
-  }
   // Size options of another model would be ignored: refused, as they cannot be meant.
   for (const char* t : {"d-model", "layers", "heads"})
     if (o.model.kind != "transformer" && o.model.kind != "vit" && args->value(t))
@@ -424,10 +384,9 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
     o.model.hidden.clear();
     std::stringstream s(*v);
     std::string part;
-    std::int64_t w = 0;
     const bool listed = !v->empty() && v->back() != ',';  // getline drops a trailing empty width
     while (listed && std::getline(s, part, ','))
-      if (parse_int(part, 1, 65536, w)) o.model.hidden.push_back(w);
+      if (const auto w = parse_whole_in<std::int64_t>(part, 1, 65536)) o.model.hidden.push_back(*w);
       else break;
     if (!listed || o.model.hidden.empty() || !s.eof() || o.model.hidden.size() > kMaxHiddenLayers)
       return bad_input(io, "train", "option '--hidden' needs 1.." + std::to_string(kMaxHiddenLayers) +
@@ -651,8 +610,8 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   prov.inputs.emplace_back("optimizer", o.optimizer.kind);
   prov.inputs.emplace_back("threads", std::to_string(o.threads));
   std::ostringstream j;
-  j << "{\n  \"model\": " << json_string(o.model.kind) << ",\n  \"data\": " << json_string(data->name)
-    << ",\n  \"recipe\": " << json_string(o.recipe.name) << ",\n  \"recipe_text\": " << json_string(train::recipe_text(o.recipe))
+  j << "{\n  \"model\": " << json_quote(o.model.kind) << ",\n  \"data\": " << json_quote(data->name)
+    << ",\n  \"recipe\": " << json_quote(o.recipe.name) << ",\n  \"recipe_text\": " << json_quote(train::recipe_text(o.recipe))
     << ",\n  \"parameters\": " << result->parameters << ",\n  \"steps\": " << result->steps_done
     << ",\n  \"cancelled\": " << (result->cancelled ? "true" : "false") << ",\n  \"skipped_steps\": " << result->skipped
     << ",\n  \"final_loss_scale\": " << json_number(result->final_loss_scale)
@@ -673,7 +632,7 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   j << ",\n  \"operands\": [";
   for (std::size_t i = 0; i < columns.size(); ++i) {
     const auto& t = totals[columns[i].key];
-    j << (i ? "," : "") << "\n    {\"operand\": " << json_string(columns[i].key) << ", \"metric_steps\": " << t.steps
+    j << (i ? "," : "") << "\n    {\"operand\": " << json_quote(columns[i].key) << ", \"metric_steps\": " << t.steps
       << ", \"underflow_ratio\": "
       << json_number(t.nonzero > 0 ? static_cast<double>(t.underflow) / static_cast<double>(t.nonzero) : 0.0)
       << ", \"mean_mse\": " << json_number(t.steps > 0 ? t.mse_sum / static_cast<double>(t.steps) : 0.0);

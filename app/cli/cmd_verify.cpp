@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "cli/cli.hpp"
+#include "mxlab/core/text.hpp"
 #include "mxlab/core/threads.hpp"
 #include "mxlab/formats/cast.hpp"
 #include "mxlab/formats/parse.hpp"
@@ -14,16 +15,6 @@
 
 namespace mxlab::cli {
 namespace {
-bool parse_u64(const std::string& s, std::uint64_t* out) {
-  std::string_view v = s;
-  int base = 10;
-  if (v.rfind("0x", 0) == 0 || v.rfind("0X", 0) == 0) {
-    base = 16;
-    v.remove_prefix(2);
-  }
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), *out, base);
-  return !v.empty() && ec == std::errc() && p == v.data() + v.size();
-}
 /// The columns a terminal shows first (--columns chooses others; files have every column).
 const std::vector<std::string> kVerifyColumns = {"format", "round", "simd_target", "checked", "mismatches", "seconds"};
 
@@ -72,31 +63,26 @@ int cmd_verify_cast(const std::vector<std::string>& argv, Io io) {
   if (err) return bad_input(io, "verify-cast", err->message);
   VerifyOptions vo;
   vo.threads = 0;
-  std::uint64_t n = 0;
-  if (auto v = args->value("threads")) {
-    if (!parse_u64(*v, &n) || n > 1024) return bad_input(io, "verify-cast", "option '--threads " + *v + "': expected 0..1024");
-    vo.threads = static_cast<unsigned>(n);
-  }
-  if (auto v = args->value("seed")) {
-    if (!parse_u64(*v, &vo.seed)) return bad_input(io, "verify-cast", "option '--seed " + *v + "': expected an integer");
-  }
-  if (auto v = args->value("random-bits")) {
-    if (!parse_u64(*v, &n) || n < 1 || n > 32)
-      return bad_input(io, "verify-cast", "option '--random-bits " + *v + "': expected 1..32");
-    o.random_bits = static_cast<int>(n);
-  }
-  if (auto v = args->value("examples")) {
-    if (!parse_u64(*v, &n) || n > 100000) return bad_input(io, "verify-cast", "option '--examples " + *v + "': expected 0..100000");
-    vo.max_examples = static_cast<std::size_t>(n);
-  }
+  const auto threads = args->integer("threads", 0, 1024, 0);
+  const auto seed = args->unsigned_integer("seed", vo.seed);
+  const auto random_bits = args->integer("random-bits", 1, 32, o.random_bits);
+  const auto examples = args->size("examples", 0, 100000, vo.max_examples);
+  if (!threads) return bad_input(io, "verify-cast", threads.error().message);
+  if (!seed) return bad_input(io, "verify-cast", seed.error().message);
+  if (!random_bits) return bad_input(io, "verify-cast", random_bits.error().message);
+  if (!examples) return bad_input(io, "verify-cast", examples.error().message);
+  vo.threads = static_cast<unsigned>(*threads);
+  vo.seed = *seed;
+  o.random_bits = static_cast<int>(*random_bits);
+  vo.max_examples = *examples;
   if (auto v = args->value("range")) {
     const auto colon = v->find(':');
-    std::uint64_t a = 0, b = 0;
-    if (colon == std::string::npos || !parse_u64(v->substr(0, colon), &a) || !parse_u64(v->substr(colon + 1), &b) ||
-        a > b || b > 0xFFFFFFFFULL)
+    const auto a = parse_code(std::string_view(*v).substr(0, colon));
+    const auto b = colon == std::string::npos ? std::nullopt : parse_code(std::string_view(*v).substr(colon + 1));
+    if (!a || !b || *a > *b || *b > 0xFFFFFFFFULL)
       return bad_input(io, "verify-cast", "option '--range " + *v + "': expected FIRST:LAST with FIRST <= LAST <= 0xFFFFFFFF");
-    vo.begin = a;
-    vo.end = b + 1;
+    vo.begin = *a;
+    vo.end = *b + 1;
   }
   std::optional<ScopedSimdTarget> forced;
   if (auto v = args->value("target")) {

@@ -7,18 +7,6 @@
 
 
 namespace mxlab::cli {
-namespace {
-Result<std::uint64_t> data_seed(const Args& args) {
-  std::uint64_t seed = 0;
-  if (auto v = args.value("data-seed")) {
-    auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), seed);
-    if (ec != std::errc() || p != v->data() + v->size())
-      return make_error("option '--data-seed " + *v + "': expected a non-negative integer");
-  }
-  return seed;
-}
-}  // namespace
-
 std::vector<OptionSpec> input_options() {
   return {{"shape", true, "SHAPE", "shape of a generated or raw input, e.g. 1024x1024 (default 65536)"},
           {"data-seed", true, "N", "seed of a generated input (default 0)"},
@@ -35,7 +23,7 @@ Result<ops::InputRequest> request_from_args(const std::string& input, const Args
     if (shape->empty()) return make_error("option '--shape': empty (give a shape such as 65536 or 1024x1024, or omit it)");
     r.shape = *shape;
   }
-  auto seed = data_seed(args);
+  auto seed = args.unsigned_integer("data-seed", 0);
   if (!seed) return seed.error();
   r.seed = *seed;
   r.bf16 = args.flag("bf16");
@@ -71,13 +59,9 @@ OptionSpec threads_option() {
 }
 
 Result<unsigned> threads_from_args(const Args& args) {
-  const auto v = args.value("threads");
-  if (!v) return 0U;
-  unsigned t = 0;
-  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), t);
-  if (ec != std::errc() || p != v->data() + v->size() || t < 1 || t > 1024)
-    return make_error("option '--threads " + *v + "': expected a whole number from 1 to 1024");
-  return t;
+  auto t = args.integer("threads", 1, 1024, 0);
+  if (!t) return t.error();
+  return static_cast<unsigned>(*t);
 }
 
 std::string describe_source(const std::string& input, const Args& args, const ops::TensorSource& t) {
