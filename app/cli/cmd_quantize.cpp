@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "mxlab/core/atomic_file.hpp"
 #include "mxlab/io/npy.hpp"
 #include "mxlab/ops/packed_file.hpp"
+#include "mxlab/ops/weight_tensors.hpp"
 #include "mxlab/quantize/analysis.hpp"
 #include "mxlab/quantize/pack.hpp"
 
@@ -246,9 +248,35 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
 /// Most per-block rows analyze makes as a whole table (terminal, JSON, Markdown); more stream as CSV.
 constexpr std::int64_t kMaxPerBlockRows = std::int64_t{1} << 16;
 
-/// The columns of analyze's table.
-Table analyze_header(bool per_block, bool gaps) {
+/// The columns a terminal shows first for a weight file's or capture folder's tensors.
+const std::vector<std::string> kAnalyzeWeightColumns = {"tensor", "format", "mse", "sqnr_db", "max_abs_error",
+                                                        "underflow_ratio", "saturation_ratio", "engine"};
+const std::vector<std::string> kAnalyzeWeightGapColumns = {"tensor", "format", "gap", "elements", "mse", "sqnr_db",
+                                                           "max_abs_error", "underflow_ratio", "engine"};
+
+/// Whether INPUT names a weight file or a capture folder (analyzed tensor by tensor) rather than one tensor.
+bool is_weight_input(const std::string& input) {
+  std::error_code ec;
+  if (input.rfind("gen:", 0) == 0) return false;
+  if (std::filesystem::is_directory(input, ec)) return true;
+  for (const char* suffix : {".safetensors", ".gguf", ".wd", ".json"})
+    if (input.ends_with(suffix)) return true;
+  return false;
+}
+
+/// The cells of one analysis row after its leading columns: elements ... sse_exact.
+std::vector<std::string> stats_cells(const ErrorStats& s, double bits, bool saturation) {
+  const double bias = s.count ? s.error_sum.to_double() / static_cast<double>(s.count) : 0.0;
+  return {std::to_string(s.count + s.nan_outputs), g17(bits), g17(s.mse()), g17(s.rmse()), g17(s.sqnr_db()),
+          g17(bias), g17(s.max_abs_error), g17(s.max_rel_error), g17(s.underflow_ratio()),
+          saturation ? g17(s.saturation_ratio()) : std::string("-"), std::to_string(s.nan_outputs),
+          exact::from_parts(s.sse.parts()).to_decimal()};
+}
+
+/// The columns of analyze's table (led by tensor, shape and layout for a weight file's tensors).
+Table analyze_header(bool per_block, bool gaps, bool weights = false) {
   Table table;
+  if (weights) table.add_column("tensor"), table.add_column("shape"), table.add_column("layout");
   table.add_column("format");
   if (per_block) table.add_column("block", true), table.add_column("amax", true), table.add_column("scale", true);
   if (gaps) table.add_column("gap", true);
@@ -260,13 +288,77 @@ Table analyze_header(bool per_block, bool gaps) {
   return table;
 }
 
+namespace {
+
+/// `mxlab analyze SPEC... --input WEIGHTS [--select PATTERN] [--gaps]`: every readable tensor of a weight file
+/// or capture folder whose name matches, blocks along its reduction axes (ops::analyze_weights), a row per
+/// tensor and format (and gap), led by the tensor's name, shape and layout.
+int analyze_weight_input(Io io, const Args& args, const std::string& input, const std::vector<BlockFormat>& formats,
+                         unsigned threads) {
+  for (const char* o : {"per-block", "layout", "reduction-axes", "shape", "data-seed", "bf16", "csv-table"})
+    if (args.flag(o) || args.value(o))
+      return bad_input(io, "analyze", "option '--" + std::string(o) + "' does not apply to the weight file or capture folder '" +
+                                          input + "' (each tensor's layout comes from the file)");
+  const bool gaps = args.flag("gaps");
+  const Table header = analyze_header(false, gaps, true);
+  if (auto e = check_table_options(args, header)) return bad_input(io, "analyze", e->message);
+  auto file = WeightFile::open(input);
+  if (!file) return bad_input(io, "analyze", file.error().message);
+  auto pattern = NamePattern::parse(args.value("select").value_or("*"));
+  if (!pattern) return bad_input(io, "analyze", pattern.error().message);
+  ops::AnalyzeOptions options;
+  options.gaps = gaps;
+  ops::Run run;
+  run.threads = threads;
+  auto results = ops::analyze_weights(formats, *file, *pattern, options, run);
+  if (!results) return bad_input(io, "analyze", results.error().message);
+  Table table = header;
+  for (const auto& w : *results) {
+    const std::vector<std::string> lead = {w.info.name, format_shape(w.info.shape), w.layout};
+    for (const auto& a : w.formats) {
+      auto add = [&](const ErrorStats& s, const std::string* gap, bool saturation) {
+        std::vector<std::string> r = lead;
+        r.push_back(a.format.name);
+        if (gap) r.push_back(*gap);
+        for (auto& c : stats_cells(s, a.bits_per_element, saturation)) r.push_back(std::move(c));
+        r.push_back(a.engine);
+        table.rows.push_back(std::move(r));
+      };
+      if (!gaps) {
+        add(a.total, nullptr, true);
+        continue;
+      }
+      const bool exact_saturation = a.engine.rfind("reference", 0) == 0;
+      for (const auto& [g, s] : a.by_gap) {
+        const std::string gap = std::to_string(g);
+        add(s, &gap, exact_saturation);
+      }
+    }
+  }
+  Provenance prov = build_provenance();
+  prov.simd_target = "reference";
+  for (const auto& w : *results)
+    for (const auto& a : w.formats)
+      if (simd_target_of(a.engine) != "reference") prov.simd_target = simd_target_of(a.engine);
+  prov.inputs = describe_options(formats.front());
+  prov.inputs.front().second.clear();
+  for (const auto& f : formats) prov.inputs.front().second += (prov.inputs.front().second.empty() ? "" : " ") + f.name;
+  prov.inputs.emplace_back("input", input + " (" + std::string(weight_file_kind_name(file->kind())) + ", " +
+                                        std::to_string(results->size()) + " tensors)");
+  prov.inputs.emplace_back("select", pattern->text());
+  return emit_table(io, "analyze", args, table, prov, {gaps ? kAnalyzeWeightGapColumns : kAnalyzeWeightColumns, ""});
+}
+
+}  // namespace
+
 int cmd_analyze(const std::vector<std::string>& argv, Io io) {
   std::vector<OptionSpec> specs = {
-      {"input", true, "INPUT", "FILE.npy, FILE.csv, FILE.f32, or gen:DIST (with --shape, --data-seed)"},
+      {"input", true, "INPUT", "FILE.npy, FILE.csv, FILE.f32, gen:DIST (with --shape, --data-seed), or WEIGHTS (a capture folder or weight file)"},
       {"per-block", false, "", "one row per block instead of per format"},
       {"gaps", false, "", "one row per exponent gap g = floor(log2 amax_block) - floor(log2 |x|)"},
       {"layout", true, "L", "weight layout, blocks along its reduction axes: hwio (I), hwio-depthwise (H x W), io (I), oi (I), oihw (I)"},
       {"reduction-axes", true, "A[,B]", "block along these axes (moved last and flattened), e.g. 2 or 0,1"},
+      {"select", true, "PATTERN", "a weight file's or capture folder's tensors to analyze: a glob ('*/activation/*') or 're:' and a regular expression (default every float tensor)"},
       threads_option(),
   };
   for (auto& o : quant_options()) specs.push_back(o);
@@ -277,15 +369,22 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
   if (args->help) {
     io.out << "usage: mxlab analyze SPEC... --input INPUT [--per-block|--gaps] [--columns A,B,...]\n"
               "                     [--csv|--json|--md] [options]\n"
-              "       mxlab analyze SPEC... INPUT [options]   (the input last, when it is not a block format)\n\n"
+              "       mxlab analyze SPEC... INPUT [options]   (the input last, when it is not a block format)\n"
+              "       mxlab analyze SPEC... --input WEIGHTS [--select PATTERN] [--gaps] [options]\n\n"
               "Quantizes INPUT with each block format SPEC and reports, per format (or per block / per gap):\n"
               "MSE, RMSE, SQNR (dB), bias (mean signed error), max absolute and relative error, underflow ratio\n"
               "(nonzero inputs that became zero), saturation ratio, NaN outputs, bits per element including\n"
               "scales, the exact sum of squared errors (sse_exact, exact decimal) and the engine that computed\n"
               "the row. Sums are exact. Per-gap rows leave saturation out (the kernels count saturations per\n"
               "tensor and per block range, not per element).\n"
-           << terminal_columns_help(
-                  {{"", kAnalyzeColumns}, {"--per-block", kAnalyzeBlockColumns}, {"--gaps", kAnalyzeGapColumns}})
+              "WEIGHTS (a capture folder of mxlab.torch.capture, a .safetensors file or index, a tfjs model.json,\n"
+              "a .gguf or gnubg .wd file) gives a row per float tensor and format, led by tensor, shape and layout,\n"
+              "blocks along each tensor's reduction axes (activations and gradients: hidden, the last axis).\n"
+           << terminal_columns_help({{"", kAnalyzeColumns},
+                                     {"--per-block", kAnalyzeBlockColumns},
+                                     {"--gaps", kAnalyzeGapColumns},
+                                     {"WEIGHTS", kAnalyzeWeightColumns},
+                                     {"WEIGHTS --gaps", kAnalyzeWeightGapColumns}})
            << "\n" << options_help(specs);
     return kExitOk;
   }
@@ -309,6 +408,9 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
     if (!f) return bad_input(io, "analyze", f.error().message);
     formats.push_back(*f);
   }
+  if (is_weight_input(input)) return analyze_weight_input(io, *args, input, formats, *threads);
+  if (args->value("select"))
+    return bad_input(io, "analyze", "option '--select' takes a weight file or capture folder input, not '" + input + "'");
   auto t = open_input(input, *args);
   if (!t) return bad_input(io, "analyze", t.error().message);
   if (auto axes = reduction_axes(*args, t->shape())) {
@@ -336,13 +438,8 @@ int cmd_analyze(const std::vector<std::string>& argv, Io io) {
                  std::vector<std::string> lead, bool saturation) {
     std::vector<std::string> r = {f.name};
     for (auto& l : lead) r.push_back(std::move(l));
-    const double bias = s.count ? s.error_sum.to_double() / static_cast<double>(s.count) : 0.0;
-    const std::vector<std::string> rest = {
-        std::to_string(s.count + s.nan_outputs), g17(bits), g17(s.mse()), g17(s.rmse()), g17(s.sqnr_db()),
-        g17(bias), g17(s.max_abs_error), g17(s.max_rel_error), g17(s.underflow_ratio()),
-        saturation ? g17(s.saturation_ratio()) : std::string("-"), std::to_string(s.nan_outputs),
-        exact::from_parts(s.sse.parts()).to_decimal(), engine};
-    r.insert(r.end(), rest.begin(), rest.end());
+    for (auto& c : stats_cells(s, bits, saturation)) r.push_back(std::move(c));
+    r.push_back(engine);
     return r;
   };
   auto block_lead = [](std::size_t b, const ops::BlockSummary& s) {
