@@ -10,12 +10,14 @@ format, option or value: the engine's message) or ``TypeError`` (an argument of 
 ``mxlab.torch`` (imported on its own) adds PyTorch fake quantization and drop-in modules.
 """
 
+import os as _os
+
 import numpy as _np
 
 from . import _mxlab
 
 __all__ = ["formats", "codepoints", "cast", "quantize", "dequantize", "analyze", "bounds", "Quantizer",
-           "block_format", "load_recipe", "recipe_presets", "simd_target", "__version__"]
+           "block_format", "load_recipe", "recipe_presets", "simd_target", "weights", "read_weight", "__version__"]
 
 __version__ = _mxlab.version()
 BlockFormat = _mxlab.BlockFormat
@@ -240,16 +242,29 @@ _LAYOUTS = {"hwio": (4, [2]), "hwio-depthwise": (4, [0, 1]), "io": (2, [0]), "oi
 
 
 def analyze(x, *specs, gaps=False, per_block=False, layout=None, reduction_axes=None, profile=None, bf16=False,
-            threads=None, **options):
+            threads=None, select=None, **options):
     """Error metrics of x quantized with each SPEC, as records (``pandas.DataFrame(mxlab.analyze(x, 'mxfp4'))``).
 
     One record per format (per exponent gap with gaps=True, per block with per_block=True), with the columns of
     ``mxlab analyze``: format, elements, bits_per_element, mse, rmse, sqnr_db, bias, max_abs_error,
     max_rel_error, underflow_ratio, saturation_ratio (None per gap on the kernels), nan_count, engine.
     layout= (hwio, hwio-depthwise, io, oi, oihw) or reduction_axes= put blocks along a weight's reduction axes.
+
+    x may also be the path of a capture folder (``mxlab.torch.capture``) or a weight file (safetensors, tfjs,
+    GGUF, gnubg), as for ``mxlab analyze --input``: every float tensor whose name matches select= (a glob, or
+    're:' and a regular expression; default all) is analyzed with blocks along its reduction axes (hidden,
+    the last axis, for activations and gradients), and each record is led by tensor, shape and layout.
     """
     if not specs:
         raise ValueError("missing SPEC (e.g. mxlab.analyze(x, 'mxfp4', 'nvfp4'))")
+    if isinstance(x, (str, _os.PathLike)):
+        if per_block or layout is not None or reduction_axes is not None or bf16:
+            raise ValueError("per_block=, layout=, reduction_axes= and bf16= take an array; a weight file's or capture "
+                             "folder's tensors have their layout in the file")
+        fs = [block_format(s, profile, **options) for s in specs]
+        return _mxlab.analyze_weights(fs, _os.fspath(x), _select(select), gaps, _threads(threads))
+    if select is not None:
+        raise ValueError("select= takes a weight file or capture folder, not an array")
     a = _contiguous(_array(x))
     if layout is not None and reduction_axes is not None:
         raise ValueError("choose one of layout=, reduction_axes=")
@@ -265,6 +280,30 @@ def analyze(x, *specs, gaps=False, per_block=False, layout=None, reduction_axes=
         axes = [int(reduction_axes)] if isinstance(reduction_axes, (int, _np.integer)) else [int(v) for v in reduction_axes]
     fs = [block_format(s, profile, **options) for s in specs]
     return _mxlab.analyze(fs, a, bf16, gaps, per_block, axes, _threads(threads))
+
+
+def _select(select):
+    if select is None:
+        return "*"
+    if not isinstance(select, str):
+        raise TypeError(f"select= must be a name pattern (a string), not {type(select).__name__}")
+    return select
+
+
+def weights(path, select=None):
+    """The tensors of a capture folder or weight file as the engine lists them (``mxlab data weights``): records
+    of name, shape, dtype, elements, layout, reduction_axes, op (the module of a captured tensor) and readable."""
+    if not isinstance(path, (str, _os.PathLike)):
+        raise TypeError(f"expected the path of a capture folder or weight file, not {type(path).__name__}")
+    return _mxlab.weight_list(_os.fspath(path), _select(select))
+
+
+def read_weight(path, name):
+    """One tensor of a capture folder or weight file as the engine reads it (the values every analysis sees), in
+    its stored shape: float32 (float64 for a float64 tensor)."""
+    if not isinstance(path, (str, _os.PathLike)):
+        raise TypeError(f"expected the path of a capture folder or weight file, not {type(path).__name__}")
+    return _mxlab.read_weight(_os.fspath(path), str(name))
 
 
 def bounds(a, b, max_gap=None, **options):

@@ -11,10 +11,20 @@
   from the same recipe names and files as ``mxlab train --recipe``.
 - ``analyze_parameters(state, *specs)``: ``mxlab.analyze`` of every floating-point tensor of a state dict
   (``torch.load``) or a module, blocks along each weight's reduction axis, without writing files.
+- ``capture(model, path, ...)``: activations (forward hooks) and gradients (full backward hooks) of chosen
+  layers written as a capture folder, tokens x hidden float32, which ``mxlab analyze``, ``mxlab.analyze``,
+  experiment files and the GUI read as an input.
 """
 
+import fnmatch
 import functools
+import json
+import os
+import shutil
+import sys
+import uuid
 import warnings
+import zlib
 
 import numpy as _np
 import torch as _torch
@@ -22,7 +32,8 @@ import torch.nn.functional as _F
 
 import mxlab as _mx
 
-__all__ = ["fake_quantize", "fake_quantize_ste", "Linear", "Conv2d", "convert", "layer_quantizers", "analyze_parameters"]
+__all__ = ["fake_quantize", "fake_quantize_ste", "Linear", "Conv2d", "convert", "layer_quantizers", "analyze_parameters",
+           "capture", "tokens_hidden", "sample_rows"]
 
 
 def _check_cpu(t):
@@ -282,3 +293,240 @@ def analyze_parameters(state, *specs, threads=None, **options):
         for r in _mx.analyze(x, *specs, layout=layout, bf16=bf16, threads=threads, **options):
             records.append({"tensor": name, "shape": tuple(t.shape), **r})
     return records
+
+
+# ---- capture of activations and gradients
+
+# Modules whose tensors are channels-first (N, C, ...): their hidden axis is the channel axis 1.
+_CHANNELS_FIRST = (_torch.nn.modules.conv._ConvNd, _torch.nn.modules.batchnorm._BatchNorm,
+                   _torch.nn.modules.instancenorm._InstanceNorm, _torch.nn.GroupNorm,
+                   _torch.nn.modules.pooling._MaxPoolNd, _torch.nn.modules.pooling._AvgPoolNd,
+                   _torch.nn.modules.pooling._AdaptiveAvgPoolNd, _torch.nn.modules.pooling._AdaptiveMaxPoolNd)
+_SITES = ("input", "output")
+_MANIFEST = "capture.json"
+
+
+def tokens_hidden(t, hidden_axis=-1):
+    """t as a 2-D [tokens, hidden] tensor: the hidden axis moved last and the other axes flattened in their order
+    (a view where torch can make one). A 1-D tensor is one token."""
+    if t.dim() == 0:
+        raise ValueError("a scalar has no hidden axis")
+    if t.dim() == 1:
+        return t.reshape(1, -1)
+    return t.movedim(hidden_axis, -1).reshape(-1, t.shape[hidden_axis])
+
+
+def sample_rows(rows, max_tokens, seed, name):
+    """The rows ``capture(..., sample="random")`` keeps of the tensor NAME when it has more than max_tokens:
+    max_tokens distinct rows drawn uniformly by NumPy's default generator seeded with (seed, CRC-32 of the
+    name), in increasing order. The same seed and name give the same rows in any process."""
+    rng = _np.random.default_rng([int(seed), zlib.crc32(name.encode())])
+    return _np.sort(rng.choice(int(rows), size=int(max_tokens), replace=False))
+
+
+def _site_list(value, what):
+    if value is None:
+        return ()
+    sites = (value,) if isinstance(value, str) else tuple(value)
+    for v in sites:
+        if v not in _SITES:
+            raise ValueError(f"{what}={value!r}: expected 'input', 'output', both or None")
+    return sites
+
+
+def _count(value, what):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, _np.integer)) or int(value) < 1:
+        raise ValueError(f"{what}={value!r}: expected a positive integer or None")
+    return int(value)
+
+
+class capture:
+    """Activations and gradients of chosen layers of a model, written as a capture folder at ``path``.
+
+    Used as a context manager (or with ``start()`` and ``close()``)::
+
+        with mt.capture(model, "run1", types=(torch.nn.Linear,), steps=2) as cap:
+            loss = loss_fn(model(x), y)
+            loss.backward()
+        mxlab.analyze("run1", "mxfp4", "mxint8")
+
+    - Layers: every module that is an instance of one of ``types`` (default Linear and the convolutions) and,
+      when ``names`` is given (a glob or a list of globs over qualified names such as ``"features.*"``), whose
+      name matches one of them.
+    - ``activations``: the inputs and/or outputs of each layer (forward hooks); ``gradients``: the gradients of
+      the loss with respect to them (full backward hooks: "output" is dL/d(output), "input" dL/d(input), which
+      exists only when the input requires a gradient). ``None`` captures none.
+    - ``steps``: how many calls of each layer are captured (forward calls for activations, backward calls for
+      gradients; None: every call). ``max_tokens``: rows kept per tensor (None: all): the first rows, or with
+      ``sample="random"`` rows drawn with ``seed`` (``sample_rows``).
+    - Each tensor is flattened to [tokens, hidden] (``tokens_hidden``): hidden is the last axis, or the channel
+      axis 1 for the channels-first tensors (rank 3 and more) of convolutions, batch, instance and group norms
+      and pooling layers; ``hidden_axis=`` sets it for every layer. Values are written as float32 (float16 and
+      bfloat16 exactly; float64 rounded to nearest-even; NaN and infinities as they are).
+
+    Each tensor is written to its file when its hook runs, so memory stays bounded by one tensor; the folder
+    is built under a temporary name beside ``path`` and renamed to it by ``close()`` (or the end of the
+    ``with`` block), after the manifest. An exception inside the block removes it: a crash never leaves a
+    half-written capture at ``path``. An existing ``path`` is refused unless ``overwrite=True``.
+    Tensor names are ``LAYER/ROLE/SITE/STEP`` (``fc1/activation/input/0``, ``fc1/gradient/output/1``; a second
+    input or output of a layer is ``input1``, ``output1``).
+    """
+
+    def __init__(self, model, path, types=(_torch.nn.Linear, _torch.nn.modules.conv._ConvNd), names=None,
+                 activations=("input", "output"), gradients=("output",), steps=1, max_tokens=4096, sample="first",
+                 seed=0, hidden_axis=None, overwrite=False):
+        if not isinstance(model, _torch.nn.Module):
+            raise TypeError(f"expected a torch.nn.Module, not {type(model).__name__}")
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a folder name, not {type(path).__name__}")
+        types = (types,) if isinstance(types, type) else tuple(types)
+        if not types or not all(isinstance(t, type) for t in types):
+            raise TypeError("types= must be a module class or a tuple of them")
+        patterns = None if names is None else ((names,) if isinstance(names, str) else tuple(names))
+        if sample not in ("first", "random"):
+            raise ValueError(f"sample={sample!r}: expected 'first' or 'random'")
+        if isinstance(seed, bool) or not isinstance(seed, (int, _np.integer)) or int(seed) < 0:
+            raise ValueError(f"seed={seed!r}: expected a non-negative integer")
+        if hidden_axis is not None and (isinstance(hidden_axis, bool) or not isinstance(hidden_axis, (int, _np.integer))):
+            raise TypeError(f"hidden_axis={hidden_axis!r}: expected an integer or None")
+        self.path = os.fspath(path)
+        self.activations = _site_list(activations, "activations")
+        self.gradients = _site_list(gradients, "gradients")
+        if not self.activations and not self.gradients:
+            raise ValueError("nothing to capture: activations= and gradients= are both empty")
+        self.steps = _count(steps, "steps")
+        self.max_tokens = _count(max_tokens, "max_tokens")
+        self.sample, self.seed, self.hidden_axis, self.overwrite = sample, int(seed), hidden_axis, overwrite
+        self.layers = [(name or type(model).__name__, m) for name, m in model.named_modules()
+                       if isinstance(m, types) and (patterns is None or any(fnmatch.fnmatchcase(name, p) for p in patterns))]
+        if not self.layers:
+            raise ValueError("no module of the model is one of types= " + ", ".join(t.__name__ for t in types)
+                             + ("" if patterns is None else " with a name matching " + ", ".join(patterns)))
+        self.entries = []
+        self._hooks, self._calls, self._temp = [], {}, None
+
+    @property
+    def names(self):
+        """The names of the tensors captured so far, in capture order."""
+        return [e["name"] for e in self.entries]
+
+    def start(self):
+        """Registers the hooks and creates the temporary folder."""
+        if self._temp is not None:
+            raise RuntimeError("this capture has started already")
+        if os.path.lexists(self.path) and not self.overwrite:
+            raise FileExistsError(f"capture folder '{self.path}' exists (overwrite=True replaces it)")
+        parent = os.path.dirname(os.path.abspath(self.path))
+        # A new hidden name beside path (os.mkdir, unlike tempfile.mkdtemp, gives the folder the umask's mode).
+        temp = os.path.join(parent, f".{os.path.basename(os.path.abspath(self.path))}.{uuid.uuid4().hex}.partial")
+        os.mkdir(temp)
+        self._temp = temp
+        for name, module in self.layers:
+            if self.activations:
+                self._hooks.append(module.register_forward_hook(functools.partial(self._forward, name)))
+            if self.gradients:
+                self._hooks.append(module.register_full_backward_hook(functools.partial(self._backward, name)))
+        return self
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, kind, value, traceback):
+        if kind is not None:
+            self.abort()
+            return False
+        self.close()
+        return False
+
+    def _step(self, name, role):
+        step = self._calls.get((name, role), 0)
+        if self.steps is not None and step >= self.steps:
+            return None
+        self._calls[(name, role)] = step + 1
+        return step
+
+    def _forward(self, name, module, inputs, output):
+        step = self._step(name, "activation")
+        if step is not None:
+            self._write_all(name, module, "activation", step, inputs, output, self.activations)
+
+    def _backward(self, name, module, grad_input, grad_output):
+        step = self._step(name, "gradient")
+        if step is not None:
+            self._write_all(name, module, "gradient", step, grad_input, grad_output, self.gradients)
+
+    def _write_all(self, name, module, role, step, inputs, outputs, sites):
+        for site in sites:
+            values = inputs if site == "input" else outputs
+            values = values if isinstance(values, (tuple, list)) else (values,)
+            for k, t in enumerate(values):
+                if isinstance(t, _torch.Tensor) and t.is_floating_point() and t.dim() >= 1 and t.numel() > 0:
+                    self._write(name, module, role, site, k, step, t)
+
+    def _write(self, layer, module, role, site, index, step, t):
+        x = t.detach()
+        if x.device.type != "cpu":
+            x = x.cpu()
+        if self.hidden_axis is not None:
+            axis = self.hidden_axis
+        else:
+            axis = 1 if isinstance(module, _CHANNELS_FIRST) and x.dim() >= 3 else -1
+        m = tokens_hidden(x, axis)
+        name = f"{layer}/{role}/{site}{index or ''}/{step}"
+        rows, how = m.shape[0], "all"
+        if self.max_tokens is not None and rows > self.max_tokens:
+            if self.sample == "first":
+                m, how = m[:self.max_tokens], "first"
+            else:
+                m = m[_torch.from_numpy(sample_rows(rows, self.max_tokens, self.seed, name))]
+                how = "random"
+        values = m.to(_torch.float32).contiguous().numpy()
+        if sys.byteorder != "little":
+            values = values.astype("<f4")
+        file = f"{len(self.entries):06d}.f32"
+        values.tofile(os.path.join(self._temp, file))
+        self.entries.append({
+            "name": name, "file": file, "layer": layer, "module": type(module).__name__, "role": role, "site": site,
+            "index": index, "step": step, "shape": list(values.shape), "dtype": "float32", "layout": "tokens x hidden",
+            "source_shape": list(x.shape), "source_dtype": str(x.dtype).replace("torch.", ""),
+            "hidden_axis": axis if axis >= 0 else axis + x.dim(), "rows_of": rows, "sample": how})
+
+    def _remove_hooks(self):
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+
+    def abort(self):
+        """Removes the hooks and the temporary folder: nothing is written at path."""
+        self._remove_hooks()
+        if self._temp is not None:
+            shutil.rmtree(self._temp, ignore_errors=True)
+            self._temp = None
+
+    def close(self):
+        """Removes the hooks, writes the manifest and renames the folder to path. Returns path."""
+        if self._temp is None:
+            raise RuntimeError("this capture has not started (or has been closed)")
+        self._remove_hooks()
+        try:
+            manifest = {"format": "mxlab-capture", "version": 1,
+                        "producer": f"mxlab {_mx.__version__}, torch {_torch.__version__}", "seed": self.seed,
+                        "tensors": self.entries}
+            with open(os.path.join(self._temp, _MANIFEST), "w") as f:
+                json.dump(manifest, f, indent=1)
+            old = None
+            if os.path.lexists(self.path):
+                if not self.overwrite:
+                    raise FileExistsError(f"capture folder '{self.path}' appeared while capturing")
+                old = self._temp + ".old"
+                os.rename(self.path, old)
+            os.rename(self._temp, self.path)
+            self._temp = None
+            if old is not None:
+                shutil.rmtree(old) if os.path.isdir(old) and not os.path.islink(old) else os.remove(old)
+        except BaseException:
+            self.abort()
+            raise
+        return self.path

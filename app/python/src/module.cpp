@@ -23,6 +23,7 @@
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/packed_file.hpp"
 #include "mxlab/ops/requests.hpp"
+#include "mxlab/ops/weight_tensors.hpp"
 #include "mxlab/train/recipe.hpp"
 
 namespace py = pybind11;
@@ -291,6 +292,96 @@ py::list analyze(const std::vector<BlockFormat>& formats, const py::array& x, bo
   return rows;
 }
 
+// ---- weight files and capture folders
+
+WeightFile open_weights(const std::string& path) {
+  Result<WeightFile> f = make_error("");
+  {
+    py::gil_scoped_release release;
+    f = WeightFile::open(path);
+  }
+  return take(std::move(f));
+}
+
+/// The tensors of a weight file or capture folder: (name, shape, dtype, elements, layout, reduction axes, op).
+py::list weight_list(const std::string& path, const std::string& select) {
+  const WeightFile f = open_weights(path);
+  const NamePattern pattern = take(NamePattern::parse(select));
+  py::list rows;
+  for (const auto& w : f.weights()) {
+    if (!pattern.matches(w.name)) continue;
+    py::dict r;
+    r["name"] = w.name;
+    r["shape"] = py::tuple(py::cast(w.shape));
+    r["dtype"] = w.dtype;
+    r["elements"] = w.elements;
+    r["layout"] = std::string(weight_layout_name(w.layout));
+    auto axes = reduction_axes(w.shape, w.layout);
+    r["reduction_axes"] = axes ? py::object(py::tuple(py::cast(axes->axes))) : py::object(py::none());
+    r["op"] = w.op;
+    r["readable"] = w.readable();
+    rows.append(r);
+  }
+  return rows;
+}
+
+/// One tensor of a weight file or capture folder as the engine reads it, in its stored shape: float32 values
+/// (float64 for a float64 tensor, whose exact values the engine keeps).
+py::array read_weight(const std::string& path, const std::string& name) {
+  const WeightFile f = open_weights(path);
+  Result<Tensor> t = make_error("");
+  {
+    py::gil_scoped_release release;
+    auto index = f.find(name);
+    t = index ? f.read(*index) : Result<Tensor>(index.error());
+  }
+  const Tensor tensor = take(std::move(t));
+  const std::vector<py::ssize_t> shape(tensor.shape().begin(), tensor.shape().end());
+  if (tensor.dtype() == DType::F64) return values_array(tensor.shape(), tensor.f64_data());
+  py::array_t<float> a(shape);
+  if (tensor.size() != 0) std::memcpy(a.mutable_data(), tensor.data().data(), tensor.size() * sizeof(float));
+  return a;
+}
+
+/// ops::analyze_weights: records led by tensor, shape and layout, then the columns of analyze.
+py::list analyze_weights(const std::vector<BlockFormat>& formats, const std::string& path, const std::string& select,
+                         bool gaps, unsigned threads) {
+  if (formats.empty()) throw py::value_error("missing SPEC (e.g. mxlab.analyze('capture', 'mxfp4', 'mxint8'))");
+  const WeightFile f = open_weights(path);
+  const NamePattern pattern = take(NamePattern::parse(select));
+  ops::AnalyzeOptions options;
+  options.gaps = gaps;
+  Result<std::vector<ops::WeightAnalysis>> results = std::vector<ops::WeightAnalysis>{};
+  {
+    py::gil_scoped_release release;
+    results = ops::analyze_weights(formats, f, pattern, options, run_with(threads));
+  }
+  py::list rows;
+  for (const auto& w : take(std::move(results))) {
+    for (const auto& a : w.formats) {
+      auto lead = [&](py::dict r) {
+        py::dict out;
+        out["tensor"] = w.info.name;
+        out["shape"] = py::tuple(py::cast(w.info.shape));
+        out["layout"] = w.layout;
+        for (auto item : r) out[item.first] = item.second;
+        return out;
+      };
+      if (!gaps) {
+        rows.append(lead(stats_row(a.format, a.bits_per_element, a.engine, a.total, true)));
+        continue;
+      }
+      const bool exact_saturation = a.engine.rfind("reference", 0) == 0;
+      for (const auto& [g, s] : a.by_gap) {
+        py::dict r = stats_row(a.format, a.bits_per_element, a.engine, s, exact_saturation);
+        r["gap"] = g;
+        rows.append(lead(r));
+      }
+    }
+  }
+  return rows;
+}
+
 // ---- recipes
 
 /// A block format per role of a layer under a recipe (None: FP32), in Role order w, a, g, w_bp, a_bp.
@@ -442,6 +533,9 @@ PYBIND11_MODULE(_mxlab, m) {
     return py::make_tuple(file.format, packed_dict(file.format, file.tensor, "file"));
   });
   m.def("analyze", &mxlab::python::analyze);
+  m.def("weight_list", &mxlab::python::weight_list);
+  m.def("read_weight", &mxlab::python::read_weight);
+  m.def("analyze_weights", &mxlab::python::analyze_weights);
   m.def("bounds_table", [](const BlockFormat& a, const BlockFormat& b, int max_gap) {
     Result<Table> t = Table{};
     {
