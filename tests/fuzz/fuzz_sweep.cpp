@@ -2,7 +2,7 @@
 // expand_points: the count made without expanding is the number of points expanded, and a sweep past the
 // limit is refused before anything is expanded.
 //
-// Input: a byte of axes (at most 8); per axis a byte naming it, two bytes (little-endian) of values (2^17 in all
+// Input: a byte of axes (at most 8); per axis a byte naming it, two bytes (little-endian) of values (2^12 in all
 // at most) and a byte of value length (below 128); then a byte of explicit points (at most 64), each a byte whose
 // bits name the axes it sets.
 #include <algorithm>
@@ -24,8 +24,9 @@ const char* const kAxes[] = {"format", "a", "b", "block", "input", "recipe", "ro
 
 /// Expanded only up to this many points (more would be slow, not wrong).
 constexpr std::size_t kMaxExpanded = 4096;
-/// Values of all axes together (eight axes of 2^14 values still give 2^112 points).
-constexpr std::size_t kMaxValues = std::size_t{1} << 17;
+/// Values of all axes together: eight axes of 2^9 values still give 2^72 points, past every limit and past
+/// 64-bit counts, while building the values stays fast enough for thousands of inputs a second.
+constexpr std::size_t kMaxValues = std::size_t{1} << 12;
 
 }  // namespace
 
