@@ -3,8 +3,11 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include <qcustomplot.h>
+
+#include "geometry.hpp"
 
 namespace mxlab::plot {
 
@@ -62,8 +65,7 @@ class PowerTicker : public QCPAxisTickerLog {
 QString label(const std::string& s) { return QString::fromStdString(s); }
 
 /// Long category names (layer paths) shortened to their last parts.
-QString short_label(const std::string& s) {
-  QString q = label(s);
+QString short_label(const QString& q) {
   if (q.size() <= 28) return q;
   const QStringList parts = q.split('/');
   QString tail = parts.last();
@@ -71,16 +73,162 @@ QString short_label(const std::string& s) {
   return tail.size() > 28 ? "…" + tail.right(27) : "…/" + tail;
 }
 
-/// Turns an axis's category labels when they do not fit side by side in `width` pixels: -45 degrees (each ends
-/// at its tick), or -90 where slanted labels would touch each other.
-void slant(QCPAxis* axis, const std::vector<std::string>& labels, int width) {
-  if (labels.empty() || width <= 0) return;
-  const QFontMetrics m(axis->tickLabelFont());
-  int widest = 0;
-  for (const auto& s : labels) widest = std::max(widest, m.horizontalAdvance(short_label(s)));
-  const double spacing = static_cast<double>(width) / static_cast<double>(labels.size());
-  if (widest + 6 <= spacing) return;
-  axis->setTickLabelRotation(spacing * 0.7071 >= m.height() + 2 ? -45 : -90);
+bool separator(QChar c) { return c == '/' || c == '_' || c == '-' || c == '.' || c == ' ' || c == ':'; }
+
+/// The leading and trailing parts every label shares, cut at separators ("MobilenetV1/Conv2d_" and "/weights"
+/// of layer paths); empty unless there are at least three labels, the parts are worth it and each label keeps
+/// two characters.
+std::pair<QString, QString> common_affix(const QStringList& l) {
+  if (l.size() < 3) return {};
+  qsizetype p = l[0].size(), q = l[0].size();
+  for (const QString& s : l) {
+    qsizetype i = 0;
+    while (i < p && i < s.size() && s[i] == l[0][i]) ++i;
+    p = i;
+    qsizetype j = 0;
+    while (j < q && j < s.size() && s[s.size() - 1 - j] == l[0][l[0].size() - 1 - j]) ++j;
+    q = j;
+  }
+  while (p > 0 && !separator(l[0][p - 1])) --p;
+  while (q > 0 && !separator(l[0][l[0].size() - q])) --q;
+  if (p + q < 4) return {};
+  for (const QString& s : l)
+    if (s.size() - p - q < 2) return {};
+  return {l[0].left(p), l[0].right(q)};
+}
+
+/// A text broken into lines of at most `width` pixels after separators (words at spaces); empty when it needs
+/// more than `max_lines` lines or one piece is wider.
+QString wrap(const QString& s, const QFontMetricsF& m, double width, int max_lines) {
+  QStringList pieces;
+  QString piece;
+  for (QChar c : s) {
+    piece += c;
+    if (separator(c)) pieces.push_back(piece), piece.clear();
+  }
+  if (!piece.isEmpty()) pieces.push_back(piece);
+  QStringList lines;
+  QString line;
+  for (const QString& w : pieces) {
+    const QString longer = line + w;
+    if (!line.isEmpty() && m.horizontalAdvance(longer.trimmed()) > width) {
+      lines.push_back(line.trimmed());
+      line = w;
+    } else {
+      line = longer;
+    }
+  }
+  if (!line.trimmed().isEmpty()) lines.push_back(line.trimmed());
+  if (lines.size() > max_lines) return {};
+  for (const QString& x : lines)
+    if (m.horizontalAdvance(x) > width) return {};
+  return lines.join('\n');
+}
+
+double widest(const QStringList& labels, const QFontMetricsF& m) {
+  double w = 0;
+  for (const QString& s : labels)
+    for (const QString& line : s.split('\n')) w = std::max(w, m.horizontalAdvance(line));
+  return w;
+}
+
+/// How category labels are shown along an axis of `room` pixels: side by side, wrapped, slanted (-45 degrees,
+/// each ending at its tick), upright, upright and wrapped, or, when none of those fits without overlapping or
+/// taking more than `budget` pixels across the axis, as an index (1, 2, ... thinned to fit).
+struct CategoryFit {
+  QStringList shown;  ///< per category; an empty one is not labelled
+  double rotation = 0;
+  QString note;  ///< for the axis label: the parts the labels share, or "index"
+};
+
+CategoryFit fit_categories(const std::vector<std::string>& names, const QFont& font, double room, double budget) {
+  CategoryFit fit;
+  QStringList full;
+  for (const auto& s : names) full.push_back(label(s));
+  const auto [prefix, suffix] = common_affix(full);
+  if (!prefix.isEmpty() || !suffix.isEmpty()) {
+    for (QString& s : full) s = s.mid(prefix.size(), s.size() - prefix.size() - suffix.size());
+    fit.note = prefix + "…" + suffix;
+  }
+  for (const QString& s : full) fit.shown.push_back(short_label(s));
+  if (names.empty() || room <= 0) return fit;
+  const QFontMetricsF m(font);
+  const double n = static_cast<double>(names.size()), spacing = room / n, h = m.height();
+  if (widest(fit.shown, m) + 6 <= spacing) return fit;
+  auto wrapped = [&](double width, int lines) {
+    QStringList out;
+    for (const QString& s : fit.shown) {
+      const QString w = wrap(s, m, width, lines);
+      if (w.isEmpty()) return QStringList();
+      out.push_back(w);
+    }
+    return out;
+  };
+  for (int lines = 2; lines <= 3 && lines * h <= budget; ++lines)
+    if (QStringList w = wrapped(spacing - 6, lines); !w.isEmpty()) {
+      fit.shown = w;
+      return fit;
+    }
+  const double w = widest(fit.shown, m);
+  if (spacing * 0.7071 >= h + 2 && (w + h) * 0.7071 <= budget) {
+    fit.rotation = -45;
+    return fit;
+  }
+  if (spacing >= h + 2 && w <= budget) {
+    fit.rotation = -90;
+    return fit;
+  }
+  for (int lines = 2; lines <= 3 && spacing >= lines * h + 2; ++lines)
+    if (QStringList wl = wrapped(budget, lines); !wl.isEmpty()) {
+      fit.shown = wl;
+      fit.rotation = -90;
+      return fit;
+    }
+  // An index: every k-th category numbered (k = 1, 2, 5, 10, 20, ...), so the numbers stand side by side.
+  const double digit = m.horizontalAdvance(QString::number(names.size())) + 8;
+  std::size_t k = 1;
+  for (std::size_t step : {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000}) {
+    k = step;
+    if (digit <= spacing * static_cast<double>(step)) break;
+  }
+  fit.shown.clear();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    fit.shown.push_back((i + 1) % k == 0 || (i == 0 && k > 2) ? QString::number(i + 1) : QString());
+  fit.note = "index";
+  return fit;
+}
+
+/// An axis label with a note: "layer (file order, index)", "layer: MobilenetV1/…/weights".
+QString noted(const QString& axis_label, const QString& note) {
+  if (note.isEmpty()) return axis_label;
+  if (axis_label.isEmpty()) return note;
+  if (note == "index") return axis_label.endsWith(')') ? axis_label.chopped(1) + ", index)" : axis_label + " (index)";
+  return axis_label + ": " + note;
+}
+
+/// Shows an axis's categories as `fit` says.
+void show_categories(QCPAxis* axis, const CategoryFit& fit, const QString& axis_label) {
+  auto t = QSharedPointer<QCPAxisTickerText>::create();
+  for (qsizetype i = 0; i < fit.shown.size(); ++i)
+    if (!fit.shown[i].isEmpty()) t->addTick(static_cast<double>(i), fit.shown[i]);
+  axis->setTicker(t);
+  axis->setTickLabelRotation(fit.rotation);
+  axis->setLabel(noted(axis_label, fit.note));
+}
+
+/// A title broken into lines at spaces so that each fits `width` pixels (QCPTextElement sizes itself by its
+/// explicit lines only).
+QString wrap_words(const QString& text, const QFont& font, double width) {
+  const QFontMetricsF m(font);
+  if (width <= 0 || m.horizontalAdvance(text) <= width) return text;
+  QStringList lines;
+  QString line;
+  for (const QString& w : text.split(' ', Qt::SkipEmptyParts)) {
+    if (!line.isEmpty() && m.horizontalAdvance(line + " " + w) > width) lines.push_back(line), line = w;
+    else line = line.isEmpty() ? w : line + " " + w;
+  }
+  if (!line.isEmpty()) lines.push_back(line);
+  return lines.join('\n');
 }
 
 bool usable(double v, AxisScale s) { return std::isfinite(v) && (s == AxisScale::Linear || v > 0); }
@@ -95,7 +243,7 @@ void set_scale(QCPAxis* axis, const experiment::Axis& a, double font_px) {
   axis->setLabel(label(a.label));
   if (!a.tick_labels.empty()) {
     auto t = QSharedPointer<QCPAxisTickerText>::create();
-    for (std::size_t i = 0; i < a.tick_labels.size(); ++i) t->addTick(static_cast<double>(i), short_label(a.tick_labels[i]));
+    for (std::size_t i = 0; i < a.tick_labels.size(); ++i) t->addTick(static_cast<double>(i), short_label(label(a.tick_labels[i])));
     axis->setTicker(t);
     axis->setScaleType(QCPAxis::stLinear);
     return;
@@ -141,6 +289,196 @@ void lay_out(QCustomPlot& plot) {
   layout->update(QCPLayoutElement::upLayout);
 }
 
+/// A vertical axis label longer than its axis goes on two lines, then shrinks until it fits (a label taller
+/// than the plot would run over the title or out of the figure).
+void fit_axis_label(QCustomPlot& plot, QCPAxis* axis) {
+  if (axis->label().isEmpty()) return;
+  lay_out(plot);
+  const double room = axis->axisRect()->rect().height() - 4;
+  QFont font = axis->labelFont();
+  QString text = axis->label();
+  if (QFontMetricsF(font).horizontalAdvance(text) <= room) return;
+  const qsizetype mid = text.size() / 2;
+  qsizetype cut = -1;
+  for (qsizetype d = 0; d <= mid && cut < 0; ++d)
+    for (qsizetype at : {mid - d, mid + d})
+      if (at > 0 && at < text.size() && text[at] == ' ') {
+        cut = at;
+        break;
+      }
+  if (cut > 0) text = text.left(cut) + "\n" + text.mid(cut + 1);
+  while (font.pixelSize() > 6 && widest(text.split('\n'), QFontMetricsF(font)) > room) font.setPixelSize(font.pixelSize() - 1);
+  axis->setLabel(text);
+  axis->setLabelFont(font);
+}
+
+/// The legend's entries: one per name (a series drawn in several panels is listed once).
+void fill_legend(QCustomPlot& plot, QCPLegend* legend) {
+  QSet<QString> listed;
+  for (int i = 0; i < plot.plottableCount(); ++i) {
+    QCPAbstractPlottable* p = plot.plottable(i);
+    if (p->name().isEmpty() || listed.contains(p->name())) continue;
+    listed.insert(p->name());
+    legend->addItem(new QCPPlottableLegendItem(legend, p));
+  }
+}
+
+QCPLegend* make_legend(double font_px) {
+  auto* legend = new QCPLegend;
+  QFont lf;
+  lf.setPixelSize(static_cast<int>(std::lround(font_px * 0.9)));
+  legend->setFont(lf);
+  legend->setBrush(QColor(255, 255, 255, 215));
+  legend->setBorderPen(QPen(QColor(190, 190, 190)));
+  legend->setRowSpacing(0);
+  legend->setVisible(true);
+  return legend;
+}
+
+/// The legend inside the plot, where it covers no data: the corners, the middles of the top and bottom edges,
+/// then the top corners once the value axis has grown by the legend's height (at most 40% of the plot).
+/// Returns false, with the legend removed, when every place covers data.
+bool legend_inside(QCustomPlot& plot, QCPAxisRect* rect, QCPLegend* legend) {
+  QCPLayoutInset* inset = rect->insetLayout();
+  const int at = inset->elementCount() - 1;
+  auto covered = [&](Qt::Alignment where) {
+    inset->setInsetAlignment(at, where);
+    lay_out(plot);  // the legend at its place (nothing drawn: a replot of many points is slow)
+    return data_under(plot, QRectF(legend->outerRect()).adjusted(-6, -6, 6, 6));
+  };
+  const Qt::Alignment places[] = {Qt::AlignTop | Qt::AlignRight,    Qt::AlignTop | Qt::AlignLeft,
+                                  Qt::AlignBottom | Qt::AlignRight, Qt::AlignBottom | Qt::AlignLeft,
+                                  Qt::AlignTop | Qt::AlignHCenter,  Qt::AlignBottom | Qt::AlignHCenter};
+  for (Qt::Alignment where : places)
+    if (covered(where) == 0) return true;
+  QCPAxis* y = rect->axis(QCPAxis::atLeft);
+  const QCPRange before = y->range();
+  const double room = legend->outerRect().height() + 12, height = rect->rect().height();
+  if (room < 0.4 * height) {
+    const double keep = height / (height - room);
+    if (y->scaleType() == QCPAxis::stLogarithmic) y->setRange(before.lower, before.lower * std::pow(before.upper / before.lower, keep));
+    else y->setRange(before.lower, before.lower + (before.upper - before.lower) * keep);
+    for (Qt::Alignment where : {places[0], places[1]})
+      if (covered(where) == 0) return true;
+    y->setRange(before);
+  }
+  inset->take(legend);
+  inset->simplify();
+  delete legend;
+  return false;
+}
+
+/// The legend below the plot: its title, then the entries, in as many columns as the figure's width holds.
+void legend_below(QCustomPlot& plot, const Figure& f, double font_px, int row) {
+  QCPLegend* legend = make_legend(font_px);
+  legend->setBorderPen(Qt::NoPen);
+  legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  plot.plotLayout()->addElement(row, 0, legend);
+  if (!f.legend_title.empty()) {
+    QFont tf = legend->font();
+    tf.setBold(true);
+    legend->addElement(new QCPTextElement(&plot, label(f.legend_title), tf));
+  }
+  fill_legend(plot, legend);
+  const double width = plot.viewport().width() - 12;
+  for (int columns = std::max(legend->elementCount(), 1); columns >= 1; --columns) {
+    legend->setWrap(columns);
+    legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
+    if (legend->minimumOuterSizeHint().width() <= width) break;
+  }
+  plot.plotLayout()->setRowStretchFactor(row, 0.001);
+}
+
+}  // namespace
+
+namespace {
+
+/// The heatmap: a colour map with its colour scale, the labels of its rows and columns, the value of each cell
+/// when there are few.
+void draw_heatmap(QCustomPlot& plot, const Figure& f, double font_px, QCPLayoutGrid* body, QCPAxisRect* rect) {
+  QCPAxis* x = rect->axis(QCPAxis::atBottom);
+  QCPAxis* y = rect->axis(QCPAxis::atLeft);
+  const auto& h = f.heatmap;
+  const int nx = static_cast<int>(h.x_labels.size()), ny = static_cast<int>(h.y_labels.size());
+  auto* map = new QCPColorMap(x, y);
+  map->data()->setSize(nx, ny);
+  map->data()->setRange(QCPRange(0, std::max(nx - 1, 1)), QCPRange(0, std::max(ny - 1, 1)));
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (int j = 0; j < ny; ++j)
+    for (int i = 0; i < nx; ++i) {
+      const double v = h.values[static_cast<std::size_t>(j) * static_cast<std::size_t>(nx) + static_cast<std::size_t>(i)];
+      const bool ok = std::isfinite(v) && (!h.log_values || v > 0);
+      map->data()->setCell(i, j, ok ? v : std::nan(""));
+      if (ok) lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+  experiment::Axis hx = f.x, hy = f.y;
+  hx.tick_labels = h.x_labels;
+  hy.tick_labels = h.y_labels;
+  set_scale(x, hx, font_px);
+  set_scale(y, hy, font_px * (ny > 24 ? 0.75 : 1.0));
+  // Row labels: the parts every row shares go to the axis label; rows stay upright (one label per row).
+  CategoryFit rows = fit_categories(h.y_labels, y->tickLabelFont(), 1e9, 0);
+  show_categories(y, rows, label(f.y.label));
+  auto* scale = new QCPColorScale(&plot);
+  body->addElement(0, 1, scale);
+  scale->setType(QCPAxis::atRight);
+  scale->axis()->setLabel(label(h.value_label));
+  QFont tick;
+  tick.setPixelSize(static_cast<int>(std::lround(font_px)));
+  scale->axis()->setTickLabelFont(tick);
+  scale->axis()->setLabelFont(tick);
+  if (h.log_values) {
+    scale->setDataScaleType(QCPAxis::stLogarithmic);
+    scale->axis()->setTicker(QSharedPointer<PowerTicker>::create(10.0));
+  }
+  map->setColorScale(scale);
+  QCPColorGradient g;  // viridis, perceptually uniform
+  g.setColorStops({{0.0, QColor(68, 1, 84)}, {0.25, QColor(59, 82, 139)}, {0.5, QColor(33, 145, 140)},
+                   {0.75, QColor(94, 201, 98)}, {1.0, QColor(253, 231, 37)}});
+  g.setNanHandling(QCPColorGradient::nhTransparent);
+  map->setGradient(g);
+  map->setInterpolate(false);
+  // A linear scale of values that cannot be negative (ratios, counts) starts at 0, so a small value looks small.
+  if (!h.log_values && lo >= 0) lo = 0;
+  if (lo <= hi) map->setDataRange(QCPRange(lo, hi > lo ? hi : lo + 1));
+  auto* group = new QCPMarginGroup(&plot);
+  rect->setMarginGroup(QCP::msBottom | QCP::msTop, group);
+  scale->setMarginGroup(QCP::msBottom | QCP::msTop, group);
+  x->setRange(-0.5, nx - 0.5);
+  y->setRange(-0.5, ny - 0.5);
+  // Column labels: the room is the width the colour map gets once the row labels and the colour scale have theirs.
+  lay_out(plot);
+  const CategoryFit columns = fit_categories(h.x_labels, x->tickLabelFont(), rect->rect().width(), 0.3 * plot.viewport().height());
+  show_categories(x, columns, label(f.x.label));
+  fit_axis_label(plot, y);
+  // Few cells: each says its value, in a colour that reads on the cell's.
+  if (nx * ny <= 400 && lo <= hi) {
+    QFont cf;
+    cf.setPixelSize(static_cast<int>(std::lround(font_px * (nx * ny > 100 ? 0.7 : 0.85))));
+    for (int j = 0; j < ny; ++j)
+      for (int i = 0; i < nx; ++i) {
+        const double v = map->data()->cell(i, j);
+        if (!std::isfinite(v)) continue;
+        auto* text = new QCPItemText(&plot);
+        text->setClipAxisRect(rect);
+        text->position->setAxes(x, y);
+        text->position->setCoords(i, j);
+        text->setFont(cf);
+        const double at = h.log_values ? std::log(v / lo) / std::log(hi / lo) : (v - lo) / (hi > lo ? hi - lo : 1);
+        text->setColor(at < 0.6 ? Qt::white : Qt::black);
+        text->setText(QString::number(v, 'g', 2));
+      }
+  }
+}
+
+/// A ring around a marked point (a crossover): a shape no series uses.
+QCPScatterStyle ring(double size) {
+  // A custom shape is drawn scaled by size / 6: a circle of radius 3, its pen scaled back to 1.6 pixels.
+  QPainterPath path;
+  path.addEllipse(QPointF(0, 0), 3, 3);
+  return QCPScatterStyle(path, QPen(QColor(60, 60, 60), 1.6 * 6 / size), Qt::NoBrush, size);
+}
+
 }  // namespace
 
 void draw(QCustomPlot& plot, const Figure& f, double font_px) {
@@ -148,117 +486,86 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
   plot.clearItems();
   plot.plotLayout()->clear();
   plot.setBackground(Qt::white);
+  // A widget that was never shown has not taken its size into its viewport (savePng sets it when it renders):
+  // the layout here must be the one the file gets.
+  plot.setViewport(plot.rect());
 
-  auto* rect = new QCPAxisRect(&plot);
   QFont title_font;
   title_font.setPixelSize(static_cast<int>(std::lround(font_px * 1.2)));
   title_font.setBold(true);
   int row = 0;
   if (!f.title.empty()) {
-    // A long title shrinks to fit the width (down to the tick labels' size), never clipped.
+    // A long title shrinks to fit the width (down to the tick labels' size), then goes on several lines.
     const QString t = label(f.title);
     const int width = plot.width() > 0 ? plot.width() - 8 : 0;
     while (width > 0 && title_font.pixelSize() > static_cast<int>(font_px) && QFontMetrics(title_font).horizontalAdvance(t) > width)
       title_font.setPixelSize(title_font.pixelSize() - 1);
-    auto* title = new QCPTextElement(&plot, t, title_font);
-    title->setTextFlags(Qt::TextWordWrap | Qt::AlignCenter);
+    auto* title = new QCPTextElement(&plot, wrap_words(t, title_font, width), title_font);
+    title->setTextFlags(Qt::AlignCenter);
     plot.plotLayout()->addElement(row++, 0, title);
   }
-  plot.plotLayout()->addElement(row, 0, rect);
-  QCPAxis* x = rect->axis(QCPAxis::atBottom);
-  QCPAxis* y = rect->axis(QCPAxis::atLeft);
-  experiment::Axis xa = f.x;
-  if (f.kind == PlotKind::Bar && xa.tick_labels.empty()) xa.tick_labels = f.categories;
-  set_scale(x, xa, font_px);
-  set_scale(y, f.y, font_px);
-  for (QCPAxis* a : {x, y}) {
-    a->grid()->setPen(QPen(QColor(225, 225, 225), 0, Qt::SolidLine));
-    a->grid()->setSubGridVisible(false);
-  }
-  // Category labels that do not fit side by side: slanted, or upright where slanted ones would touch.
-  if (!xa.tick_labels.empty()) slant(x, xa.tick_labels, plot.width() - 90);
-
   if (f.kind == PlotKind::Heatmap) {
-    const auto& h = f.heatmap;
-    const int nx = static_cast<int>(h.x_labels.size()), ny = static_cast<int>(h.y_labels.size());
-    auto* map = new QCPColorMap(x, y);
-    map->data()->setSize(nx, ny);
-    map->data()->setRange(QCPRange(0, std::max(nx - 1, 1)), QCPRange(0, std::max(ny - 1, 1)));
-    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-    for (int j = 0; j < ny; ++j)
-      for (int i = 0; i < nx; ++i) {
-        const double v = h.values[static_cast<std::size_t>(j) * static_cast<std::size_t>(nx) + static_cast<std::size_t>(i)];
-        const bool ok = std::isfinite(v) && (!h.log_values || v > 0);
-        map->data()->setCell(i, j, ok ? v : std::nan(""));
-        if (ok) lo = std::min(lo, v), hi = std::max(hi, v);
-      }
-    experiment::Axis hx = f.x, hy = f.y;
-    hx.tick_labels = h.x_labels;
-    hy.tick_labels = h.y_labels;
-    set_scale(x, hx, font_px);
-    set_scale(y, hy, font_px * (ny > 24 ? 0.75 : 1.0));
-    // The labels' room is the width the colour map gets once the row labels and the colour scale have theirs.
-    auto* scale_room = new QCPColorScale(&plot);
-    plot.plotLayout()->addElement(row, 1, scale_room);
-    plot.setViewport(plot.rect());
-    plot.replot(QCustomPlot::rpImmediateRefresh);
-    const int room = rect->rect().width();
-    plot.plotLayout()->remove(scale_room);
-    slant(x, h.x_labels, room);
-    auto* scale = new QCPColorScale(&plot);
-    plot.plotLayout()->addElement(row, 1, scale);
-    scale->setType(QCPAxis::atRight);
-    scale->axis()->setLabel(label(h.value_label));
-    QFont tick;
-    tick.setPixelSize(static_cast<int>(std::lround(font_px)));
-    scale->axis()->setTickLabelFont(tick);
-    scale->axis()->setLabelFont(tick);
-    if (h.log_values) {
-      scale->setDataScaleType(QCPAxis::stLogarithmic);
-      scale->axis()->setTicker(QSharedPointer<PowerTicker>::create(10.0));
-    }
-    map->setColorScale(scale);
-    QCPColorGradient g;  // viridis, perceptually uniform
-    g.setColorStops({{0.0, QColor(68, 1, 84)}, {0.25, QColor(59, 82, 139)}, {0.5, QColor(33, 145, 140)},
-                     {0.75, QColor(94, 201, 98)}, {1.0, QColor(253, 231, 37)}});
-    g.setNanHandling(QCPColorGradient::nhTransparent);
-    map->setGradient(g);
-    map->setInterpolate(false);
-    // A linear scale of values that cannot be negative (ratios, counts) starts at 0, so a small value looks small.
-    if (!h.log_values && lo >= 0) lo = 0;
-    if (lo <= hi) map->setDataRange(QCPRange(lo, hi > lo ? hi : lo + 1));
-    // Few cells: each says its value, in a colour that reads on the cell's.
-    if (nx * ny <= 400 && lo <= hi) {
-      QFont cf;
-      cf.setPixelSize(static_cast<int>(std::lround(font_px * (nx * ny > 100 ? 0.7 : 0.85))));
-      for (int j = 0; j < ny; ++j)
-        for (int i = 0; i < nx; ++i) {
-          const double v = map->data()->cell(i, j);
-          if (!std::isfinite(v)) continue;
-          auto* text = new QCPItemText(&plot);
-          text->setClipAxisRect(rect);
-          text->position->setAxes(x, y);
-          text->position->setCoords(i, j);
-          text->setFont(cf);
-          const double at = h.log_values ? std::log(v / lo) / std::log(hi / lo) : (v - lo) / (hi > lo ? hi - lo : 1);
-          text->setColor(at < 0.6 ? Qt::white : Qt::black);
-          text->setText(QString::number(v, 'g', 2));
-        }
-    }
-    auto* group = new QCPMarginGroup(&plot);
-    rect->setMarginGroup(QCP::msBottom | QCP::msTop, group);
-    scale->setMarginGroup(QCP::msBottom | QCP::msTop, group);
-    x->setRange(-0.5, nx - 0.5);
-    y->setRange(-0.5, ny - 0.5);
+    // The map and its colour scale side by side in one cell, so the title spans both.
+    auto* body = new QCPLayoutGrid;
+    plot.plotLayout()->addElement(row, 0, body);
+    auto* rect = new QCPAxisRect(&plot);
+    body->addElement(0, 0, rect);
+    draw_heatmap(plot, f, font_px, body, rect);
     plot.replot();
     return;
   }
 
+  // Panels: one per facet, in a grid of at most three columns with shared axes; the x label under the bottom
+  // panel of each column, the y label beside the left column, each panel titled with its facet.
+  const std::size_t panels = std::max<std::size_t>(1, f.facets.size());
+  const std::size_t columns = std::min<std::size_t>(3, panels), panel_rows = (panels + columns - 1) / columns;
+  std::vector<QCPAxisRect*> rects;
+  QCPLayoutGrid* grid = plot.plotLayout();
+  int grid_row = row;
+  if (!f.facets.empty()) {
+    grid = new QCPLayoutGrid;
+    plot.plotLayout()->addElement(row, 0, grid);
+    grid_row = 0;
+  }
+  auto* align = f.facets.empty() ? nullptr : new QCPMarginGroup(&plot);
+  QFont panel_font;
+  panel_font.setPixelSize(static_cast<int>(std::lround(font_px)));
+  panel_font.setBold(true);
+  for (std::size_t p = 0; p < panels; ++p) {
+    const int r = grid_row + static_cast<int>(p / columns) * (f.facets.empty() ? 1 : 2), c = static_cast<int>(p % columns);
+    if (!f.facets.empty()) grid->addElement(r, c, new QCPTextElement(&plot, label(f.facets[p]), panel_font));
+    auto* rect = new QCPAxisRect(&plot);
+    grid->addElement(f.facets.empty() ? r : r + 1, c, rect);
+    if (align) rect->setMarginGroup(QCP::msLeft | QCP::msRight | QCP::msTop | QCP::msBottom, align);
+    rects.push_back(rect);
+  }
+  experiment::Axis xa = f.x;
+  if (f.kind == PlotKind::Bar && xa.tick_labels.empty()) xa.tick_labels = f.categories;
+  for (std::size_t p = 0; p < panels; ++p) {
+    QCPAxis* x = rects[p]->axis(QCPAxis::atBottom);
+    QCPAxis* y = rects[p]->axis(QCPAxis::atLeft);
+    set_scale(x, xa, font_px);
+    set_scale(y, f.y, font_px);
+    // Axis labels once per row and column of panels.
+    if (p + columns < panels) x->setLabel("");
+    if (p % columns != 0) y->setLabel("");
+    for (QCPAxis* a : {x, y}) {
+      a->grid()->setPen(QPen(QColor(225, 225, 225), 0, Qt::SolidLine));
+      a->grid()->setSubGridVisible(false);
+    }
+  }
+
   double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
-  QCPBarsGroup* bars_group = f.kind == PlotKind::Bar && f.series.size() > 1 ? new QCPBarsGroup(&plot) : nullptr;
+  std::vector<QCPBarsGroup*> bar_groups(panels, nullptr);
+  std::map<std::string, std::size_t> series_style;
   for (std::size_t i = 0; i < f.series.size(); ++i) {
     const auto& s = f.series[i];
-    QVector<double> xs, ys;
+    QCPAxisRect* rect = rects[std::min(s.facet, panels - 1)];
+    QCPAxis* x = rect->axis(QCPAxis::atBottom);
+    QCPAxis* y = rect->axis(QCPAxis::atLeft);
+    // Points with their spread (seeds, layers) and their values before smoothing.
+    QVector<double> xs, ys, lo, hi, raw;
+    const bool spread = s.lo.size() == s.y.size() && s.hi.size() == s.y.size() && !s.lo.empty();
     for (std::size_t k = 0; k < s.x.size() && k < s.y.size(); ++k) {
       double xv = s.x[k];
       const double yv = s.y[k];
@@ -266,11 +573,30 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
       if (!usable(xv, f.x.tick_labels.empty() ? f.x.scale : AxisScale::Linear) || !usable(yv, f.y.scale)) continue;
       xs.push_back(xv);
       ys.push_back(yv);
+      if (k < s.raw.size()) raw.push_back(s.raw[k]);
       const double half = f.kind == PlotKind::Histogram ? s.bin_width / 2 : f.kind == PlotKind::Bar ? 0.5 : 0;
       xlo = std::min(xlo, xv - half), xhi = std::max(xhi, xv + half);
       ylo = std::min(ylo, yv), yhi = std::max(yhi, yv);
+      if (spread) {
+        lo.push_back(s.lo[k]);
+        hi.push_back(s.hi[k]);
+        // The axis holds the whole spread.
+        if (usable(s.lo[k], f.y.scale)) ylo = std::min(ylo, s.lo[k]);
+        if (usable(s.hi[k], f.y.scale)) yhi = std::max(yhi, s.hi[k]);
+      }
     }
-    const QColor c = colour(i);
+    // A series drawn in several panels keeps its colour and marker in each.
+    const std::size_t style = series_style.emplace(s.name, series_style.size()).first->second;
+    const QColor c = colour(style);
+    auto error_bars = [&](QCPAbstractPlottable* of, const QPen& pen) {
+      if (lo.size() != xs.size() || lo.isEmpty()) return;
+      auto* bars_of = new QCPErrorBars(x, y);
+      bars_of->setDataPlottable(of);
+      bars_of->setPen(pen);
+      QVector<double> below, above;
+      for (qsizetype k = 0; k < lo.size(); ++k) below.push_back(ys[k] - lo[k]), above.push_back(hi[k] - ys[k]);
+      bars_of->setData(below, above);
+    };
     if (f.kind == PlotKind::Histogram && f.series.size() > 1) {
       // Overlaid histograms as step outlines (translucent bars over each other hide which is which).
       auto* g = new QCPGraph(x, y);
@@ -288,64 +614,48 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
       QColor fill = c;
       fill.setAlpha(f.kind == PlotKind::Histogram && f.series.size() > 1 ? 110 : 210);
       b->setBrush(fill);
+      const std::size_t in_panel = static_cast<std::size_t>(
+          std::count_if(f.series.begin(), f.series.end(), [&](const experiment::Series& o) { return o.facet == s.facet; }));
+      QCPBarsGroup*& group = bar_groups[std::min(s.facet, panels - 1)];
+      if (f.kind == PlotKind::Bar && in_panel > 1 && !group) group = new QCPBarsGroup(&plot);
       if (f.kind == PlotKind::Histogram) b->setWidth(s.bin_width);
-      else b->setWidth(bars_group ? 0.8 / static_cast<double>(f.series.size()) : 0.6);
-      if (bars_group) b->setBarsGroup(bars_group);
-      if (f.y.scale != AxisScale::Linear) b->setBaseValue(ylo > 0 ? ylo / 2 : 1e-300);
+      else b->setWidth(group ? 0.8 / static_cast<double>(in_panel) : 0.6);
+      if (group && f.kind == PlotKind::Bar) b->setBarsGroup(group);
       b->setData(xs, ys);
+      // Spread over seeds or layers: error bars in a darker tone of the bar's colour.
+      error_bars(b, QPen(c.darker(200), 1.0));
       continue;
     }
-    // The spread over seeds or layers (a band under a line, error bars on markers) and the raw values of a
-    // smoothed line (faint), under the series itself; they have no name, so no legend entry.
-    QVector<double> bx, raw, lo, hi;
-    for (std::size_t k = 0; k < s.x.size() && k < s.y.size(); ++k) {
-      if (!usable(s.x[k], f.x.tick_labels.empty() ? f.x.scale : AxisScale::Linear) || !usable(s.y[k], f.y.scale)) continue;
-      bx.push_back(s.x[k]);
-      if (k < s.raw.size()) raw.push_back(s.raw[k]);
-      if (k < s.lo.size() && k < s.hi.size()) {
-        lo.push_back(s.lo[k]);
-        hi.push_back(s.hi[k]);
-        // The axis holds the whole spread.
-        if (usable(s.lo[k], f.y.scale)) ylo = std::min(ylo, s.lo[k]);
-        if (usable(s.hi[k], f.y.scale)) yhi = std::max(yhi, s.hi[k]);
-      }
-    }
-    if (raw.size() == bx.size() && !raw.empty()) {
+    // The raw values of a smoothed line (faint) and the spread (a band under a line, error bars on markers),
+    // under the series itself; they have no name, so no legend entry.
+    if (raw.size() == xs.size() && !raw.empty()) {
       auto* r = new QCPGraph(x, y);
       QColor faint = c;
       faint.setAlpha(70);
       r->setPen(QPen(faint, 0.8));
-      r->setData(bx, raw, true);
+      r->setData(xs, raw, true);
     }
-    QCPGraph* band_low = nullptr;
-    if (f.kind == PlotKind::Line && lo.size() == bx.size() && !lo.empty()) {
-      band_low = new QCPGraph(x, y);
+    if (f.kind == PlotKind::Line && lo.size() == xs.size() && !lo.empty()) {
+      auto* band_low = new QCPGraph(x, y);
       band_low->setPen(Qt::NoPen);
-      band_low->setData(bx, lo, true);
+      band_low->setData(xs, lo, true);
       auto* band_high = new QCPGraph(x, y);
       band_high->setPen(Qt::NoPen);
       QColor fill = c;
       fill.setAlpha(50);
       band_high->setBrush(fill);
       band_high->setChannelFillGraph(band_low);
-      band_high->setData(bx, hi, true);
+      band_high->setData(xs, hi, true);
     }
     auto* g = new QCPGraph(x, y);
     g->setName(label(s.name));
     g->setPen(QPen(c, 1.4));
     g->setLineStyle(f.kind == PlotKind::Line ? QCPGraph::lsLine : QCPGraph::lsNone);
-    if (f.kind == PlotKind::Scatter && lo.size() == xs.size() && !lo.empty()) {
-      auto* bars_of = new QCPErrorBars(x, y);
-      bars_of->setDataPlottable(g);
-      bars_of->setPen(QPen(c, 0.8));
-      QVector<double> below, above;
-      for (qsizetype k = 0; k < lo.size(); ++k) below.push_back(ys[k] - lo[k]), above.push_back(hi[k] - ys[k]);
-      bars_of->setData(below, above);
-    }
+    if (f.kind == PlotKind::Scatter) error_bars(g, QPen(c, 0.8));
     const double size = f.kind == PlotKind::Scatter && xs.size() > 200 ? font_px * 0.3 : font_px * 0.55;
     // Long curves (loss over thousands of steps) are lines only: markers would hide them.
     if (f.kind == PlotKind::Line && xs.size() > 60) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssNone));
-    else g->setScatterStyle(QCPScatterStyle(shape(i), c, f.kind == PlotKind::Scatter && xs.size() > 200 ? c : QColor(Qt::white), size));
+    else g->setScatterStyle(QCPScatterStyle(shape(style), c, f.kind == PlotKind::Scatter && xs.size() > 200 ? c : QColor(Qt::white), size));
     g->setData(xs, ys, f.kind == PlotKind::Line);
     // Sampling keeps a pixel column's extremes only, which hides scattered points between them.
     g->setAdaptiveSampling(f.kind == PlotKind::Line);
@@ -358,141 +668,116 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
         if (std::isfinite(v) && v != std::round(v)) return false;
     return !f.series.empty();
   };
-  if (xa.tick_labels.empty() && xa.scale == AxisScale::Linear && whole(true) && f.kind != PlotKind::Histogram) {
-    auto t = QSharedPointer<QCPAxisTickerFixed>::create();
-    t->setTickStep(1);
-    t->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
-    x->setTicker(t);
+  for (QCPAxisRect* rect : rects) {
+    QCPAxis* x = rect->axis(QCPAxis::atBottom);
+    QCPAxis* y = rect->axis(QCPAxis::atLeft);
+    if (xa.tick_labels.empty() && xa.scale == AxisScale::Linear && whole(true) && f.kind != PlotKind::Histogram) {
+      auto t = QSharedPointer<QCPAxisTickerFixed>::create();
+      t->setTickStep(1);
+      t->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+      x->setTicker(t);
+    }
+    fit(x, xa, xlo, xhi, false);
+    fit(y, f.y, ylo, yhi, bars && f.y.scale == AxisScale::Linear);
+    if (!xa.tick_labels.empty()) x->setRange(-0.5, static_cast<double>(xa.tick_labels.size()) - 0.5);
+    if (!f.y.tick_labels.empty()) y->setRange(-0.5, static_cast<double>(f.y.tick_labels.size()) - 0.5);
+    // Bars on a log axis start below the smallest.
+    if (f.y.scale != AxisScale::Linear)
+      for (int i = 0; i < plot.plottableCount(); ++i)
+        if (auto* b = qobject_cast<QCPBars*>(plot.plottable(i)); b && b->valueAxis() == y) b->setBaseValue(y->range().lower);
   }
-  fit(x, xa, xlo, xhi, false);
-  fit(y, f.y, ylo, yhi, bars && f.y.scale == AxisScale::Linear);
-  // Bars fill the area below their tops: room above them for the legend.
-  if (bars && f.legend && f.series.size() > 1 && !f.y.max) {
-    const QCPRange r = y->range();
-    y->setRange(r.lower, f.y.scale == AxisScale::Linear ? r.upper + (r.upper - r.lower) * 0.35 : r.upper * std::pow(r.upper / r.lower, 0.25));
+  // The legend below the panels when it cannot sit inside (facets: always; one legend for every panel).
+  const int legend_row = static_cast<int>(row + 1);
+  // Category labels: side by side, wrapped, slanted, upright or an index, as the panel's width allows.
+  if (!xa.tick_labels.empty()) {
+    lay_out(plot);
+    const double budget = 0.3 * plot.viewport().height() / static_cast<double>(panel_rows);
+    const CategoryFit fitted = fit_categories(xa.tick_labels, rects[0]->axis(QCPAxis::atBottom)->tickLabelFont(),
+                                              rects[0]->rect().width(), budget);
+    for (std::size_t p = 0; p < panels; ++p)
+      show_categories(rects[p]->axis(QCPAxis::atBottom), fitted, p + columns < panels ? QString() : label(f.x.label));
   }
-  if (!xa.tick_labels.empty()) x->setRange(-0.5, static_cast<double>(xa.tick_labels.size()) - 0.5);
-  if (!f.y.tick_labels.empty()) y->setRange(-0.5, static_cast<double>(f.y.tick_labels.size()) - 0.5);
+  if (!f.y.tick_labels.empty())
+    for (QCPAxisRect* rect : rects) {
+      QCPAxis* y = rect->axis(QCPAxis::atLeft);
+      show_categories(y, fit_categories(f.y.tick_labels, y->tickLabelFont(), 1e9, 0), y->label());
+    }
+  for (QCPAxisRect* rect : rects) fit_axis_label(plot, rect->axis(QCPAxis::atLeft));
 
-  // Marker labels stack downwards where they would print over the previous one.
-  std::vector<std::pair<double, double>> taken;  // pixel ranges of the labels placed, by level
+  // Markers: a ring on a series' point (one legend entry, the label), or a vertical line whose labels stack
+  // downwards where they would print over the previous one.
+  lay_out(plot);
   QFont marker_font;
   marker_font.setPixelSize(static_cast<int>(std::lround(font_px * 0.9)));
-  if (!f.markers.empty()) {
-    // The pixel positions below need the layout (a widget never shown has not taken its size yet).
-    plot.setViewport(plot.rect());
-    lay_out(plot);
-  }
-  for (const auto& m : f.markers) {
-    auto* line = new QCPItemStraightLine(&plot);
-    line->setClipAxisRect(rect);
-    line->point1->setAxes(x, y);
-    line->point2->setAxes(x, y);
-    line->point1->setCoords(m.x, y->range().lower);
-    line->point2->setCoords(m.x, y->range().upper);
-    line->setPen(QPen(QColor(90, 90, 90), 1, Qt::DashLine));
-    if (!m.label.empty()) {
-      auto* text = new QCPItemText(&plot);
-      text->setClipAxisRect(rect);
-      text->position->setAxes(x, y);
-      text->position->setCoords(m.x, y->range().upper);
-      text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-      text->setFont(marker_font);
-      text->setText(" " + label(m.label));
-      const double left = x->coordToPixel(m.x), width = QFontMetrics(marker_font).horizontalAdvance(text->text()) + 4;
-      std::size_t level = 0;
-      while (level < taken.size() && left < taken[level].second) ++level;
-      if (level == taken.size()) taken.push_back({left, left + width});
-      else taken[level] = {left, left + width};
-      text->setPadding(QMargins(0, static_cast<int>(level) * (QFontMetrics(marker_font).height() + 1), 0, 0));
+  for (std::size_t p = 0; p < panels; ++p) {
+    QCPAxisRect* rect = rects[p];
+    QCPAxis* x = rect->axis(QCPAxis::atBottom);
+    QCPAxis* y = rect->axis(QCPAxis::atLeft);
+    std::vector<std::pair<double, double>> taken;  // pixel ranges of the labels placed, by level
+    QVector<double> ring_x, ring_y;
+    QString ring_label;
+    for (const auto& m : f.markers) {
+      if (!m.series.empty()) {
+        const bool here = std::any_of(f.series.begin(), f.series.end(), [&](const experiment::Series& s) {
+          return s.name == m.series && std::min(s.facet, panels - 1) == p;
+        });
+        if (here && usable(m.y, f.y.scale)) ring_x.push_back(m.x), ring_y.push_back(m.y), ring_label = label(m.label);
+        continue;
+      }
+      auto* line = new QCPItemStraightLine(&plot);
+      line->setClipAxisRect(rect);
+      line->point1->setAxes(x, y);
+      line->point2->setAxes(x, y);
+      line->point1->setCoords(m.x, y->range().lower);
+      line->point2->setCoords(m.x, y->range().upper);
+      line->setPen(QPen(QColor(90, 90, 90), 1, Qt::DashLine));
+      if (!m.label.empty()) {
+        auto* text = new QCPItemText(&plot);
+        text->setClipAxisRect(rect);
+        text->position->setAxes(x, y);
+        text->position->setCoords(m.x, y->range().upper);
+        text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+        text->setFont(marker_font);
+        text->setText(" " + label(m.label));
+        const double left = x->coordToPixel(m.x), width = QFontMetrics(marker_font).horizontalAdvance(text->text()) + 4;
+        std::size_t level = 0;
+        while (level < taken.size() && left < taken[level].second) ++level;
+        if (level == taken.size()) taken.push_back({left, left + width});
+        else taken[level] = {left, left + width};
+        text->setPadding(QMargins(0, static_cast<int>(level) * (QFontMetrics(marker_font).height() + 1), 0, 0));
+      }
+    }
+    if (!ring_x.isEmpty()) {
+      auto* rings = new QCPGraph(x, y);
+      rings->setName(ring_label);
+      rings->setPen(QPen(QColor(60, 60, 60), 1.6));
+      rings->setLineStyle(QCPGraph::lsNone);
+      rings->setScatterStyle(ring(font_px * 0.9));
+      rings->setData(ring_x, ring_y);
     }
   }
 
-  if (f.legend && !f.series.empty()) {
-    auto* legend = new QCPLegend;
-    rect->insetLayout()->addElement(legend, Qt::AlignTop | Qt::AlignRight);
-    legend->setLayer("legend");
-    QFont lf;
-    lf.setPixelSize(static_cast<int>(std::lround(font_px * 0.9)));
-    legend->setFont(lf);
-    legend->setBrush(QColor(255, 255, 255, 215));
-    legend->setBorderPen(QPen(QColor(190, 190, 190)));
-    legend->setRowSpacing(-2);
-    for (int i = 0; i < plot.plottableCount(); ++i)
-      if (!plot.plottable(i)->name().isEmpty()) legend->addItem(new QCPPlottableLegendItem(legend, plot.plottable(i)));
-    if (!f.legend_title.empty()) {
-      QFont tf = lf;
-      tf.setBold(true);
-      legend->insertRow(0);
-      auto* title = new QCPTextElement(&plot, label(f.legend_title), tf);
-      title->setTextColor(Qt::black);
-      title->setLayer("legend");  // above the legend's translucent box, not under it on the main layer
-      legend->addElement(0, 0, title);
-    }
-    legend->setVisible(true);
-    if (!bars) {
-      // Inside the plot where the legend hides the fewest data points and samples of the lines between them:
-      // the corners, then the middles of the top and bottom edges (the value axis grows when each hides some).
-      const Qt::Alignment places[] = {Qt::AlignTop | Qt::AlignRight,    Qt::AlignTop | Qt::AlignLeft,
-                                      Qt::AlignBottom | Qt::AlignRight, Qt::AlignBottom | Qt::AlignLeft,
-                                      Qt::AlignTop | Qt::AlignHCenter,  Qt::AlignBottom | Qt::AlignHCenter};
-      auto hidden = [&]() {
-        lay_out(plot);  // the legend at its place (nothing drawn: a replot of many points is slow)
-        const QRectF box = QRectF(legend->outerRect()).adjusted(-6, -6, 6, 6);
-        int n = 0;
-        for (const auto& sr : f.series) {
-          QPointF prev;
-          bool have_prev = false;
-          for (std::size_t k = 0; k < sr.x.size() && k < sr.y.size(); ++k) {
-            if (!std::isfinite(sr.x[k]) || !std::isfinite(sr.y[k])) {
-              have_prev = false;
-              continue;
-            }
-            const QPointF pt(x->coordToPixel(sr.x[k]), y->coordToPixel(sr.y[k]));
-            n += box.contains(pt) ? 4 : 0;  // a marker counts more than a piece of line
-            if (have_prev && f.kind != PlotKind::Scatter)
-              for (int j = 1; j < 16; ++j) n += box.contains(prev + (pt - prev) * (j / 16.0)) ? 1 : 0;
-            prev = pt;
-            have_prev = true;
-          }
-        }
-        return n;
-      };
-      // A widget that was never shown has not taken its size into its viewport (savePng sets it when it
-      // renders): the layout here must be the one the file gets.
-      plot.setViewport(plot.rect());
-      QCPLayoutInset* inset = rect->insetLayout();
-      const int at = inset->elementCount() - 1;  // the legend, added last
-      int best = 0, fewest = std::numeric_limits<int>::max();
-      for (int i = 0; i < 6 && fewest > 0; ++i) {
-        inset->setInsetAlignment(at, places[i]);
-        const int n = hidden();
-        if (n < fewest) fewest = n, best = i;
+  bool named = false;
+  for (int i = 0; i < plot.plottableCount(); ++i) named |= !plot.plottable(i)->name().isEmpty();
+  if (f.legend && named) {
+    bool inside = false;
+    if (rects.size() == 1) {
+      QCPLegend* legend = make_legend(font_px);
+      rects[0]->insetLayout()->addElement(legend, Qt::AlignTop | Qt::AlignRight);
+      legend->setLayer("legend");
+      fill_legend(plot, legend);
+      if (!f.legend_title.empty()) {
+        QFont tf = legend->font();
+        tf.setBold(true);
+        legend->insertRow(0);
+        auto* title = new QCPTextElement(&plot, label(f.legend_title), tf);
+        title->setTextColor(Qt::black);
+        title->setLayer("legend");  // above the legend's translucent box, not under it on the main layer
+        legend->addElement(0, 0, title);
       }
-      inset->setInsetAlignment(at, places[best]);
-      if (fewest > 0) {
-        // Each place hides some: the value axis grows upward by the legend's height, which then sits above
-        // every point, at the top right or left, whichever hides less.
-        const double room = legend->outerRect().height() + 12;
-        const double height = rect->rect().height();
-        if (room < 0.6 * height) {
-          const double keep = height / (height - room);
-          const QCPRange r = y->range();
-          if (y->scaleType() == QCPAxis::stLogarithmic)
-            y->setRange(r.lower, r.lower * std::pow(r.upper / r.lower, keep));
-          else
-            y->setRange(r.lower, r.lower + (r.upper - r.lower) * keep);
-          best = 0;
-          fewest = std::numeric_limits<int>::max();
-          for (int i = 0; i < 2; ++i) {
-            inset->setInsetAlignment(at, places[i]);
-            const int n = hidden();
-            if (n < fewest) fewest = n, best = i;
-          }
-          inset->setInsetAlignment(at, places[best]);
-        }
-      }
+      inside = legend_inside(plot, rects[0], legend);
     }
+    if (!inside) legend_below(plot, f, font_px, legend_row);
   }
   plot.replot();
 }

@@ -12,6 +12,7 @@
 #include <QTextItem>
 #include <qcustomplot.h>
 
+#include "geometry.hpp"
 #include "mxlab/plot/draw.hpp"
 #include "prepare.hpp"
 
@@ -114,7 +115,9 @@ void legends_in(QCPLayout* layout, std::vector<QCPLegend*>& out) {
   }
 }
 
-/// What of the data a rectangle covers: data points, line samples and bars inside their axis rect.
+
+}  // namespace
+
 int data_under(QCustomPlot& plot, const QRectF& box) {
   int n = 0;
   for (int i = 0; i < plot.plottableCount(); ++i) {
@@ -157,12 +160,23 @@ int data_under(QCustomPlot& plot, const QRectF& box) {
                                .intersected(area);
         if (bar.isValid() && bar.intersects(box.adjusted(1, 1, -1, -1))) ++n;
       }
+    } else if (auto* e = qobject_cast<QCPErrorBars*>(p)) {
+      // Error bars: samples along each bar, at its data point's pixel position (bars of a group sit aside).
+      QCPPlottableInterface1D* data = e->dataPlottable() ? e->dataPlottable()->interface1D() : nullptr;
+      if (!data) continue;
+      for (int k = 0; k < data->dataCount() && k < e->dataCount(); ++k) {
+        const QPointF at = data->dataPixelPosition(k);
+        const double v = data->dataMainValue(k);
+        const double lo = vy->coordToPixel(v - e->data()->at(k).errorMinus), hi = vy->coordToPixel(v + e->data()->at(k).errorPlus);
+        for (int j = 0; j <= 8; ++j) {
+          const QPointF s(at.x(), lo + (hi - lo) * (j / 8.0));
+          if (area.contains(s) && box.contains(s)) ++n;
+        }
+      }
     }
   }
   return n;
 }
-
-}  // namespace
 
 LayoutReport check_layout(const experiment::Figure& f, const SaveOptions& o) {
   LayoutReport r;
@@ -177,6 +191,11 @@ LayoutReport check_layout(const experiment::Figure& f, const SaveOptions& o) {
   }
   const auto& texts = device.engine.texts;
   r.texts = texts.size();
+  r.panels = static_cast<std::size_t>(plot.axisRectCount());
+  for (int i = 0; i < plot.plottableCount(); ++i) {
+    auto* g = qobject_cast<QCPGraph*>(plot.plottable(i));
+    if (qobject_cast<QCPErrorBars*>(plot.plottable(i)) || (g && g->channelFillGraph())) ++r.spreads;
+  }
   auto fault = [&](const QString& s) { r.faults.push_back(s.toStdString()); };
   // No text over text; every text inside the figure.
   const QRectF page(-0.5, -0.5, c.width + 1.0, c.height + 1.0);

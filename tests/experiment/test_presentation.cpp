@@ -163,6 +163,34 @@ TEST_CASE("plots: a scatter keeps several points at one x; labels, spread, smoot
   }
 }
 
+TEST_CASE("plots: where takes a list of values; markers of a series' rows ring its point at the crossover", "[experiment]") {
+  AllResults r;
+  for (const char* b : {"e4m3", "e5m2", "int8"})
+    for (int gap = 0; gap < 4; ++gap)
+      r["bounds"].push_back(row({{"a", std::string("e4m3")}, {"b", std::string(b)}, {"gap", double(gap)},
+                                 {"max_rel_B", 0.1 * (gap + 1) * (b[1] == '5' ? 2 : 1)}}));
+  r["pairs"].push_back(row({{"a", std::string("e4m3")}, {"b", std::string("e5m2")}, {"crossover_gaps", std::string("2")}}));
+  r["pairs"].push_back(row({{"a", std::string("e4m3")}, {"b", std::string("int8")}, {"crossover_gaps", std::string("none")}}));
+  const Experiment e = parse(std::string(kHead) +
+                             "[[plot]]\nname = \"p\"\nfrom = \"bounds\"\nx = \"gap\"\ny = \"max_rel_B\"\nseries = \"b\"\n"
+                             "where = { a = \"e4m3\", b = [\"e4m3\", \"e5m2\"] }\nmarkers = \"pairs.crossover_gaps\"\n"
+                             "marker_label = \"crossover\"\nlabels = { e5m2 = \"E5M2\" }\n");
+  auto f = build_figure(e, e.plots[0], r);
+  INFO((f ? "" : f.error().message));
+  REQUIRE(f);
+  REQUIRE(f->series.size() == 2);  // int8 is not in the list
+  CHECK(f->series[1].name == "E5M2");
+  REQUIRE(f->markers.size() == 1);  // int8's row is not selected; "none" is no number
+  CHECK(f->markers[0].x == 2);
+  CHECK(f->markers[0].series == "E5M2");
+  CHECK(f->markers[0].y == 0.1 * (2 + 1) * 2);  // e5m2 at gap 2, as the rows hold it
+  CHECK(f->markers[0].label == "crossover");
+  CHECK_THAT(figure_json(*f), Catch::Contains("\"series\":\"E5M2\""));
+  auto bad = parse_experiment(std::string(kHead) + "[[plot]]\nname = \"b\"\nx = \"block\"\ny = \"sqnr_db\"\nwhere = { format = [] }\n", "b.toml");
+  REQUIRE(!bad);
+  CHECK_THAT(bad.error().message, Catch::Contains("selects no rows") && Catch::Contains("b.toml:"));
+}
+
 TEST_CASE("a swept parameter is never hidden by a measurement of the same name", "[experiment]") {
   Scratch f;
   mxlab_test::write_digits(f.dir / "data");

@@ -82,8 +82,12 @@ std::string figure_json(const Figure& f) {
     o << "}";
   }
   o << "],\"markers\":[";
-  for (std::size_t i = 0; i < f.markers.size(); ++i)
-    o << (i ? "," : "") << "{\"x\":" << number(f.markers[i].x) << ",\"label\":" << json_quote(f.markers[i].label) << "}";
+  for (std::size_t i = 0; i < f.markers.size(); ++i) {
+    const Marker& m = f.markers[i];
+    o << (i ? "," : "") << "{\"x\":" << number(m.x) << ",\"label\":" << json_quote(m.label);
+    if (!m.series.empty()) o << ",\"series\":" << json_quote(m.series) << ",\"y\":" << number(m.y);
+    o << "}";
+  }
   o << "]";
   if (!f.facets.empty()) o << ",\"facets\":" << strings(f.facets);
   if (f.smooth > 1) o << ",\"smooth\":" << f.smooth;

@@ -26,11 +26,14 @@ std::string at(const Experiment& e, int line, const std::string& what) {
   return s;
 }
 
+/// Whether a row passes `where`: for each column named, its value is one of the values listed for it.
 bool matches(const Row& r, const Pairs& where) {
   for (const auto& kv : where) {
     const std::string& k = kv.first;  // not a structured binding: clang 14 cannot capture one
     const Cell* c = r.find(k);
-    if (!c || cell_text(*c) != v) return false;
+    const std::string text = c ? cell_text(*c) : std::string();
+    if (!c || std::none_of(where.begin(), where.end(), [&](const auto& w) { return w.first == k && w.second == text; }))
+      return false;
   }
   return true;
 }
@@ -530,14 +533,28 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
     for (const Row* r : *mrows) {
       const Cell* c = r->find(column);
       if (!c) continue;
+      // A marker row that names one of the plot's series (a pair's crossover with its `b`) marks that series'
+      // point at x; the others are vertical lines.
+      const Cell* sc = def.series.empty() ? nullptr : r->find(def.series);
+      const Series* on = nullptr;
+      if (sc)
+        for (const Series& s : f.series)
+          if (s.name == shown_name(cell_text(*sc))) on = &s;
       std::istringstream is(cell_text(*c));
       std::string word;
       while (is >> word) {
         char* end = nullptr;
         const double v = std::strtod(word.c_str(), &end);
-        if (end != word.c_str() && *end == 0 && std::isfinite(v) &&
-            std::none_of(f.markers.begin(), f.markers.end(), [&](const Marker& m) { return m.x == v; }))
-          f.markers.push_back(Marker{v, def.marker_label.empty() ? column : def.marker_label});
+        if (end == word.c_str() || *end != 0 || !std::isfinite(v)) continue;
+        Marker m{v, def.marker_label.empty() ? column : def.marker_label};
+        if (on) {
+          const auto k = std::find(on->x.begin(), on->x.end(), v);
+          if (k == on->x.end()) continue;  // the series has no point there
+          m.series = on->name;
+          m.y = on->y[static_cast<std::size_t>(k - on->x.begin())];
+        }
+        if (std::none_of(f.markers.begin(), f.markers.end(), [&](const Marker& o) { return o.x == m.x && o.series == m.series; }))
+          f.markers.push_back(std::move(m));
       }
     }
   }

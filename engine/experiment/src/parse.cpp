@@ -149,6 +149,18 @@ class Reader {
     return out;
   }
 
+  /// where = { column = value, column = [value, ...] }: a list keeps rows with any of its values (one pair each).
+  Pairs where(const toml::node& n, const std::string& key) const {
+    const toml::table* t = n.as_table();
+    if (!t) fail(&n, key, "expected a table such as { format = \"mxfp4\" }, found " + type_name(n));
+    Pairs out;
+    for (const auto& [k, v] : ordered(*t)) {
+      if (const toml::array* a = v->as_array(); a && a->empty()) fail(v, key + "." + k, "an empty list selects no rows");
+      for (const auto& value : values(*v, key + "." + k)) out.emplace_back(k, value);
+    }
+    return out;
+  }
+
   const toml::table& table(const toml::node& n, const std::string& key) const {
     if (const toml::table* t = n.as_table()) return *t;
     fail(&n, key, "expected a table, found " + type_name(n));
@@ -248,7 +260,7 @@ void read_aggregate(const Reader& r, const toml::table& t, const std::string& p,
 template <class Def>
 void read_common_filters(const Reader& r, const toml::table& t, const std::string& p, Def& d) {
   if (auto n = t.get("from")) d.from = r.string(*n, p + "from");
-  if (auto n = t.get("where")) d.where = r.pairs(*n, p + "where");
+  if (auto n = t.get("where")) d.where = r.where(*n, p + "where");
 }
 
 std::string entry_name(const Reader& r, const toml::table& t, const std::string& what, std::size_t i) {

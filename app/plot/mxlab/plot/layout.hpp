@@ -15,6 +15,8 @@ namespace mxlab::plot {
 struct LayoutReport {
   std::size_t checks = 0;           ///< rule checks made (each pair of texts, each legend and data point set, ...)
   std::size_t texts = 0;            ///< texts drawn
+  std::size_t panels = 0;           ///< plot areas (one per facet)
+  std::size_t spreads = 0;          ///< series drawn with their spread (error bars or a band)
   std::vector<std::string> faults;  ///< one line per broken rule: which rule, which texts or series
 };
 

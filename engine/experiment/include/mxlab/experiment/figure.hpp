@@ -43,10 +43,13 @@ struct Series {
   std::size_t facet = 0;  ///< the panel it is drawn in (Figure::facets)
 };
 
-/// A vertical line at x with a label (crossover gaps, bounds).
+/// A vertical line at x with a label (crossover gaps, bounds), or, when it names a series, a ring on that
+/// series' point at x (where the series crosses another); the rings share one legend entry, the label.
 struct Marker {
   double x = 0;
   std::string label;
+  std::string series;  ///< the series' shown name; empty = a vertical line
+  double y = 0;        ///< the series' value at x (with `series`)
 };
 
 /// A grid of values: values[row * x_labels.size() + column]; row labels run along y (first at the bottom).
