@@ -441,38 +441,42 @@ std::optional<Error> training_rows(bool quick, Table& t) {
   return std::nullopt;
 }
 
-/// GEMMs of MXFP8 E4M3 operands (mxlab gemm): the exact product and every accumulation model, one thread, in
-/// multiply-accumulates per second beside Eigen's FP32 GEMM (the trainer's) of the same shape in the same run.
+/// GEMMs of MXFP8 E4M3 operands (mxlab gemm): the exact product and every accumulation model on the SIMD kernel
+/// (256 x 4096 x 256; 64 x 4096 x 64 with --quick), one thread, in multiply-accumulates per second beside Eigen's
+/// FP32 GEMM (the trainer's) of the same shape in the same run; and the scalar definition of each at 16 x 4096 x 16.
 std::optional<Error> gemm_rows(bool quick, Table& t) {
-  const std::int64_t m = quick ? 16 : 64, k = 4096, n = quick ? 16 : 64;
-  std::vector<double> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(n * k));
-  Rng rng(20240601);
-  for (auto* v : {&a, &b})
-    for (double& x : *v) x = static_cast<double>(rng.next_u32()) / 4294967296.0 - 0.5;
   auto f = parse_block_format("mxfp8_e4m3");
   if (!f) return f.error();
-  auto qa = gemm::quantize_operand(*f, a, m, k);
-  auto qb = gemm::quantize_operand(*f, b, n, k);
-  if (!qa) return qa.error();
-  if (!qb) return qb.error();
   const Format out = *parse_format("float32");
-  const double macs = static_cast<double>(m * n * k);
-  const double eigen = train::fp32_gemm_gflops(m, n, k, quick ? 3 : 10) * 1e9 / 2;
-  const std::string shape = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
-  auto row = [&](const std::string& what, double seconds) {
-    t.rows.push_back({"gemm " + what + " " + shape, "gemm", "mxfp8_e4m3", "", fixed(macs, 0), "1", fixed(seconds, 6),
-                      fixed(macs / seconds, 0), fixed(macs / seconds / 1e6, 3), "", "", "", "", "",
-                      "mac_per_s=" + fixed(macs / seconds, 0) + "; ratio_to_eigen_fp32=" + fixed(macs / seconds / eigen, 4)});
-  };
   const double budget = quick ? 0.2 : 1.0;
-  row("exact reference", best_seconds([&] { (void)gemm::exact_gemm(*qa, *qb, out, 1); }, budget, 1));
-  for (const auto& p : gemm::model_presets()) {
-    auto model = gemm::parse_model(p.name);
-    if (!model) return model.error();
-    row(p.name, best_seconds([&] { (void)gemm::model_gemm(*model, *qa, *qb, out, 1); }, budget, 1));
+  for (const bool scalar : {false, true}) {
+    const std::int64_t m = scalar ? 16 : quick ? 64 : 256, k = 4096, n = m;
+    std::vector<double> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(n * k));
+    Rng rng(20240601);
+    for (auto* v : {&a, &b})
+      for (double& x : *v) x = static_cast<double>(rng.next_u32()) / 4294967296.0 - 0.5;
+    auto qa = gemm::quantize_operand(*f, a, m, k);
+    auto qb = gemm::quantize_operand(*f, b, n, k);
+    if (!qa) return qa.error();
+    if (!qb) return qb.error();
+    const double macs = static_cast<double>(m * n * k);
+    const double eigen = train::fp32_gemm_gflops(m, n, k, quick ? 3 : 10) * 1e9 / 2;
+    const std::string shape = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+    const std::string path = scalar ? " scalar" : "";
+    auto row = [&](const std::string& what, double seconds) {
+      t.rows.push_back({"gemm " + what + path + " " + shape, "gemm", "mxfp8_e4m3", "", fixed(macs, 0), "1",
+                        fixed(seconds, 6), fixed(macs / seconds, 0), fixed(macs / seconds / 1e6, 3), "", "", "", "", "",
+                        "mac_per_s=" + fixed(macs / seconds, 0) + "; ratio_to_eigen_fp32=" + fixed(macs / seconds / eigen, 4)});
+    };
+    if (!scalar) row("exact reference", best_seconds([&] { (void)gemm::exact_gemm(*qa, *qb, out, 1); }, budget, 1));
+    for (const auto& p : gemm::model_presets()) {
+      auto model = gemm::parse_model(p.name);
+      if (!model) return model.error();
+      row(p.name, best_seconds([&] { (void)gemm::model_gemm(*model, *qa, *qb, out, 1, nullptr, scalar); }, budget, 1));
+    }
+    t.rows.push_back({"eigen fp32 gemm " + shape, "gemm", "float32", "", fixed(macs, 0), "1", fixed(macs / eigen, 6),
+                      fixed(eigen, 0), fixed(eigen / 1e6, 3), "", "", "", "", "", "mac_per_s=" + fixed(eigen, 0)});
   }
-  t.rows.push_back({"eigen fp32 gemm " + shape, "gemm", "float32", "", fixed(macs, 0), "1", fixed(macs / eigen, 6),
-                    fixed(eigen, 0), fixed(eigen / 1e6, 3), "", "", "", "", "", "mac_per_s=" + fixed(eigen, 0)});
   return std::nullopt;
 }
 
@@ -500,12 +504,13 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   auto specs = table_output_options();
   specs.push_back({"quick", false, "", "two sizes (256 KiB and 256 MiB of float32 input) and short timings"});
   specs.push_back({"train-only", false, "", "only the training rows (step times of the recipes, FP32 GEMM)"});
+  specs.push_back({"gemm-only", false, "", "only the GEMM rows (mxlab gemm's models beside Eigen's FP32 GEMM)"});
   specs.push_back({"threads", true, "N", "worker threads of the SIMD kernels (default: all hardware threads)"});
   specs.push_back({"max-mib", true, "MIB", "largest input size in MiB of float32 (default 256)"});
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "bench", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab bench [--quick] [--train-only] [--threads N] [--max-mib MIB] [--columns A,B,...] [--csv|--json|--md]\n"
+    io.out << "usage: mxlab bench [--quick] [--train-only|--gemm-only] [--threads N] [--max-mib MIB] [--columns A,B,...] [--csv|--json|--md]\n"
               "                   [--out FILE]\n\n"
               "Throughput of the SIMD kernels on float32 inputs (bfloat16 in the 'bf16-in' rows) from L2-resident\n"
               "sizes (256 KiB of float32) to main memory:\n"
@@ -531,7 +536,7 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
     out_args.flags["json"] = true;
 
   Table t = bench_table();
-  if (!args->flag("train-only")) {
+  if (!args->flag("train-only") && !args->flag("gemm-only")) {
     // Sizes in bytes of float32 input: L2-resident, L3-ish, and main memory.
     std::vector<std::size_t> sizes = {std::size_t{256} << 10};
     if (!quick) {
@@ -557,8 +562,8 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   if (!args->flag("train-only")) {
     if (auto e = gemm_rows(quick, t)) return bad_input(io, "bench", e->message);
   }
-  const auto trained = training_rows(quick, t);
-  if (trained) return bad_input(io, "bench", trained->message);
+  if (!args->flag("gemm-only"))
+    if (const auto trained = training_rows(quick, t)) return bad_input(io, "bench", trained->message);
 
   Provenance prov = build_provenance();
   prov.simd_target = active_simd_target();

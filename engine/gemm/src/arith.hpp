@@ -32,6 +32,29 @@ struct Rounder {
 
 Rounder make_rounder(const Format& f, Rounding r);
 
+/// The significand of a finite double as an integer (with its implicit bit) and the weight of its bit 0.
+inline std::uint64_t integer_significand(double x, int& weight) {
+  const std::uint64_t b = std::bit_cast<std::uint64_t>(x) & 0x7FFFFFFFFFFFFFFFULL;
+  const auto field = static_cast<int>(b >> 52);
+  weight = field == 0 ? -1074 : field - 1075;
+  return (b & ((std::uint64_t{1} << 52) - 1)) | (field == 0 ? 0 : std::uint64_t{1} << 52);
+}
+
+/// Significant bits of a finite double (0 for zero or a value that is not finite).
+inline int significant_bits(double x) {
+  if (x == 0 || !std::isfinite(x)) return 0;
+  int weight = 0;
+  const std::uint64_t sig = integer_significand(x, weight);
+  return std::bit_width(sig) - std::countr_zero(sig);
+}
+
+/// The exponent of the lowest set bit of a finite nonzero double.
+inline int low_bit_exponent(double x) {
+  int weight = 0;
+  const std::uint64_t sig = integer_significand(x, weight);
+  return weight + std::countr_zero(sig);
+}
+
 /// hi + lo rounded to odd at 53 bits, where hi is the nearest double to hi + lo (a two-sum or two-product).
 inline double odd_from_pair(double hi, double lo) {
   if (lo == 0 || !std::isfinite(hi)) return hi;

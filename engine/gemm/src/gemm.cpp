@@ -4,11 +4,13 @@
 #include "mxlab/gemm/gemm.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
 
 #include "arith.hpp"
+#include "fast.hpp"
 #include "mxlab/core/threads.hpp"
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/quantize/quantize.hpp"
@@ -51,15 +53,6 @@ using detail::Rounder;
 const Format& float32() {
   static const Format f = *parse_format("float32");
   return f;
-}
-
-/// Significant bits of a finite double (0 for zero).
-int significant_bits(double x) {
-  if (x == 0 || !std::isfinite(x)) return 0;
-  int e = 0;
-  const double m = std::frexp(std::fabs(x), &e);
-  const auto mant = static_cast<std::uint64_t>(std::ldexp(m, 53));
-  return 53 - std::countr_zero(mant);
 }
 
 int precision(const Format& f) { return f.spec().mantissa_bits + 1; }
@@ -196,28 +189,96 @@ std::optional<Error> check_shapes(const Operand& a, const Operand& b) {
   return std::nullopt;
 }
 
-}  // namespace
+const Model& exact_model() {
+  static const Model m = *parse_model("exact");
+  return m;
+}
 
-Result<Matrix> exact_gemm(const Operand& a, const Operand& b, const Format& out, unsigned threads) {
-  if (auto e = check_shapes(a, b)) return *e;
+/// Which rows of an operand hold a value that is not finite: their entries' special values are the scalar code's.
+std::vector<std::uint8_t> special_rows(const Operand& op) {
+  std::vector<std::uint8_t> r(static_cast<std::size_t>(op.rows), 0);
+  for (std::size_t i = 0; i < op.value.size(); ++i)
+    if (!std::isfinite(op.value[i])) r[i / static_cast<std::size_t>(std::max<std::int64_t>(op.depth, 1))] = 1;
+  return r;
+}
+
+/// The exact value (hi + lo) g rounded by r.
+double round_pair(const Rounder& r, double hi, double lo, double g) {
+  if (g == 1) {
+    double rest = 0;
+    const double nearest = [&] {
+      const double s = hi + lo;
+      const double v = s - hi;
+      rest = (hi - (s - v)) + (lo - v);
+      return s;
+    }();
+    return r(detail::odd_from_pair(nearest, rest));
+  }
+  ExactSum s;
+  s.add_product(hi, g);
+  s.add_product(lo, g);
+  return detail::round_sum(r, s);
+}
+
+/// Fills every entry of C (rows of a x rows of b): from_kernel(states, at) where the model's kernel holds the
+/// entry, scalar(i, j) elsewhere (special values, lanes the kernel marked, or every entry when it cannot run).
+template <typename FromKernel, typename Scalar>
+Matrix gemm_entries(const Model& m, const Operand& a, const Operand& b, unsigned threads, bool scalar_only,
+                    GemmPath* path, FromKernel&& from_kernel, Scalar&& scalar) {
   Matrix c{a.rows, b.rows, std::vector<double>(static_cast<std::size_t>(a.rows * b.rows))};
+  detail::KernelStates st;
+  const std::string why = scalar_only ? std::string("scalar only") : detail::kernel_states(m, a, b, threads, st);
+  const bool kernel = why.empty();
+  const std::vector<std::uint8_t> ra = special_rows(a), rb = special_rows(b);
+  std::atomic<std::int64_t> scalar_count{0};
   for_rows(a.rows, threads, [&](std::int64_t i) {
-    for (std::int64_t j = 0; j < b.rows; ++j)
-      c.values[static_cast<std::size_t>(i * b.rows + j)] = round_once(exact_dot(a, i, b, j), out);
+    std::int64_t n = 0;
+    for (std::int64_t j = 0; j < b.rows; ++j) {
+      const auto at = static_cast<std::size_t>(i * b.rows + j);
+      if (kernel && ra[static_cast<std::size_t>(i)] == 0 && rb[static_cast<std::size_t>(j)] == 0 && st.redo[at] == 0) {
+        c.values[at] = from_kernel(st, at);
+      } else {
+        c.values[at] = scalar(i, j);
+        ++n;
+      }
+    }
+    scalar_count += n;
   });
+  if (path != nullptr) {
+    path->scalar = scalar_count;
+    path->kernel = static_cast<std::int64_t>(c.values.size()) - path->scalar;
+    path->why_scalar = why;
+  }
   return c;
 }
 
-Matrix exact_gemm_double(const Operand& a, const Operand& b, unsigned threads) {
-  Matrix c{a.rows, b.rows, std::vector<double>(static_cast<std::size_t>(a.rows * b.rows))};
-  for_rows(a.rows, threads, [&](std::int64_t i) {
-    for (std::int64_t j = 0; j < b.rows; ++j) {
-      const ExactDot d = exact_dot(a, i, b, j);
-      c.values[static_cast<std::size_t>(i * b.rows + j)] =
-          d.special != Special::None ? special_value(d.special) : d.sum.to_double();
-    }
-  });
-  return c;
+}  // namespace
+
+Result<Matrix> exact_gemm(const Operand& a, const Operand& b, const Format& out, unsigned threads, GemmPath* path) {
+  if (auto e = check_shapes(a, b)) return *e;
+  const Rounder r = detail::make_rounder(out, Rounding::NearestEven);
+  const double g = a.tensor_scale * b.tensor_scale;
+  return gemm_entries(
+      exact_model(), a, b, threads, false, path,
+      [&](const detail::KernelStates& st, std::size_t at) { return round_pair(r, st.acc[at], st.lo[at], g); },
+      [&](std::int64_t i, std::int64_t j) { return round_once(exact_dot(a, i, b, j), out); });
+}
+
+Matrix exact_gemm_double(const Operand& a, const Operand& b, unsigned threads, GemmPath* path) {
+  const double g = a.tensor_scale * b.tensor_scale;
+  return gemm_entries(
+      exact_model(), a, b, threads, false, path,
+      [&](const detail::KernelStates& st, std::size_t at) {
+        if (g == 1) return st.acc[at] + st.lo[at];  // the nearest double to the exact sum of two doubles
+        ExactSum s;
+        s.add_product(st.acc[at], g);
+        s.add_product(st.lo[at], g);
+        return s.to_double();
+      },
+      [&](std::int64_t i, std::int64_t j) {
+        const ExactDot d = exact_dot(a, i, b, j);
+        return d.special != Special::None ? special_value(d.special) : d.sum.to_double();
+      });
 }
 
 // ---- models
@@ -231,9 +292,9 @@ std::optional<Error> check_model_operands(const Model& m, const Operand& a, cons
   auto bits_of = [](const Operand& op) {
     Bits r;
     for (std::size_t i = 0; i < op.element.size(); ++i) {
-      r.element = std::max(r.element, significant_bits(op.element[i]));
-      r.scale = std::max(r.scale, significant_bits(op.scale[i]));
-      r.scaled = std::max(r.scaled, significant_bits(op.element[i] * op.scale[i]));
+      r.element = std::max(r.element, detail::significant_bits(op.element[i]));
+      r.scale = std::max(r.scale, detail::significant_bits(op.scale[i]));
+      r.scaled = std::max(r.scaled, detail::significant_bits(op.element[i] * op.scale[i]));
     }
     return r;
   };
@@ -456,14 +517,19 @@ double model_dot(const Model& m, const Operand& a, std::int64_t row_a, const Ope
   return d.run(a, row_a, b, row_b);
 }
 
-Result<Matrix> model_gemm(const Model& m, const Operand& a, const Operand& b, const Format& out, unsigned threads) {
+Result<Matrix> model_gemm(const Model& m, const Operand& a, const Operand& b, const Format& out, unsigned threads,
+                          GemmPath* path, bool scalar_only) {
   if (auto e = check_model_operands(m, a, b)) return *e;
-  Matrix c{a.rows, b.rows, std::vector<double>(static_cast<std::size_t>(a.rows * b.rows))};
-  for_rows(a.rows, threads, [&](std::int64_t i) {
-    ModelDot d(m, out);
-    for (std::int64_t j = 0; j < b.rows; ++j) c.values[static_cast<std::size_t>(i * b.rows + j)] = d.run(a, i, b, j);
-  });
-  return c;
+  const Rounder r = detail::make_rounder(out, Rounding::NearestEven);
+  const double g = a.tensor_scale * b.tensor_scale;  // two float32 values: exact
+  return gemm_entries(
+      m, a, b, threads, scalar_only, path,
+      [&](const detail::KernelStates& st, std::size_t at) {
+        if (m.promote > 0) return detail::round_mul(r, st.outer[at], g);
+        if (m.acc == AccKind::Exact) return round_pair(r, st.acc[at], st.lo[at], g);
+        return detail::round_mul(r, st.acc[at], g);
+      },
+      [&](std::int64_t i, std::int64_t j) { return model_dot(m, a, i, b, j, out); });
 }
 
 }  // namespace mxlab::gemm

@@ -67,11 +67,20 @@ struct Matrix {
   std::vector<double> values;
 };
 
+/// How the entries of a GEMM were computed: by the SIMD kernel (mxlab/kernels/gemm_kernel.hpp), or by the scalar
+/// definition (special values, lanes the kernel marked, or the whole GEMM when the kernel cannot take it).
+struct GemmPath {
+  std::int64_t kernel = 0;
+  std::int64_t scalar = 0;
+  std::string why_scalar;  ///< why the kernel took no entry (empty when it ran)
+};
+
 /// C = A B (b holds B's transpose): each entry the exact dot product rounded once to `out`; threads 0 = all.
-Result<Matrix> exact_gemm(const Operand& a, const Operand& b, const Format& out, unsigned threads = 0);
+Result<Matrix> exact_gemm(const Operand& a, const Operand& b, const Format& out, unsigned threads = 0,
+                          GemmPath* path = nullptr);
 
 /// C = A B with each entry the exact dot product rounded to the nearest double (error statistics' reference).
-Matrix exact_gemm_double(const Operand& a, const Operand& b, unsigned threads = 0);
+Matrix exact_gemm_double(const Operand& a, const Operand& b, unsigned threads = 0, GemmPath* path = nullptr);
 
 /// Why the model cannot run these operands (its double arithmetic would not be exact), or nothing.
 std::optional<Error> check_model_operands(const Model& m, const Operand& a, const Operand& b);
@@ -81,8 +90,10 @@ std::optional<Error> check_model_operands(const Model& m, const Operand& a, cons
 double model_dot(const Model& m, const Operand& a, std::int64_t row_a, const Operand& b, std::int64_t row_b,
                  const Format& out);
 
-/// C = A B under the model (b holds B's transpose).
-Result<Matrix> model_gemm(const Model& m, const Operand& a, const Operand& b, const Format& out, unsigned threads = 0);
+/// C = A B under the model (b holds B's transpose): the SIMD kernel where it is exact, the scalar definition
+/// elsewhere, the same bits either way. `scalar_only` skips the kernel (tests and benches compare the two).
+Result<Matrix> model_gemm(const Model& m, const Operand& a, const Operand& b, const Format& out, unsigned threads = 0,
+                          GemmPath* path = nullptr, bool scalar_only = false);
 
 // ---- the job every front end runs
 
