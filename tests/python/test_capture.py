@@ -119,6 +119,18 @@ def test_capture_of_a_cnn_on_fashion_mnist_reads_back_bit_for_bit_and_analyses_p
         for key in ("elements", "mse", "sqnr_db", "max_abs_error", "max_rel_error", "underflow_ratio", "saturation_ratio"):
             assert float(c[key]) == p[key] == direct[key], (p["tensor"], p["format"], key)  # 17 digits: exact
 
+    # An experiment file takes the folder as a weights input: a point per tensor, the same figures.
+    (tmp_path / "capture.toml").write_text('name = "capture"\n[inputs.acts]\nweights = "cap"\nselect = "*/activation/*"\n'
+                                           '[sweep]\nformat = ["mxfp4", "mxint8"]\ninput = ["acts"]\n')
+    cli.run("run", tmp_path / "capture.toml", "--out", tmp_path / "out")
+    with open(tmp_path / "out" / "results" / "metrics.csv") as f:
+        points = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    assert len(points) == 2 * 8
+    for point in points:
+        p = next(r for r in from_python if r["tensor"] == point["layer"] and r["format"] == point["format"])
+        assert point["blocks"] == "tokens x hidden: blocks along hidden"
+        assert float(point["mse"]) == p["mse"] and float(point["sqnr_db"]) == p["sqnr_db"]
+
     # The outlier-channel question per captured tensor: how far the largest channel stands above the typical
     # one, and what that costs MXFP4 against MXINT8 with blocks along hidden.
     table = {}
