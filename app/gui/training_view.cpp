@@ -20,6 +20,8 @@
 #include <QtConcurrent/QtConcurrent>
 #include <qcustomplot.h>
 
+#include <set>
+
 #include "mxlab/core/bits.hpp"
 #include "mxlab/core/table.hpp"
 #include "mxlab/plot/draw.hpp"
@@ -256,14 +258,8 @@ void TrainingView::start() {
         run.accuracy.push_back(text ? m.bpc : m.accuracy);
         run.skipped = m.skipped_total;
         if (m.validation) run.val_loss = m.validation->loss;
-        for (const auto& op : m.operands)
-          if (op.role == train::Role::G) {
-            auto& windows = run.g[op.layer];
-            windows.resize(static_cast<std::size_t>(windows_));
-            auto& g = windows[static_cast<std::size_t>(std::min(windows_ - 1, (m.step - 1) / window_))];
-            g.first += op.underflow;
-            g.second += op.nonzero;
-          }
+        run.g.resize(static_cast<std::size_t>(windows_));
+        run.g[static_cast<std::size_t>(std::min(windows_ - 1, (m.step - 1) / window_))].add(m);
         ++done_;
       }, r);
       std::lock_guard<std::mutex> lock(mu_);
@@ -327,12 +323,19 @@ void TrainingView::refresh() {
       for (int c = 0; c < cells.size(); ++c) summary_->setItem(static_cast<int>(i), c, new QTableWidgetItem(cells[c]));
     }
     // One row per recipe and layer (the first run's first layer at the top), one column per window of steps.
-    for (auto r = runs_.rbegin(); r != runs_.rend(); ++r)
-      for (auto l = r->g.rbegin(); l != r->g.rend(); ++l) {
-        heat.heatmap.y_labels.push_back(r->recipe + ": " + l->first);
-        for (const auto& [under, nonzero] : l->second)
-          heat.heatmap.values.push_back(nonzero > 0 ? static_cast<double>(under) / static_cast<double>(nonzero) : std::nan(""));
+    for (auto r = runs_.rbegin(); r != runs_.rend(); ++r) {
+      std::set<std::string> layers;  // those with output gradients, by name
+      for (const auto& window : r->g)
+        for (const auto& c : window.columns())
+          if (c.role == train::Role::G) layers.insert(c.layer);
+      for (auto l = layers.rbegin(); l != layers.rend(); ++l) {
+        heat.heatmap.y_labels.push_back(r->recipe + ": " + *l);
+        for (const auto& window : r->g) {
+          const train::OperandTotals& g = window.at(*l + ".g");
+          heat.heatmap.values.push_back(g.nonzero > 0 ? g.underflow_ratio() : std::nan(""));
+        }
       }
+    }
   }
   figures_ = {loss, acc, heat};
   plot::draw(*loss_, loss, 12);

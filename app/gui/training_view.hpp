@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mxlab/experiment/figure.hpp"
+#include "mxlab/train/run_record.hpp"
 #include "mxlab/train/trainer.hpp"
 
 class QComboBox;
@@ -102,8 +103,8 @@ class TrainingView : public QWidget {
   struct Run {
     std::string recipe;
     std::vector<double> step, loss, accuracy;
-    /// Output-gradient counts per layer and window of steps: layer -> per window (underflows, nonzero).
-    std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> g;
+    /// The operands' totals per window of steps (the heatmap reads the output gradients', role g).
+    std::vector<train::MetricTotals> g;
     double test_accuracy = -1, val_loss = -1;
     std::int64_t skipped = 0;
   };

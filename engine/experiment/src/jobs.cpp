@@ -27,6 +27,7 @@
 #include "file_kind.hpp"
 #include "mxlab/train/data.hpp"
 #include "mxlab/train/recipe.hpp"
+#include "mxlab/train/run_record.hpp"
 #include "mxlab/train/trainer.hpp"
 
 namespace mxlab::experiment {
@@ -778,12 +779,7 @@ Result<PointResult> run_train(const Point& p, const PointRun& run) {
   if (!data) return data.error();
   PointResult out;
   // Per layer and role, over every step: the underflow ratio and MSE of the quantized operands.
-  struct Acc {
-    std::int64_t nonzero = 0, underflow = 0, count = 0;
-    double sse = 0;
-  };
-  std::map<std::pair<std::string, std::string>, Acc> roles;
-  std::int64_t g_nonzero = 0, g_underflows = 0;
+  train::MetricTotals totals;
   auto on_step = [&](const train::StepMetrics& s) {
     Row row = param_row(p);
     row.add("step", static_cast<double>(s.step));
@@ -794,26 +790,23 @@ Result<PointResult> run_train(const Point& p, const PointRun& run) {
     row.add("skipped", s.skipped ? 1.0 : 0.0);
     row.add("val_loss", s.validation ? Cell(s.validation->loss) : Cell(std::string("")));
     out["steps"].push_back(std::move(row));
-    for (const auto& m : s.operands) {
-      Acc& a = roles[{m.layer, std::string(train::role_name(m.role))}];
-      a.nonzero += m.nonzero;
-      a.underflow += m.underflow;
-      a.count += m.count;
-      a.sse += m.mse * static_cast<double>(m.count);
-      if (m.role == train::Role::G) g_nonzero += m.nonzero, g_underflows += m.underflow;
-    }
+    totals.add(s);
   };
   Reporter r;
   r.cancel = run.reporter.cancel;
   auto t = train::run_training(*data, job->options, on_step, r);
   if (!t) return t.error();
   if (t->cancelled) return make_error(ops::kCancelled);
-  for (const auto& [key, a] : roles) {
+  // Rows by layer, then role name.
+  std::map<std::pair<std::string, std::string>, std::string> order;
+  for (const auto& c : totals.columns()) order[{c.layer, std::string(train::role_name(c.role))}] = c.key;
+  for (const auto& [layer_role, key] : order) {
+    const train::OperandTotals& a = totals.at(key);
     Row row = param_row(p);
-    row.add("layer", key.first);
-    row.add("role", key.second);
-    row.add("underflow_ratio", a.nonzero ? static_cast<double>(a.underflow) / static_cast<double>(a.nonzero) : 0.0);
-    row.add("mse", a.count ? a.sse / static_cast<double>(a.count) : 0.0);
+    row.add("layer", layer_role.first);
+    row.add("role", layer_role.second);
+    row.add("underflow_ratio", a.underflow_ratio());
+    row.add("mse", a.weighted_mse());
     out["layers"].push_back(std::move(row));
   }
   Row s = param_row(p);
@@ -825,7 +818,7 @@ Result<PointResult> run_train(const Point& p, const PointRun& run) {
   eval("val", t->validation);
   s.add("final_loss", t->losses.empty() ? 0.0 : t->losses.back());
   s.add("skipped_steps", static_cast<double>(t->skipped));
-  s.add("grad_underflow_ratio", g_nonzero ? static_cast<double>(g_underflows) / static_cast<double>(g_nonzero) : 0.0);
+  s.add("grad_underflow_ratio", totals.of_role(train::Role::G).underflow_ratio());
   s.add("parameters", static_cast<double>(t->parameters));
   out["summary"].push_back(std::move(s));
   return out;
