@@ -16,6 +16,7 @@
 #include "mxlab/experiment/results.hpp"
 #include "mxlab/formats/codepoints.hpp"
 #include "mxlab/formats/parse.hpp"
+#include "mxlab/gemm/gemm.hpp"
 #include "mxlab/io/datasets.hpp"
 #include "mxlab/io/distributions.hpp"
 #include "mxlab/io/training_data.hpp"
@@ -183,7 +184,7 @@ Row param_row(const Point& p) {
     char* end = nullptr;
     const double d = std::strtod(v.c_str(), &end);
     if (!v.empty() && end == v.c_str() + v.size() && std::isfinite(d) && k != "format" && k != "a" && k != "b" &&
-        k != "input" && k != "layer" && k != "recipe" && k != "set")
+        k != "input" && k != "layer" && k != "recipe" && k != "set" && k != "group")
       r.add(k, d);
     else
       r.add(k, v);
@@ -553,6 +554,154 @@ Result<PointResult> run_catalogue(const Point& p) {
   return out;
 }
 
+// ---- gemm: C = A B of quantized operands under an accumulation model (docs/gemm.md, gemm::run)
+
+/// The point's accumulation model: `model` (default exact) followed by each model setting the point sweeps.
+Result<gemm::Model> point_model(const Point& p) {
+  std::string text = p.param("model").value_or("exact");
+  for (const char* key : {"product", "group", "order", "sum", "scale", "acc", "promote", "model_round"})
+    if (auto v = p.param(key)) text += "," + (std::string(key) == "model_round" ? std::string("round") : std::string(key)) + "=" + *v;
+  auto m = gemm::parse_model(text);
+  if (!m) return make_error("point " + p.key() + ": " + m.error().message);
+  return m;
+}
+
+/// A size axis of the point (m, k or n): a positive integer of at most 2^20, or none.
+Result<std::optional<std::int64_t>> point_size(const Point& p, const char* axis) {
+  auto v = p.param(axis);
+  if (!v) return std::optional<std::int64_t>();
+  std::int64_t n = 0;
+  const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (ec != std::errc() || end != v->data() + v->size() || n < 1 || n > (std::int64_t{1} << 20))
+    return make_error("point " + p.key() + ": " + axis + " = '" + *v + "': expected an integer from 1 to 1048576");
+  return std::optional<std::int64_t>(n);
+}
+
+/// An operand of rows x cols values: the input named by the point's `axis` (generated with that shape, or a file
+/// of that shape), or normal(0,1) values of the given seed when the point names none.
+Result<std::vector<double>> gemm_operand(const Experiment& e, const Point& p, const std::string& axis, std::int64_t rows,
+                                         std::int64_t cols, std::uint64_t seed) {
+  ops::InputRequest r;
+  r.input = "gen:normal:0,1";
+  r.seed = seed;
+  std::string what = "generated operand";
+  if (auto name = p.param(axis)) {
+    const InputDef* in = find_input(e, *name);
+    if (!in) return make_error("point " + p.key() + ": " + axis + " = '" + *name + "' names no input");
+    if (!in->weights.empty() || in->source.rfind("data:", 0) == 0)
+      return make_error("input '" + in->name + "': a GEMM's " + (axis == "input" ? "B" : "A") +
+                        " from a model's layers or a data set is input = NAME of a weights input (B)");
+    r.input = in->source.rfind("gen:", 0) == 0 ? in->source : resolve(e, in->source);
+    r.seed = in->seed;
+    r.bf16 = in->bf16;
+    r.csv_table = true;
+    what = "input '" + in->name + "'";
+  }
+  if (r.input.rfind("gen:", 0) == 0) r.shape = std::to_string(rows) + "x" + std::to_string(cols);
+  auto t = ops::load_tensor(r);
+  if (!t) return make_error(what + ": " + t.error().message);
+  if (t->shape() != std::vector<std::int64_t>{rows, cols})
+    return make_error(what + ": shape " + format_shape(t->shape()) + ", expected " + std::to_string(rows) + "x" +
+                      std::to_string(cols));
+  return t->exact_values();
+}
+
+void add_gemm_errors(Row& r, const std::string& prefix, const gemm::ErrorSummary& s) {
+  r.add(prefix + "max_rel_error", s.max_rel_error);
+  r.add(prefix + "mean_rel_error", s.mean_rel_error);
+  r.add(prefix + "p50_rel_error", s.p50_rel_error);
+  r.add(prefix + "p90_rel_error", s.p90_rel_error);
+  r.add(prefix + "p99_rel_error", s.p99_rel_error);
+  r.add(prefix + "max_abs_error", s.max_abs_error);
+  r.add(prefix + "sqnr_db", s.sqnr_db);
+  // ||C - R|| / ||R|| over every entry: 10^(-SQNR/20).
+  r.add(prefix + "normwise_rel_error", std::isfinite(s.sqnr_db) ? std::pow(10.0, -s.sqnr_db / 20) : 0.0);
+}
+
+Result<PointResult> run_gemm(const Experiment& e, const Point& p, const PointRun& run) {
+  gemm::GemmRequest r;
+  const bool both = p.param("format").has_value();
+  auto fa = point_format(p, both ? "format" : "a");
+  if (!fa) return fa.error();
+  auto fb = point_format(p, both ? "format" : "b");
+  if (!fb) return fb.error();
+  r.format_a = *fa;
+  r.format_b = *fb;
+  auto model = point_model(p);
+  if (!model) return model.error();
+  r.models = {*model};
+  if (auto out = p.param("output")) {
+    auto f = parse_format(*out);
+    if (!f) return make_error("point " + p.key() + ": output = '" + *out + "': " + f.error().message);
+    r.out = *f;
+  }
+  std::uint64_t seed = 0;
+  if (auto s = p.param("data_seed")) {
+    const auto [end, ec] = std::from_chars(s->data(), s->data() + s->size(), seed);
+    if (ec != std::errc() || end != s->data() + s->size())
+      return make_error("point " + p.key() + ": data_seed = '" + *s + "': expected a non-negative integer");
+  }
+  auto m = point_size(p, "m");
+  auto k = point_size(p, "k");
+  auto n = point_size(p, "n");
+  for (const auto* s : {&m, &k, &n})
+    if (!*s) return s->error();
+  if (!*m) return make_error("point " + p.key() + ": a GEMM needs m (the rows of A)");
+  r.m = **m;
+  r.threads = run.threads;
+  const InputDef* weights = nullptr;
+  if (auto name = p.param("input")) {
+    weights = find_input(e, *name);
+    if (weights && weights->weights.empty()) weights = nullptr;
+  }
+  std::string shape_b;
+  if (weights) {
+    // A model's layer is B's transpose (a Linear weight [out, in]): its rows are N, its blocks' axis is K.
+    auto in = load_input(e, p);
+    if (!in) return in.error();
+    auto t = in->source.load();
+    if (!t) return t.error();
+    const std::int64_t depth = t->shape().empty() ? 1 : t->shape().back();
+    const auto rows = static_cast<std::int64_t>(t->size()) / std::max<std::int64_t>(depth, 1);
+    if ((*k && **k != depth) || (*n && **n != rows))
+      return make_error("point " + p.key() + ": layer '" + p.param("layer").value_or("") + "' is " +
+                        std::to_string(rows) + " x " + std::to_string(depth) + " (N x K), not the point's n x k");
+    r.k = depth;
+    r.n = rows;
+    r.b.resize(t->size());
+    for (std::int64_t j = 0; j < rows; ++j)
+      for (std::int64_t q = 0; q < depth; ++q)
+        r.b[static_cast<std::size_t>(q * rows + j)] = t->exact(static_cast<std::size_t>(j * depth + q));
+    shape_b = in->shape;
+  } else {
+    if (!*k || !*n) return make_error("point " + p.key() + ": a GEMM needs k and n (or input = a model's layers for B)");
+    r.k = **k;
+    r.n = **n;
+    auto b = gemm_operand(e, p, "input", r.k, r.n, seed + 1);
+    if (!b) return b.error();
+    r.b = std::move(*b);
+  }
+  auto a = gemm_operand(e, p, "a_input", r.m, r.k, seed);
+  if (!a) return a.error();
+  r.a = std::move(*a);
+  if (run.reporter.cancelled()) return make_error(ops::kCancelled);
+  auto rep = gemm::run(r);
+  if (!rep) return make_error("point " + p.key() + ": " + rep.error().message);
+  const gemm::ModelResult& mr = rep->models.front();
+  Row row = param_row(p);
+  row.add("shape", std::to_string(r.m) + "x" + std::to_string(r.k) + "x" + std::to_string(r.n));
+  row.add("definition", gemm::describe(mr.model));
+  row.add("count", static_cast<double>(mr.vs_exact.count));
+  row.add("nan_count", static_cast<double>(mr.vs_exact.nan_count));
+  row.add("zero_reference", static_cast<double>(mr.vs_exact.zero_reference));
+  add_gemm_errors(row, "acc_", mr.vs_exact);
+  add_gemm_errors(row, "total_", mr.vs_fp32);
+  add_gemm_errors(row, "format_", rep->exact_vs_fp32);
+  PointResult out;
+  out["gemm"].push_back(std::move(row));
+  return out;
+}
+
 }  // namespace
 
 const Cell* Row::find(const std::string& column) const {
@@ -830,6 +979,7 @@ Result<PointResult> run_point(const Experiment& e, const Point& p, const PointRu
   if (e.job == "profiles") return run_profiles(e, p, run);
   if (e.job == "bounds") return run_bounds(e, p);
   if (e.job == "catalogue") return run_catalogue(p);
+  if (e.job == "gemm") return run_gemm(e, p, run);
   return make_error("unknown job '" + e.job + "'");
 }
 
@@ -844,6 +994,8 @@ std::optional<Error> check_point(const Experiment& e, const Point& p) {
     if (auto c = catalogue_format(p); !c) return in_point(c.error());
     return std::nullopt;
   }
+  if (e.job == "gemm")
+    if (auto m = point_model(p); !m) return in_point(m.error());
   for (const char* which : {"format", "a", "b"}) {
     if (!p.param(which)) continue;
     auto f = point_format(p, which);

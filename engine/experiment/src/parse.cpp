@@ -212,6 +212,12 @@ bool known_axis(const std::string& job, const std::string& axis) {
   if (job == "bounds") {
     if (axis == "a" || axis == "b") return true;
   }
+  if (job == "gemm") {
+    static const std::set<std::string> kGemm = {"a", "b", "input", "a_input", "m", "k", "n", "data_seed", "output",
+                                                "model", "product", "group", "order", "sum", "scale", "acc", "promote",
+                                                "model_round"};
+    if (kGemm.count(axis) > 0) return true;
+  }
   if (job == "analyze" || job == "profiles") {
     if (axis == "input") return true;
   }
@@ -430,8 +436,9 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
     if (auto n = root.get("description")) e.description = r.string(*n, "description");
     if (auto n = root.get("job")) {
       e.job = r.string(*n, "job");
-      if (e.job != "analyze" && e.job != "catalogue" && e.job != "bounds" && e.job != "profiles" && e.job != "train")
-        r.fail(n, "job", "expected analyze, catalogue, bounds, profiles or train");
+      if (e.job != "analyze" && e.job != "catalogue" && e.job != "bounds" && e.job != "profiles" && e.job != "train" &&
+          e.job != "gemm")
+        r.fail(n, "job", "expected analyze, catalogue, bounds, profiles, train or gemm");
     }
     if (auto n = root.get("inputs")) {
       for (const auto& [k, v] : ordered(r.table(*n, "inputs"))) read_input(r, k, r.table(*v, "inputs." + k), e);
