@@ -310,7 +310,13 @@ int analyze_weight_input(Io io, const Args& args, const std::string& input, cons
   options.gaps = gaps;
   ops::Run run;
   run.threads = threads;
+  std::uint64_t elements = 0;
+  for (const auto& w : file->weights())
+    if (w.readable() && pattern->matches(w.name)) elements += w.elements;
+  ProgressBar bar(io.err, "elements", true);
+  if (elements >= kProgressElements && ProgressBar::stderr_is_tty()) run.reporter = bar.reporter();
   auto results = ops::analyze_weights(formats, *file, *pattern, options, run);
+  bar.finish();
   if (!results) return bad_input(io, "analyze", results.error().message);
   Table table = header;
   for (const auto& w : *results) {

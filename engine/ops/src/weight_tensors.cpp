@@ -25,14 +25,24 @@ Result<std::vector<WeightAnalysis>> analyze_weights(const std::vector<BlockForma
                                                     const NamePattern& select, const AnalyzeOptions& options,
                                                     const Run& run) {
   std::vector<WeightAnalysis> out;
+  std::int64_t total = 0;
+  for (const WeightInfo& info : file.weights())
+    if (info.readable() && select.matches(info.name)) total += static_cast<std::int64_t>(info.elements);
+  // Progress over every selected tensor: each analysis reports its own elements, counted after those before it.
+  std::int64_t before = 0;
+  Run each = run;
+  if (run.reporter.on_progress)
+    each.reporter.on_progress = [&](const Progress& p) { run.reporter.report(before + p.done, total, p.stage); };
   for (std::size_t i = 0; i < file.weights().size(); ++i) {
     const WeightInfo& info = file.weights()[i];
     if (!info.readable() || !select.matches(info.name)) continue;
+    if (run.reporter.cancelled()) return make_error(kCancelled);
     auto t = read_weight_tensor(file, i);
     if (!t) return t.error();
-    auto a = analyze(formats, t->source, options, run);
+    auto a = analyze(formats, t->source, options, each);
     if (!a) return make_error("tensor '" + info.name + "': " + a.error().message);
     out.push_back({info, t->layout, std::move(*a)});
+    before += static_cast<std::int64_t>(info.elements);
   }
   if (out.empty())
     return make_error(std::string(weight_file_kind_name(file.kind())) + " '" + file.path() + "': no readable tensor matches '" +

@@ -32,8 +32,9 @@ struct WeightAnalysis {
 };
 
 /// analyze() of every readable tensor of `file` whose name `select` matches, in file order, each read with
-/// its blocks along its reduction axes (read_weight_tensor) and released before the next is read. An error
-/// names the file when no readable tensor matches.
+/// its blocks along its reduction axes (read_weight_tensor) and released before the next is read. Progress counts
+/// the elements of every selected tensor (each tensor's per-format passes within its share); cancellation is
+/// checked between tensors and inside each analysis. An error names the file when no readable tensor matches.
 Result<std::vector<WeightAnalysis>> analyze_weights(const std::vector<BlockFormat>& formats, const WeightFile& file,
                                                     const NamePattern& select, const AnalyzeOptions& options = {},
                                                     const Run& run = {});
