@@ -21,7 +21,7 @@ constexpr const char* kUsage =
     "         reduction axes, op; --select keeps names matching a glob\n"
     "         ('*conv*/kernel') or a regular expression ('re:.*conv\\d+.*'); --read reads every\n"
     "         selected float tensor and reports how many values were read\n\n"
-    "DIR defaults to $MXLAB_DATA_DIR, else data/external under the current directory.\n";
+    "DIR defaults to $MXLAB_DATA_DIR, else the per-user folder $XDG_DATA_HOME/mxlab or ~/.local/share/mxlab.\n";
 
 /// The columns a terminal shows first (--columns chooses others; files have every column).
 const std::vector<std::string> kListColumns = {"name", "present", "bytes", "source", "what"};
@@ -139,7 +139,7 @@ int data_weights(const Args& args, Io io) {
 
 int cmd_data(const std::vector<std::string>& argv, Io io) {
   std::vector<OptionSpec> specs = {
-      {"dir", true, "DIR", "data folder (default: $MXLAB_DATA_DIR or data/external)"},
+      {"dir", true, "DIR", "data folder (default: $MXLAB_DATA_DIR or ~/.local/share/mxlab)"},
       {"no-verify", false, "", "fetch: keep files already present without hashing them"},
       {"select", true, "PATTERN", "weights: names matching a glob, or a regular expression after 're:'"},
       {"read", false, "", "weights: read every selected float tensor"},

@@ -62,7 +62,7 @@ std::vector<OptionSpec> train_options() {
           {"eval-every", true, "N", "validation every N steps (default: steps/10; 0 = only at the end)"},
           {"eval-limit", true, "N", "validation on at most N examples (text: windows) during training"},
           {"metrics-every", true, "N", "operand metrics every N steps (default 1; 0 = never)"},
-          {"data-dir", true, "DIR", "data folder (default $MXLAB_DATA_DIR or data/external)"},
+          {"data-dir", true, "DIR", "data folder (default $MXLAB_DATA_DIR or ~/.local/share/mxlab)"},
           {"hidden", true, "W,W", "MLP hidden widths, at most 64 of them (default 256,128)"},
           {"d-model", true, "D", "transformer and vit width (default 128)"},
           {"layers", true, "L", "transformer and vit blocks (default 2)"},

@@ -111,9 +111,30 @@ TEST_CASE("data_file gives the path of an installed file or says how to fetch it
     CHECK(data_file("digits", "digits.csv.gz").ok());
     std::filesystem::remove(root + "/digits/digits.csv.gz");
     CHECK_THAT(data_file("digits", "digits.csv.gz").error().message,
-               Catch::EndsWith("is missing; run `mxlab data fetch digits`"));
+               Catch::Contains("searched " + root + "/, from MXLAB_DATA_DIR") &&
+                   Catch::EndsWith("run `mxlab data fetch digits`"));
     ::unsetenv("MXLAB_DATA_DIR");
-    CHECK(default_data_dir() == "data/external");
+  }
+  SECTION("without MXLAB_DATA_DIR the default is one per-user folder, whatever the current directory") {
+    const char* old_home = std::getenv("HOME");
+    const char* old_xdg = std::getenv("XDG_DATA_HOME");
+    const std::string home = old_home ? old_home : "", xdg = old_xdg ? old_xdg : "";
+    ::unsetenv("MXLAB_DATA_DIR");
+    ::setenv("HOME", "/home/someone", 1);
+    ::unsetenv("XDG_DATA_HOME");
+    CHECK(default_data_dir() == "/home/someone/.local/share/mxlab");
+    ::setenv("XDG_DATA_HOME", "/xdg/data", 1);
+    CHECK(default_data_dir() == "/xdg/data/mxlab");
+    ::setenv("XDG_DATA_HOME", "relative", 1);  // the XDG rule: a relative path is ignored
+    CHECK(default_data_dir() == "/home/someone/.local/share/mxlab");
+    ::setenv("XDG_DATA_HOME", root.c_str(), 1);
+    std::filesystem::remove(root + "/digits/digits.csv.gz");
+    CHECK_THAT(data_file("digits", "digits.csv.gz").error().message,
+               Catch::Contains("searched " + root + "/mxlab/, the per-user default; MXLAB_DATA_DIR names another folder"));
+    if (old_home) ::setenv("HOME", home.c_str(), 1);
+    else ::unsetenv("HOME");
+    if (old_xdg) ::setenv("XDG_DATA_HOME", xdg.c_str(), 1);
+    else ::unsetenv("XDG_DATA_HOME");
   }
   SECTION("fetching an unknown name installs nothing") {
     FetchOptions o;

