@@ -377,7 +377,11 @@ void legend_below(QCustomPlot& plot, const Figure& f, double font_px, int row) {
   if (!f.legend_title.empty()) {
     QFont tf = legend->font();
     tf.setBold(true);
-    legend->addElement(new QCPTextElement(&plot, label(f.legend_title), tf));
+    // Aligned as the entries' texts are: at the top left of its cell, with their margins.
+    auto* title = new QCPTextElement(&plot, label(f.legend_title), tf);
+    title->setTextFlags(Qt::AlignLeft | Qt::AlignTop);
+    title->setMargins(QMargins(8, 2, 8, 2));
+    legend->addElement(title);
   }
   fill_legend(plot, legend);
   const double width = plot.viewport().width() - 12;

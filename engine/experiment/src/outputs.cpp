@@ -546,7 +546,9 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
         char* end = nullptr;
         const double v = std::strtod(word.c_str(), &end);
         if (end == word.c_str() || *end != 0 || !std::isfinite(v)) continue;
-        Marker m{v, def.marker_label.empty() ? column : def.marker_label};
+        Marker m;
+        m.x = v;
+        m.label = def.marker_label.empty() ? column : def.marker_label;
         if (on) {
           const auto k = std::find(on->x.begin(), on->x.end(), v);
           if (k == on->x.end()) continue;  // the series has no point there
