@@ -2,10 +2,16 @@
 #include "checks.hpp"
 
 #include <QComboBox>
+#include <QCompleter>
 #include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QSplitter>
+#include <QVBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 
+#include "mxlab/formats/catalogue.hpp"
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/io/distributions.hpp"
 #include "mxlab/io/weights.hpp"
@@ -87,6 +93,65 @@ QLabel* messageLine(QWidget* parent) {
   l->setVisible(false);
   l->setTextInteractionFlags(Qt::TextSelectableByMouse);
   return l;
+}
+
+std::optional<Format> elementFormatOf(const QString& text) {
+  const std::string s = text.trimmed().toStdString();
+  if (auto f = parse_format(s)) return *f;
+  if (auto b = parse_block_format(s)) return b->element;
+  return std::nullopt;
+}
+
+QStringList elementNames() {
+  QStringList out;
+  for (const Format& f : catalogue_formats()) out << QString::fromStdString(f.name());
+  return out;
+}
+
+QStringList blockNames() {
+  QStringList out;
+  for (const auto& n : block_format_names()) out << QString::fromStdString(n);
+  return out;
+}
+
+QComboBox* formatBox(const QStringList& names, const QString& current, QWidget* parent) {
+  auto* box = new QComboBox(parent);
+  box->setEditable(true);
+  box->addItems(names);
+  box->setCurrentText(current);
+  box->setInsertPolicy(QComboBox::NoInsert);
+  box->completer()->setCompletionMode(QCompleter::PopupCompletion);
+  box->completer()->setCaseSensitivity(Qt::CaseSensitive);
+  return box;
+}
+
+void addHelp(QFormLayout* form, const QString& text) {
+  auto* help = new QLabel(text, form->parentWidget());
+  help->setWordWrap(true);
+  form->addRow(help);
+}
+
+QVBoxLayout* formBeside(QWidget* view, QWidget* form) {
+  form->setMaximumWidth(360);
+  auto* split = new QSplitter(view);
+  auto* right = new QWidget(split);
+  auto* column = new QVBoxLayout(right);
+  column->setContentsMargins(0, 0, 0, 0);
+  split->addWidget(form);
+  split->addWidget(right);
+  split->setStretchFactor(1, 1);
+  auto* layout = new QHBoxLayout(view);
+  layout->addWidget(split);
+  return column;
+}
+
+void checkAsTyped(QComboBox* box, QLabel* message, QString (*check)(const QString&), QObject* context,
+                  const std::function<void()>& accepted) {
+  QObject::connect(box, &QComboBox::currentTextChanged, context, [=](const QString& text) {
+    const QString p = text == QObject::tr("(none)") ? QString() : check(text);
+    markField(box, message, p);
+    if (p.isEmpty()) accepted();
+  });
 }
 
 }  // namespace mxlab::gui

@@ -4,8 +4,17 @@
 #pragma once
 
 #include <QString>
+#include <QStringList>
+#include <functional>
+#include <optional>
 
+#include "mxlab/formats/format.hpp"
+
+class QComboBox;
+class QFormLayout;
+class QVBoxLayout;
 class QLabel;
+class QObject;
 class QWidget;
 
 namespace mxlab::gui {
@@ -21,5 +30,22 @@ QString sourceProblem(const QString& text);
 void markField(QWidget* field, QLabel* message, const QString& problem);
 /// A message line for a field: red, word-wrapped, hidden while empty.
 QLabel* messageLine(QWidget* parent);
+
+/// The element format a format field names (a block format's name stands for its element), if it parses.
+std::optional<Format> elementFormatOf(const QString& text);
+/// The catalogue's element formats and the named block formats, by name.
+QStringList elementNames();
+QStringList blockNames();
+/// An editable format field listing `names`, completing in a list under the field (the text stays as typed).
+QComboBox* formatBox(const QStringList& names, const QString& current, QWidget* parent);
+/// Adds a word-wrapped help text as the form's last row.
+void addHelp(QFormLayout* form, const QString& text);
+/// Lays out a view: the form on the left (at most 360 pixels wide), a column for the results on the right (the
+/// layout returned, its widget the parent of what it holds), split so the results take the rest.
+QVBoxLayout* formBeside(QWidget* view, QWidget* form);
+
+/// Checks a field as it is typed: a problem shows on the field; accepted text calls `accepted` ("(none)" passes).
+void checkAsTyped(QComboBox* box, QLabel* message, QString (*check)(const QString&), QObject* context,
+                  const std::function<void()>& accepted);
 
 }  // namespace mxlab::gui

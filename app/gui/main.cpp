@@ -6,6 +6,8 @@
 #include <QComboBox>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QLineEdit>
+#include <QSettings>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTimer>
@@ -14,7 +16,9 @@
 #include <variant>
 
 #include "main_window.hpp"
+#include "block_view.hpp"
 #include "training_view.hpp"
+#include "value_view.hpp"
 #include "views.hpp"
 
 namespace {
@@ -25,10 +29,10 @@ const char* const kUsage =
     "usage: mxlab-gui [--tab N] [--open FILE.toml] [--train] [--screenshots DIR]\n"
     "\n"
     "The mxlab workbench's window (docs/gui.md): Format Explorer, Quantization Lab, Bounds, Training\n"
-    "Simulator and Experiments, each computed by the engine.\n"
+    "Simulator, Experiments, Value Explorer and Block, each computed by the engine.\n"
     "\n"
     "  --tab N            open view N: 0 Format Explorer, 1 Quantization Lab, 2 Bounds,\n"
-    "                     3 Training Simulator, 4 Experiments\n"
+    "                     3 Training Simulator, 4 Experiments, 5 Value Explorer, 6 Block\n"
     "  --open FILE.toml   run an experiment file in the Experiments view\n"
     "  --train            start the Training Simulator with its settings\n"
     "  --screenshots DIR  compute each view, save DIR/gui-VIEW.png and exit\n"
@@ -68,7 +72,7 @@ std::variant<CommandLine, QString> parse(const QStringList& args) {
   if (p.isSet(tab)) {
     bool ok = false;
     c.tab = p.value(tab).toInt(&ok);
-    if (!ok || c.tab < 0 || c.tab > 4) return QString("option '--tab %1': expected a view number from 0 to 4").arg(p.value(tab));
+    if (!ok || c.tab < 0 || c.tab > 6) return QString("option '--tab %1': expected a view number from 0 to 6").arg(p.value(tab));
   }
   if (p.isSet(open)) {
     c.open = p.value(open);
@@ -83,7 +87,8 @@ std::variant<CommandLine, QString> parse(const QStringList& args) {
 }
 
 /// Computes each view, grabs it into DIR/gui-VIEW.png and quits; then a few states of note: the training
-/// run's underflow heatmap, a format too wide to list whole, a format typed half-way.
+/// run's underflow heatmap, a format too wide to list whole, a format typed half-way, the Value Explorer and
+/// one MXFP4 block.
 int screenshots(QApplication& app, mxlab::gui::MainWindow& window, const QString& dir) {
   using namespace mxlab::gui;
   window.resize(1400, 860);
@@ -112,7 +117,20 @@ int screenshots(QApplication& app, mxlab::gui::MainWindow& window, const QString
           shot("float32");
           v->format()->setCurrentText("e3m");
           shot("typing");
-          app.quit();
+          window.tabs()->setCurrentWidget(window.valueExplorer());
+          window.valueExplorer()->format()->setCurrentText("e4m3");
+          window.valueExplorer()->value()->setText("0.3");
+          shot("value-explorer");
+          BlockView* b = window.blockView();
+          window.tabs()->setCurrentWidget(b);
+          QObject::connect(b, &BlockView::finished, &window, [&] {
+            QTimer::singleShot(300, &window, [&] {
+              shot("block");
+              app.quit();
+            });
+          });
+          b->block()->setValue(3);
+          b->recompute();
         });
       });
       v->overlay()->setCurrentText("(none)");
@@ -161,7 +179,9 @@ int main(int argc, char** argv) {
   QApplication::setHighDpiScaleFactorRoundingPolicy(Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
   QApplication app(argc, argv);
   QApplication::setOrganizationName("mxlab");
-  QApplication::setApplicationName("mxlab-gui");
+  // Screenshots show the defaults: a session of their own, cleared, so they neither read nor change the user's.
+  QApplication::setApplicationName(cl.screenshots.isEmpty() ? "mxlab-gui" : "mxlab-gui-screenshots");
+  if (!cl.screenshots.isEmpty()) QSettings().clear();
   mxlab::gui::MainWindow window;
   window.show();
   if (!cl.screenshots.isEmpty()) return screenshots(app, window, cl.screenshots);

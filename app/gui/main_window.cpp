@@ -18,9 +18,12 @@
 #include <functional>
 
 #include "checks.hpp"
+#include "plot_tools.hpp"
 #include "mxlab/core/quote.hpp"
 #include "mxlab/core/table.hpp"
+#include "block_view.hpp"
 #include "training_view.hpp"
+#include "value_view.hpp"
 #include "views.hpp"
 
 namespace mxlab::gui {
@@ -39,6 +42,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   bounds_ = new BoundsView(tabs_);
   experiments_ = new ExperimentsView(tabs_);
   training_ = new TrainingView(tabs_);
+  values_ = new ValueExplorer(tabs_);
+  blocks_ = new BlockView(tabs_);
   // Errors show on the field at fault, under the form and here: never in a dialog.
   auto report = [this](const QString& title) { return [this, title](const QString& m) { showStatus(title + ": " + m, true); }; };
   for (View* v : std::initializer_list<View*>{explorer_, lab_, bounds_}) {
@@ -49,6 +54,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(training_, &TrainingView::failed, this, report(tr("Training Simulator")));
   tabs_->addTab(experiments_, experiments_->title());
   connect(experiments_->study(), &StudyView::failed, this, report(experiments_->title()));
+  tabs_->addTab(values_, tr("Value Explorer"));
+  tabs_->addTab(blocks_, tr("Block"));
+  connect(blocks_, &BlockView::failed, this, report(tr("Block")));
   setCentralWidget(tabs_);
   buildMenus();
   showStatus(tr("Every number is computed exactly by the engine; File > Save view as experiment "
@@ -176,9 +184,27 @@ void MainWindow::startViews() {
   for (View* v : std::initializer_list<View*>{explorer_, lab_, bounds_}) v->recompute();
 }
 
+QString MainWindow::exportPlot(const QString& base) const {
+  if (current()) return current()->study()->exportPlot(base);
+  if (tabs_->currentWidget() == blocks_) return blocks_->exportPlot(base);
+  if (tabs_->currentWidget() == values_) return tr("the Value Explorer has no plot: Export table writes its roundings");
+  return training_->exportPlot(base);
+}
+
+QString MainWindow::exportTable(const QString& base) const {
+  if (current()) return current()->study()->exportTable(base);
+  if (tabs_->currentWidget() == blocks_) return blocks_->exportTable(base);
+  if (tabs_->currentWidget() == values_) return writeTable(tableOf(*values_->roundings(), {0, 1, 2, 6}), base);
+  return training_->exportTable(base);
+}
+
 View* MainWindow::current() const { return qobject_cast<View*>(tabs_->currentWidget()); }
 
 QString MainWindow::saveView(const QString& path) const {
+  if (tabs_->currentWidget() == values_ || tabs_->currentWidget() == blocks_)
+    return tr("the %1 view is not an experiment: mxlab cast FORMAT VALUE --round MODE and mxlab analyze SPEC --per-block "
+              "compute what it shows")
+        .arg(tabs_->tabText(tabs_->currentIndex()));
   const QString text = !current() ? training_->experimentText()
                        : current()->study()->experimentText().isEmpty() ? current()->experimentText()
                                                                         : current()->study()->experimentText();
@@ -206,14 +232,14 @@ void MainWindow::buildMenus() {
   file->addAction(tr("Export &plot (PNG, PDF)..."), QKeySequence(tr("Ctrl+E")), this, [this] {
     const QString base = QFileDialog::getSaveFileName(this, tr("Export plot: base name"), "plot");
     if (base.isEmpty()) return;
-    const QString err = current() ? current()->study()->exportPlot(base) : training_->exportPlot(base);
+    const QString err = exportPlot(base);
     if (!err.isEmpty()) showStatus(err, true);
     else showStatus(tr("wrote %1.png and %1.pdf").arg(base));
   });
   file->addAction(tr("Export &table (CSV, Markdown, LaTeX)..."), QKeySequence(tr("Ctrl+T")), this, [this] {
     const QString base = QFileDialog::getSaveFileName(this, tr("Export table: base name"), "table");
     if (base.isEmpty()) return;
-    const QString err = current() ? current()->study()->exportTable(base) : training_->exportTable(base);
+    const QString err = exportTable(base);
     if (!err.isEmpty()) showStatus(err, true);
     else showStatus(tr("wrote %1.csv, %1.md and %1.tex").arg(base));
   });
@@ -222,11 +248,13 @@ void MainWindow::buildMenus() {
   QMenu* view = menuBar()->addMenu(tr("&View"));
   view->addAction(tr("&Recompute"), QKeySequence::Refresh, this, [this] {
     if (current()) current()->recompute();
-    else training_->start();
+    else if (tabs_->currentWidget() == blocks_) blocks_->recompute();
+    else if (tabs_->currentWidget() == training_) training_->start();
   });
   view->addAction(tr("&Stop"), QKeySequence(Qt::Key_Escape), this, [this] {
     if (current()) current()->study()->cancel();
-    else training_->stop();
+    else if (tabs_->currentWidget() == blocks_) blocks_->cancel();
+    else if (tabs_->currentWidget() == training_) training_->stop();
   });
   for (int i = 0; i < tabs_->count(); ++i)
     view->addAction(tabs_->tabText(i), QKeySequence(QString("Ctrl+%1").arg(i + 1)), this, [this, i] { tabs_->setCurrentIndex(i); });

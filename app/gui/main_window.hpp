@@ -13,6 +13,8 @@ class QuantizationLab;
 class BoundsView;
 class ExperimentsView;
 class TrainingView;
+class ValueExplorer;
+class BlockView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -26,12 +28,17 @@ class MainWindow : public QMainWindow {
   BoundsView* bounds() const { return bounds_; }
   ExperimentsView* experiments() const { return experiments_; }
   TrainingView* training() const { return training_; }
+  ValueExplorer* valueExplorer() const { return values_; }
+  BlockView* blockView() const { return blocks_; }
   QTabWidget* tabs() const { return tabs_; }
   View* current() const;
 
   /// The current view when it is an experiment view (the Training Simulator is not), else null.
   /// Saves the current view as an experiment file; an error message, or empty.
   QString saveView(const QString& path) const;
+  /// Exports the plot (PNG, PDF) or the table (CSV, Markdown, LaTeX) the tab on screen shows; an error or "".
+  QString exportPlot(const QString& base) const;
+  QString exportTable(const QString& base) const;
   /// Computes the first three views (what a start shows). A restored Quantization Lab input whose first
   /// computation fails is dropped like a setting that fails its check.
   void startViews();
@@ -52,6 +59,8 @@ class MainWindow : public QMainWindow {
   BoundsView* bounds_ = nullptr;
   ExperimentsView* experiments_ = nullptr;
   TrainingView* training_ = nullptr;
+  ValueExplorer* values_ = nullptr;
+  BlockView* blocks_ = nullptr;
   QStringList warnings_;
   bool restoredSource_ = false;
 };

@@ -2,6 +2,7 @@
 #include "plot_tools.hpp"
 
 #include <QMenu>
+#include <QTableWidget>
 #include <QToolTip>
 #include <cmath>
 #include <limits>
@@ -127,6 +128,20 @@ QString writeTable(const Table& t, const QString& base) {
   for (const auto& [ext, text] : {std::pair{".csv", to_csv(t)}, std::pair{".md", to_markdown(t)}, std::pair{".tex", to_latex(t)}})
     if (auto err = write_file_atomic(b + ext, text)) return QString::fromStdString(err->message);
   return {};
+}
+
+Table tableOf(const QTableWidget& w, const QList<int>& textColumns) {
+  Table t;
+  for (int c = 0; c < w.columnCount(); ++c) {
+    const QTableWidgetItem* h = w.horizontalHeaderItem(c);
+    t.add_column(h ? h->text().toStdString() : std::to_string(c), !textColumns.contains(c));
+  }
+  for (int r = 0; r < w.rowCount(); ++r) {
+    std::vector<std::string> row;
+    for (int c = 0; c < w.columnCount(); ++c) row.push_back(w.item(r, c) ? w.item(r, c)->text().toStdString() : "");
+    t.rows.push_back(std::move(row));
+  }
+  return t;
 }
 
 }  // namespace mxlab::gui

@@ -3,6 +3,7 @@
 // and the figure's data as a table (what Export table writes from a plot's tab).
 #pragma once
 
+#include <QList>
 #include <QString>
 #include <functional>
 
@@ -11,6 +12,7 @@
 
 class QCustomPlot;
 class QPointF;
+class QTableWidget;
 
 namespace mxlab::gui {
 
@@ -26,6 +28,9 @@ QString readoutAt(const QCustomPlot& plot, const experiment::Figure& f, const QP
 
 /// The figure's data: columns series, x, y (a heatmap: x, y, value by label), every point.
 Table figureData(const experiment::Figure& f);
+
+/// A table widget's cells as a table: its header's names; the columns listed text, the others numbers.
+Table tableOf(const QTableWidget& w, const QList<int>& textColumns);
 
 /// Writes BASE.csv, BASE.md and BASE.tex; an error or "".
 QString writeTable(const Table& t, const QString& base);

@@ -22,6 +22,7 @@
 
 #include <set>
 
+#include "checks.hpp"
 #include "mxlab/core/bits.hpp"
 #include "mxlab/core/table.hpp"
 #include "mxlab/plot/draw.hpp"
@@ -75,17 +76,12 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   buttons->addWidget(start_);
   buttons->addWidget(stop_);
   f->addRow(buttons);
-  auto* help = new QLabel(tr("Every GEMM operand (weights, activations, output gradients; forward and backward) is "
+  addHelp(f, tr("Every GEMM operand (weights, activations, output gradients; forward and backward) is "
                              "cast by the engine in the recipe's format. Gradient underflow: nonzero output "
-                             "gradients cast to zero."),
-                          form);
-  help->setWordWrap(true);
-  f->addRow(help);
-  form->setMaximumWidth(360);
+                             "gradients cast to zero."));
 
-  auto* right = new QWidget(this);
-  auto* rl = new QVBoxLayout(right);
-  rl->setContentsMargins(0, 0, 0, 0);
+  QVBoxLayout* rl = formBeside(this, form);
+  QWidget* right = rl->parentWidget();
   auto* tabs = tabs_ = new QTabWidget(right);
   loss_ = new QCustomPlot(tabs);
   accuracy_ = new QCustomPlot(tabs);
@@ -114,13 +110,6 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   bar->addWidget(status_, 1);
   bar->addWidget(progress_);
   rl->addLayout(bar);
-
-  auto* layout = new QHBoxLayout(this);
-  auto* split = new QSplitter(this);
-  split->addWidget(form);
-  split->addWidget(right);
-  split->setStretchFactor(1, 1);
-  layout->addWidget(split);
 
   watcher_ = new QFutureWatcher<void>(this);
   timer_ = new QTimer(this);
@@ -361,14 +350,7 @@ QString TrainingView::exportTable(const QString& base) const {
     if (t.rows.empty()) return tr("no training run to export");
     return writeTable(t, base);
   }
-  Table t;
-  for (int c = 0; c < summary_->columnCount(); ++c) t.add_column(summary_->horizontalHeaderItem(c)->text().toStdString(), c > 0);
-  for (int r = 0; r < summary_->rowCount(); ++r) {
-    std::vector<std::string> row;
-    for (int c = 0; c < summary_->columnCount(); ++c)
-      row.push_back(summary_->item(r, c) ? summary_->item(r, c)->text().toStdString() : "");
-    t.rows.push_back(std::move(row));
-  }
+  const Table t = tableOf(*summary_, {0});
   if (t.rows.empty()) return tr("no training run to export");
   return writeTable(t, base);
 }

@@ -31,44 +31,6 @@
 
 namespace mxlab::gui {
 
-namespace {
-
-QComboBox* format_box(const QStringList& names, const QString& current, QWidget* parent) {
-  auto* box = new QComboBox(parent);
-  box->setEditable(true);
-  box->addItems(names);
-  box->setCurrentText(current);
-  box->setInsertPolicy(QComboBox::NoInsert);
-  // Completions in a list under the field: the typed text stays as typed (inline completion would replace it).
-  box->completer()->setCompletionMode(QCompleter::PopupCompletion);
-  box->completer()->setCaseSensitivity(Qt::CaseSensitive);
-  return box;
-}
-
-/// Checks a field as it is typed: a problem shows on the field; accepted text recomputes once typing pauses.
-void check_as_typed(QComboBox* box, QLabel* message, QString (*check)(const QString&), View* view,
-                    const std::function<void()>& later) {
-  QObject::connect(box, &QComboBox::currentTextChanged, view, [=](const QString& text) {
-    const QString p = text == QObject::tr("(none)") ? QString() : check(text);
-    markField(box, message, p);
-    if (p.isEmpty()) later();
-  });
-}
-
-QStringList element_names() {
-  QStringList out;
-  for (const Format& f : catalogue_formats()) out << QString::fromStdString(f.name());
-  return out;
-}
-
-QStringList block_names() {
-  QStringList out;
-  for (const auto& n : block_format_names()) out << QString::fromStdString(n);
-  return out;
-}
-
-}  // namespace
-
 void View::build(QWidget* form) {
   auto* layout = new QHBoxLayout(this);
   auto* split = new QSplitter(this);
@@ -112,10 +74,10 @@ void View::recompute() {
 FormatExplorer::FormatExplorer(QWidget* parent) : View(parent) {
   auto* form = new QGroupBox(tr("Format"), this);
   auto* f = new QFormLayout(form);
-  format_ = format_box(element_names(), "e4m3", form);
+  format_ = formatBox(elementNames(), "e4m3", form);
   format_->setToolTip(tr("Any format string: a catalogue name (e4m3, e2m1, int8, ue4m3), a block format's name "
                          "(its element), or a format written down (e3m4, e2m5b3, int6, fp6_e2m3)"));
-  overlay_ = format_box(QStringList{tr("(none)")} + element_names(), "e5m2", form);
+  overlay_ = formatBox(QStringList{tr("(none)")} + elementNames(), "e5m2", form);
   overlay_->setToolTip(tr("A second format drawn beside the first"));
   class_ = new QComboBox(form);
   class_->addItems({tr("all"), "zero", "subnormal", "normal", "inf", "nan"});
@@ -138,20 +100,17 @@ FormatExplorer::FormatExplorer(QWidget* parent) : View(parent) {
   f->addRow(rangeNote_);
   auto* go = new QPushButton(tr("Show"), form);
   f->addRow(go);
-  auto* help = new QLabel(tr("The code-point table lists every code: its bits (sign.exponent.mantissa), class, "
+  addHelp(f, tr("The code-point table lists every code: its bits (sign.exponent.mantissa), class, "
                              "exact value and the gap to the next larger value. The number line shows every "
                              "positive value on a power-of-two axis; the density counts values per binade "
-                             "[2^k, 2^(k+1))."),
-                          form);
-  help->setWordWrap(true);
-  f->addRow(help);
+                             "[2^k, 2^(k+1))."));
   build(form);
   connect(go, &QPushButton::clicked, this, &View::recompute);
-  check_as_typed(format_, formatMessage_, elementFormatProblem, this, [this] {
+  checkAsTyped(format_, formatMessage_, elementFormatProblem, this, [this] {
     fitRange();
     later();
   });
-  check_as_typed(overlay_, overlayMessage_, elementFormatProblem, this, [this] { later(); });
+  checkAsTyped(overlay_, overlayMessage_, elementFormatProblem, this, [this] { later(); });
   connect(range_, &QLineEdit::textEdited, this, [this] {
     autoRange_ = false;
     later();
@@ -172,14 +131,6 @@ FormatExplorer::FormatExplorer(QWidget* parent) : View(parent) {
 
 namespace {
 
-/// The element format a format field names (a block format's name stands for its element), if it parses.
-std::optional<Format> element_of(const QString& text) {
-  const std::string s = text.trimmed().toStdString();
-  if (auto f = parse_format(s)) return *f;
-  if (auto b = parse_block_format(s)) return b->element;
-  return std::nullopt;
-}
-
 /// Most codes a catalogue lists (the engine's limit for `codes`).
 constexpr std::uint64_t kMaxListedCodes = std::uint64_t{1} << 16;
 
@@ -188,7 +139,7 @@ constexpr std::uint64_t kMaxListedCodes = std::uint64_t{1} << 16;
 QString FormatExplorer::codesNote() const { return rangeNote_->isVisible() ? rangeNote_->text() : QString(); }
 
 void FormatExplorer::fitRange() {
-  const auto f = element_of(format_->currentText());
+  const auto f = elementFormatOf(format_->currentText());
   if (!f) return;
   if (f->code_count() <= kMaxListedCodes) {
     if (autoRange_) range_->clear();
@@ -309,7 +260,7 @@ QuantizationLab::QuantizationLab(QWidget* parent) : View(parent) {
   seed_->setValue(1);
   seed_->setToolTip(tr("Seed of a generated input: the same seed gives the same tensor"));
   formats_ = new QListWidget(form);
-  for (const auto& n : block_names()) {
+  for (const auto& n : blockNames()) {
     auto* it = new QListWidgetItem(n, formats_);
     it->setFlags(it->flags() | Qt::ItemIsUserCheckable);
     it->setCheckState(n == "mxfp8_e4m3" || n == "mxfp4" || n == "mxint8" || n == "nvfp4" ? Qt::Checked : Qt::Unchecked);
@@ -336,12 +287,9 @@ QuantizationLab::QuantizationLab(QWidget* parent) : View(parent) {
   f->addRow(tr("profiles"), profiles_);
   auto* go = new QPushButton(tr("Quantize"), form);
   f->addRow(go);
-  auto* help = new QLabel(tr("MSE: mean squared error. SQNR: 10 log10(sum x^2 / sum (q-x)^2) in dB. Bias: mean "
+  addHelp(f, tr("MSE: mean squared error. SQNR: 10 log10(sum x^2 / sum (q-x)^2) in dB. Bias: mean "
                              "signed error. Underflow: nonzero inputs that became zero. Saturation: elements whose "
-                             "cast overflowed. Bits per element: element bits plus every stored scale. All exact."),
-                          form);
-  help->setWordWrap(true);
-  f->addRow(help);
+                             "cast overflowed. Bits per element: element bits plus every stored scale. All exact."));
   build(form);
   connect(go, &QPushButton::clicked, this, &View::recompute);
   // Recomputes on every change, once the changes pause (the running computation is cancelled).
@@ -496,8 +444,8 @@ y_label = "max relative error"
 BoundsView::BoundsView(QWidget* parent) : View(parent) {
   auto* form = new QGroupBox(tr("Formats"), this);
   auto* f = new QFormLayout(form);
-  a_ = format_box(block_names(), "mxint8", form);
-  b_ = format_box(block_names(), "mxsf", form);
+  a_ = formatBox(blockNames(), "mxint8", form);
+  b_ = formatBox(blockNames(), "mxsf", form);
   for (auto* box : {a_, b_})
     box->setToolTip(tr("A block format (mxint8, mxfp8_e4m3, mxsf, boost_e2m5, mxfp4@16, ...)"));
   maxGap_ = new QSpinBox(form);
@@ -513,17 +461,14 @@ BoundsView::BoundsView(QWidget* parent) : View(parent) {
   f->addRow(tr("last gap"), maxGap_);
   auto* go = new QPushButton(tr("Compare"), form);
   f->addRow(go);
-  auto* help = new QLabel(tr("For each exponent gap g = floor(log2 amax) - floor(log2 |x|) of an element in its block: "
+  addHelp(f, tr("For each exponent gap g = floor(log2 amax) - floor(log2 |x|) of an element in its block: "
                              "the supremum of the relative error |q - x| / |x| and of the absolute error in units of "
                              "2^floor(log2 amax), computed exactly twice (closed forms and enumeration of every code). "
-                             "Dashed lines mark the gaps where the better format changes."),
-                          form);
-  help->setWordWrap(true);
-  f->addRow(help);
+                             "Dashed lines mark the gaps where the better format changes."));
   build(form);
   connect(go, &QPushButton::clicked, this, &View::recompute);
-  check_as_typed(a_, aMessage_, blockFormatProblem, this, [this] { later(); });
-  check_as_typed(b_, bMessage_, blockFormatProblem, this, [this] { later(); });
+  checkAsTyped(a_, aMessage_, blockFormatProblem, this, [this] { later(); });
+  checkAsTyped(b_, bMessage_, blockFormatProblem, this, [this] { later(); });
   connect(maxGap_, &QSpinBox::valueChanged, this, [this] { later(); });
 }
 

@@ -8,6 +8,8 @@
 #include <QMessageBox>
 #include <QProcess>
 #include <QProgressBar>
+#include <QPushButton>
+#include <QTableWidget>
 #include <QStatusBar>
 #include <QListWidget>
 #include <QSignalSpy>
@@ -28,7 +30,9 @@
 #include "mxlab/io/datasets.hpp"
 #include "mxlab/train/data.hpp"
 #include "mxlab/train/trainer.hpp"
+#include "block_view.hpp"
 #include "training_view.hpp"
+#include "value_view.hpp"
 #include "plot_tools.hpp"
 #include "tensor_list.hpp"
 #include "views.hpp"
@@ -506,6 +510,166 @@ class GuiTest : public QObject {
           v->study()->lastRedrawMs());
     QCOMPARE(v->study()->table(0)->rowCount(), 65536);
     QVERIFY(longest < 1500);
+  }
+
+  void valueExplorerShowsTheEnginesCasts() {
+    MainWindow w;
+    w.show();
+    ValueExplorer* v = w.valueExplorer();
+    w.tabs()->setCurrentWidget(v);
+    v->format()->setCurrentText("e4m3");
+    // 1.0625 lies halfway between E4M3's 1 (0x38) and 1.125 (0x39): each rounding mode picks one of them, the
+    // error is -+1/16 and the relative error 1/17 (E4M3: bias 7, 3 mantissa bits, so 1 + k/8 on [1, 2)).
+    v->value()->setText("1.0625");
+    QCOMPARE(*v->shownCode(), 0x38U);
+    QTableWidget* t = v->roundings();
+    QCOMPARE(t->rowCount(), 8);
+    const std::map<QString, QString> expected = {{"nearest-even", "0x38"}, {"nearest-away", "0x39"}, {"nearest-zero", "0x38"},
+                                                 {"zero", "0x38"}, {"up", "0x39"}, {"down", "0x38"}, {"odd", "0x39"}};
+    for (int r = 0; r < t->rowCount(); ++r) {
+      const QString mode = t->item(r, 0)->text();
+      if (!expected.count(mode)) continue;
+      QCOMPARE(t->item(r, 1)->text(), expected.at(mode));
+      const bool up = expected.at(mode) == "0x39";
+      QCOMPARE(t->item(r, 3)->text(), QString(up ? "1.125" : "1"));
+      QCOMPARE(t->item(r, 4)->text(), QString(up ? "0.0625" : "-0.0625"));
+      QVERIFY2(t->item(r, 5)->text().startsWith("1/17 "), qPrintable(t->item(r, 5)->text()));
+    }
+    QVERIFY(v->inputLine()->text().contains("is read exactly as"));
+    // Neighbours of 1.0: 0.9375 below, 1.125 above.
+    v->showCode(0x38);
+    QCOMPARE(v->value()->text(), QString("1"));
+    QCOMPARE(v->readout("down"), QString::fromUtf8("\u2193 0x37 = 0.9375"));
+    QCOMPARE(v->readout("up"), QString::fromUtf8("\u2191 0x39 = 1.125"));
+    QCOMPARE(v->readout("class"), QString("normal"));
+    // Clicking a bit toggles it: the mantissa's last bit, then the sign.
+    QCOMPARE(static_cast<int>(v->bits().size()), 8);
+    QTest::mouseClick(v->bits().back(), Qt::LeftButton);
+    QCOMPARE(*v->shownCode(), 0x39U);
+    QCOMPARE(v->value()->text(), QString("1.125"));
+    QTest::mouseClick(v->bits().front(), Qt::LeftButton);
+    QCOMPARE(*v->shownCode(), 0xB9U);
+    QCOMPARE(v->value()->text(), QString("-1.125"));
+    QCOMPARE(v->code()->text(), QString("0xB9"));
+    // The ends: E4M3's largest finite value (0x7E, 448) has no value above (no infinity); E5M2's (0x7B) has +inf.
+    v->showCode(0x7E);
+    QCOMPARE(v->readout("up"), QString::fromUtf8("\u2191 none"));
+    QVERIFY(!v->upButton()->isEnabled());
+    QCOMPARE(v->readout("exact"), QString("448"));
+    // +0's neighbours: the smallest subnormals, 2^-9.
+    v->showCode(0x00);
+    QCOMPARE(v->readout("down"), QString::fromUtf8("\u2193 0x81 = -0.001953125"));
+    QCOMPARE(v->readout("up"), QString::fromUtf8("\u2191 0x01 = 0.001953125"));
+    v->format()->setCurrentText("e5m2");
+    v->showCode(0x7B);
+    QCOMPARE(v->readout("up"), QString::fromUtf8("\u2191 0x7C = inf"));
+    QTest::mouseClick(v->upButton(), Qt::LeftButton);
+    QCOMPARE(v->readout("class"), QString("inf"));
+    QCOMPARE(v->readout("down"), QString::fromUtf8("\u2193 0x7B = 57344"));
+    // Typing a code; a code past the format's last is refused on its field.
+    v->code()->setText("");
+    QTest::keyClicks(v->code(), "0x3C");
+    QCOMPARE(*v->shownCode(), 0x3CU);
+    QCOMPARE(v->value()->text(), QString("1"));
+    QTest::keyClicks(v->code(), "0");
+    QVERIFY(v->codeMessage()->text().contains("0x3C0"));
+    QVERIFY(!v->code()->styleSheet().isEmpty());
+    // A value that is not a number: said under the field, no dialog.
+    v->value()->setText("1.2.3");
+    QVERIFY(!v->valueMessage()->isHidden());
+    QVERIFY(v->valueMessage()->text().contains("1.2.3"));
+    QVERIFY(no_dialog());
+    // A format of 32 bits: float32's code of 0.1 is 0x3DCCCCCD (IEEE 754 binary32).
+    v->format()->setCurrentText("float32");
+    v->value()->setText("0.1");
+    QCOMPARE(*v->shownCode(), 0x3DCCCCCDU);
+    QCOMPARE(static_cast<int>(v->bits().size()), 32);
+#ifdef MXLAB_BINARY
+    // Every row is mxlab cast's for the same value, mode and seed: code, exact value and exact error.
+    v->format()->setCurrentText("e2m3");
+    v->seed()->setValue(5);
+    v->value()->setText("-0.3");
+    for (int r = 0; r < t->rowCount(); ++r) {
+      const QString mode = t->item(r, 0)->text();
+      const Ran c = run(MXLAB_BINARY, {"cast", "e2m3", "-0.3", "--round", mode, "--seed", "5", "--csv", "--columns", "hex,exact,error_exact"});
+      QVERIFY2(c.code == 0, qPrintable(c.err));
+      const QStringList csv = c.out.split('\n', Qt::SkipEmptyParts);
+      QCOMPARE(csv.last(), t->item(r, 1)->text() + "," + t->item(r, 3)->text() + "," + t->item(r, 4)->text());
+    }
+#endif
+  }
+
+  void blockViewMarksUnderflowAndSaturation() {
+    // Two MXFP4 blocks of 32 elements. Block 0: amax 7.5, so its scale is 2^(floor(log2 7.5) - emax(E2M1)) = 2^0
+    // (E8M0 code 127 = 0x7F); 7.5 lies beyond E2M1's 6 and the midpoint 7 to the next grid point 8: it saturates;
+    // 0.2 and 0.25 (the tie between 0 and 0.5, to the even code 0) become 0: they underflow; 0 stays 0 and does not.
+    // Block 1: every element 2^-10, scale 2^-12 (code 0x73), element 4 (code 0x6), exact.
+    QTemporaryDir dir;
+    const QString path = dir.filePath("two_blocks.f32");
+    std::vector<float> x(64, 1.0f);
+    const float first[] = {7.5f, 0.2f, 1.5f, -3.0f, 0.25f, 0.0f};
+    std::copy(std::begin(first), std::end(first), x.begin());
+    std::fill(x.begin() + 32, x.end(), std::ldexp(1.0f, -10));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(reinterpret_cast<const char*>(x.data()), static_cast<qint64>(x.size() * sizeof(float)));
+    f.close();
+    MainWindow w;
+    BlockView* v = w.blockView();
+    w.tabs()->setCurrentWidget(v);
+    QSignalSpy done(v, &BlockView::finished);
+    v->format()->setCurrentText("mxfp4");
+    v->source()->setText(path);
+    v->block()->setValue(0);
+    v->recompute();
+    QVERIFY(done.wait(60000));
+    QTableWidget* t = v->elements();
+    QCOMPARE(t->rowCount(), 32);
+    QCOMPARE(v->detail()->scale_code, 0x7FU);
+    QCOMPARE(*v->detail()->shared_exponent, 0);
+    QStringList flags;
+    for (int r = 0; r < t->rowCount(); ++r) flags << t->item(r, 5)->text();
+    QCOMPARE(flags.mid(0, 6), (QStringList{"saturated", "underflow", "", "", "underflow", ""}));
+    QCOMPARE(flags.count(""), 32 - 3);
+    QCOMPARE(t->item(0, 4)->text(), QString("6"));
+    QCOMPARE(t->item(0, 6)->text(), QString("-1.5"));
+    QCOMPARE(t->item(1, 4)->text(), QString("0"));
+    // The same counts as the engine's per-block analysis (the kernels' path).
+    ops::InputRequest req;
+    req.input = path.toStdString();
+    auto src = ops::open_tensor(req);
+    QVERIFY(src.ok());
+    auto fmt = ops::block_format("mxfp4", {}, [](std::string_view n) { return std::string(n); });
+    ops::AnalyzeOptions ao;
+    ao.per_block = true;
+    auto a = ops::analyze({*fmt}, *src, ao);
+    QVERIFY(a.ok());
+    QCOMPARE(a->front().blocks.size(), std::size_t{2});
+    QCOMPARE(a->front().blocks[0].stats.underflows, std::int64_t{2});
+    QCOMPARE(a->front().blocks[0].stats.saturations, std::int64_t{1});
+    QCOMPARE(a->front().blocks[0].scale, v->detail()->scale);
+    // Block 1; an index past the last block shows the last one.
+    v->block()->setValue(7);
+    v->recompute();
+    QVERIFY(done.wait(60000));
+    QCOMPARE(v->detail()->block, std::int64_t{1});
+    QCOMPARE(v->block()->value(), 1);
+    QCOMPARE(v->detail()->scale_code, 0x73U);
+    for (int r = 0; r < t->rowCount(); ++r) {
+      QCOMPARE(t->item(r, 2)->text(), QString("0x6"));
+      QCOMPARE(t->item(r, 5)->text(), QString());
+      QCOMPARE(t->item(r, 6)->text(), QString("0"));
+    }
+    // The plot draws the block's inputs and quantized values.
+    QCOMPARE(v->plot()->graphCount() >= 2, true);
+    // A format that is not a block format: said on the field and in the status line, no dialog.
+    QSignalSpy failed(v, &BlockView::failed);
+    v->format()->setCurrentText("e4m3");
+    v->recompute();
+    if (failed.isEmpty()) QVERIFY(failed.wait(60000));
+    QVERIFY2(failed.first().first().toString().startsWith("format: block format 'e4m3'"), qPrintable(failed.first().first().toString()));
+    QVERIFY(!v->format()->styleSheet().isEmpty());
+    QVERIFY(no_dialog());
   }
 
   void formatChangeRedrawsAMillionElements() {
