@@ -27,7 +27,27 @@ ProgressBar::ProgressBar(std::ostream& err, std::string unit, bool tty)
 bool ProgressBar::stderr_is_tty() { return ::isatty(2) == 1; }
 
 void ProgressBar::update(std::int64_t done, std::int64_t total) {
+  Progress p;
+  p.done = done;
+  p.total = total;
+  update(p);
+}
+
+void ProgressBar::update(const Progress& p) {
+  const std::int64_t done = p.done, total = p.total;
   const auto now = std::chrono::steady_clock::now();
+  if (p.part_total > 0) {
+    if (p.part != part_) part_ = p.part, part_start_ = now;
+    const double t = std::chrono::duration<double>(now - part_start_).count();
+    const double rate = t > 0 ? static_cast<double>(p.part_done) / t : 0;
+    const double eta = rate > 0 ? static_cast<double>(p.part_total - p.part_done) / rate : NAN;
+    char text[200];
+    std::snprintf(text, sizeof text, "  | %s %lld/%lld  %.1f/s  ETA %s", p.part.c_str(), static_cast<long long>(p.part_done),
+                  static_cast<long long>(p.part_total), rate, duration(eta).c_str());
+    part_text_ = p.part_done < p.part_total ? text : "";
+  } else {
+    part_text_.clear();
+  }
   const double since_last = std::chrono::duration<double>(now - last_).count();
   const bool last = done >= total;
   if (drawn_ && !last && since_last < (tty_ ? 0.1 : 5.0)) return;
@@ -43,9 +63,9 @@ void ProgressBar::update(std::int64_t done, std::int64_t total) {
     constexpr int kWidth = 30;
     const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
     err_ << "\r[" << std::string(static_cast<std::size_t>(filled), '#') << std::string(static_cast<std::size_t>(kWidth - filled), ' ')
-         << "] " << stats << "\x1b[K" << std::flush;
+         << "] " << stats << part_text_ << "\x1b[K" << std::flush;
   } else {
-    err_ << "progress: " << stats << "\n" << std::flush;
+    err_ << "progress: " << stats << part_text_ << "\n" << std::flush;
   }
   drawn_ = true;
 }
@@ -57,7 +77,7 @@ void ProgressBar::finish() {
 
 Reporter ProgressBar::reporter(const std::atomic<bool>* cancel) {
   Reporter r;
-  r.on_progress = [this](const Progress& p) { update(p.done, p.total); };
+  r.on_progress = [this](const Progress& p) { update(p); };
   r.cancel = cancel;
   return r;
 }

@@ -17,6 +17,9 @@ class ProgressBar {
   /// Shows `done` of `total`; redraws at most every 0.1 s on a terminal, prints a line at most every 5 s otherwise
   /// (and always the last).
   void update(std::int64_t done, std::int64_t total);
+  /// The same, with the progress within the current unit (a training point's steps) after the count: its own
+  /// count, rate and ETA, timed from its first report.
+  void update(const Progress& p);
   /// Ends the bar's line.
   void finish();
   /// A Reporter whose progress goes to this bar.
@@ -30,7 +33,9 @@ class ProgressBar {
   std::string unit_;
   bool tty_;
   bool drawn_ = false;
-  std::chrono::steady_clock::time_point start_, last_;
+  std::chrono::steady_clock::time_point start_, last_, part_start_;
+  std::string part_;  ///< the unit whose progress is shown after the count ("point 3 train")
+  std::string part_text_;
 };
 
 }  // namespace mxlab::cli

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cli/cli.hpp"
+#include "cli/progress_bar.hpp"
 #include "mxlab/experiment/experiment.hpp"
 #include "mxlab/experiment/outputs.hpp"
 #include "mxlab/experiment/runner.hpp"
@@ -232,6 +233,45 @@ recipe = "fp32"
   PointResult twice;
   twice["steps"].push_back(row({{"lr", 0.001}, {"step", 1.0}, {"lr", 0.0005}}));
   CHECK(repeated_column(twice) == std::optional<std::string>("steps.lr"));
+}
+
+TEST_CASE("a training point inside mxlab run reports its steps: counts, rate and ETA within the run's points",
+          "[experiment]") {
+  Scratch f;
+  mxlab_test::write_digits(f.dir / "data");
+  ::setenv("MXLAB_DATA_DIR", (f.dir / "data").c_str(), 1);
+  const Experiment e = parse("name = \"t\"\njob = \"train\"\n[sweep]\nmodel = \"mlp\"\ndata = \"digits\"\nsteps = 6\n"
+                             "batch = 16\nhidden = 8\nrecipe = [\"fp32\", \"mxfp8\"]\n");
+  RunOptions o;
+  o.out_dir = (f.dir / "r").string();
+  std::vector<Progress> seen;
+  o.reporter.on_progress = [&](const Progress& p) { seen.push_back(p); };
+  auto s = run_experiment(e, o);
+  ::unsetenv("MXLAB_DATA_DIR");
+  REQUIRE(s);
+  std::set<std::string> parts;
+  std::int64_t most = 0;
+  for (const Progress& p : seen)
+    if (p.part_total > 0) {
+      CHECK(p.total == 2);  // the run's points around the point's steps
+      CHECK(p.part_total == 6);
+      parts.insert(p.part);
+      most = std::max(most, p.part_done);
+    }
+  CHECK(parts == std::set<std::string>{"point 0 train", "point 1 train"});
+  CHECK(most == 6);
+  // The bar prints the point's steps after the run's count (a plain line when standard error is no terminal).
+  std::ostringstream err;
+  cli::ProgressBar bar(err, "points", false);
+  Progress p;
+  p.total = 2;
+  p.stage = "points";
+  p.part_done = 3;
+  p.part_total = 6;
+  p.part = "point 0 train";
+  bar.update(p);
+  CHECK_THAT(err.str(), Catch::StartsWith("progress: 0/2 points") && Catch::Contains("| point 0 train 3/6") &&
+                            Catch::Contains("/s  ETA "));
 }
 
 TEST_CASE("render rebuilds tables, plots and checks from the stored results; a changed computation is refused",

@@ -943,6 +943,7 @@ Result<PointResult> run_train(const Point& p, const PointRun& run) {
   };
   Reporter r;
   r.cancel = run.reporter.cancel;
+  r.on_progress = run.reporter.on_progress;  // the steps, shown within the run's points
   auto t = train::run_training(*data, job->options, on_step, r);
   if (!t) return t.error();
   if (t->cancelled) return make_error(ops::kCancelled);

@@ -616,6 +616,19 @@ Result<RunSummary> run_experiment(const Experiment& e, const RunOptions& o) {
       PointRun run;
       run.threads = threads;
       run.reporter.cancel = o.reporter.cancel;
+      // A long point (training) reports its own steps: shown within the run's count of points.
+      if (o.reporter.on_progress)
+        run.reporter.on_progress = [&, index = p.index](const Progress& inner) {
+          std::lock_guard<std::mutex> lock(mu);
+          Progress outer;
+          outer.done = static_cast<std::int64_t>(done);
+          outer.total = static_cast<std::int64_t>(todo.size());
+          outer.stage = "points";
+          outer.part_done = inner.done;
+          outer.part_total = inner.total;
+          outer.part = "point " + std::to_string(index) + " " + inner.stage;
+          o.reporter.on_progress(outer);
+        };
       const auto t0 = std::chrono::steady_clock::now();
       auto r = run_point(e, p, run);
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
