@@ -663,7 +663,11 @@ Result<WeightFile> WeightFile::open_safetensors_index(const std::string& path) {
 
 Result<WeightFile> WeightFile::open_capture(const std::string& path) {
   std::error_code ec;
-  const fs::path manifest = fs::is_directory(path, ec) ? fs::path(path) / kCaptureManifest : fs::path(path);
+  const bool folder = fs::is_directory(path, ec);
+  const fs::path manifest = folder ? fs::path(path) / kCaptureManifest : fs::path(path);
+  if (folder && !fs::exists(manifest, ec))
+    return make_error("weights '" + path + "': a folder without " + kCaptureManifest +
+                      ", so not a capture folder (name a weight file itself, or a folder mxlab.torch.capture wrote)");
   auto begun = begin(WeightFileKind::Capture, manifest.string());
   if (!begun) return begun.error();
   auto& [wf, size, f] = *begun;
