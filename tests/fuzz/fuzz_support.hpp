@@ -59,4 +59,21 @@ inline std::string write_scratch(const std::string& name, std::string_view bytes
   return path;
 }
 
+/// A manifest and the files it names, from one input: the text before the first NUL byte is written as
+/// `manifest`, the bytes after it split at their middle into `first` and `second`, all in the scratch folder.
+struct ManifestFiles {
+  std::string manifest_path;
+  std::size_t file_bytes = 0;  ///< bytes after the NUL, in both files
+};
+inline ManifestFiles write_manifest_and_halves(const std::uint8_t* data, std::size_t size, const std::string& manifest,
+                                               const std::string& first, const std::string& second) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const auto nul = input.find('\0');
+  const std::string_view files = nul == std::string_view::npos ? std::string_view() : input.substr(nul + 1);
+  ManifestFiles out{write_scratch(manifest, input.substr(0, nul)), files.size()};
+  write_scratch(first, files.substr(0, files.size() / 2));
+  write_scratch(second, files.substr(files.size() / 2));
+  return out;
+}
+
 }  // namespace mxlab::fuzz
