@@ -9,6 +9,8 @@
 #include "cli/cli.hpp"
 #include "cli/inputs.hpp"
 #include "cli/progress_bar.hpp"
+#include "mxlab/core/atomic_file.hpp"
+#include "mxlab/core/small_file.hpp"
 #include "mxlab/experiment/results.hpp"
 #include "mxlab/experiment/runner.hpp"
 #include "mxlab/experiment/slurm.hpp"
@@ -289,12 +291,48 @@ int cmd_run(const std::vector<std::string>& argv, Io io) {
   return rc;
 }
 
+/// --update-golden: every golden expectation's file written from its table as this run built it (a temporary
+/// file, then renamed; folders made as needed), then the checks made again from the stored results.
+std::optional<Error> update_golden(Io io, const std::string& file, experiment::RunSummary& s) {
+  auto e = experiment::read_experiment(file);
+  if (!e) return e.error();
+  bool changed = false;
+  for (const auto& x : e->expects) {
+    if (x.golden.empty()) continue;
+    const std::filesystem::path table = std::filesystem::path(s.out_dir) / "tables" / (x.table + ".csv");
+    auto text = read_small_file(table.string(), std::uint64_t{64} << 20, "table");
+    if (!text) return make_error(file + ":" + std::to_string(x.line) + ": expectation '" + x.name + "': no table '" + x.table +
+                                 "' was built");
+    const std::filesystem::path golden = std::filesystem::path(e->path).parent_path() / x.golden;
+    auto old = read_small_file(golden.string(), std::uint64_t{64} << 20, "golden file");
+    const auto lines = std::count(text->begin(), text->end(), '\n');
+    if (old && *old == *text) {
+      io.out << file << ":" << x.line << ": golden file " << golden.string() << " unchanged (" << lines << " lines)\n";
+      continue;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(golden.parent_path(), ec);
+    if (auto w = write_file_atomic(golden.string(), *text, "golden file"); !w) return w.error();
+    io.out << file << ":" << x.line << ": golden file " << golden.string() << (old ? " updated" : " written") << " from table '"
+           << x.table << "' (" << lines << " lines)\n";
+    changed = true;
+  }
+  if (changed) {
+    auto again = experiment::render_results(s.out_dir, *e, renderer());
+    if (!again) return again.error();
+    s = std::move(*again);
+  }
+  return std::nullopt;
+}
+
 int cmd_check(const std::vector<std::string>& argv, Io io) {
-  const auto specs = run_options();
+  auto specs = run_options();
+  specs.insert(specs.end() - 1, {"update-golden", false, "",
+                                 "write each golden file ([[expect]] golden = ...) from its table as this run built it"});
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "check", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab check FILE... [--out DIR] [--jobs N] [--threads N] [--resume]\n\n"
+    io.out << "usage: mxlab check FILE... [--out DIR] [--jobs N] [--threads N] [--resume] [--update-golden]\n\n"
               "Runs experiment files as mxlab run does and checks their expectations ([[expect]]: a metric at most\n"
               "its analytic bound or a number, at least a number, equal to a number or to a golden table within a\n"
               "stated tolerance). Prints one line per expectation and every failing value; exits 1 if any failed.\n\n"
@@ -305,6 +343,9 @@ int cmd_check(const std::vector<std::string>& argv, Io io) {
   std::vector<std::pair<std::string, experiment::RunSummary>> done;
   const int rc = run_files(io, "check", *args, &done);
   if (rc != kExitOk) return rc;
+  if (args->flag("update-golden"))
+    for (auto& [file, s] : done)
+      if (auto err = update_golden(io, file, s)) return bad_input(io, "check", err->message);
   std::size_t failed = 0, total = 0;
   for (const auto& [file, s] : done) {
     if (s.expectations.empty()) io.out << file << ": no expectations ([[expect]])\n";

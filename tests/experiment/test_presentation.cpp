@@ -274,6 +274,44 @@ TEST_CASE("a training point inside mxlab run reports its steps: counts, rate and
                             Catch::Contains("/s  ETA "));
 }
 
+TEST_CASE("check --update-golden writes the golden file; failures name row keys and the values that exist",
+          "[experiment]") {
+  Scratch f;
+  const std::string file = f.put("g.toml", std::string(kHead) +
+                                               "[[table]]\nname = \"t\"\nrows = [\"format\"]\nvalues = [\"sqnr_db\"]\ndecimals = 3\n"
+                                               "[[expect]]\nname = \"golden\"\ngolden = \"golden/t.csv\"\ntable = \"t\"\n"
+                                               "[[expect]]\nname = \"none\"\nwhere = { format = \"mxfp9\" }\nmetric = \"sqnr_db\"\n"
+                                               "at_least = 0\n");
+  const std::string out = (f.dir / "r").string(), golden = (f.dir / "golden" / "t.csv").string();
+  std::string o1, e1;
+  CHECK(run_cli({"check", file, "--out", out, "--quiet"}, &o1, &e1) == 1);
+  CHECK_THAT(o1, Catch::Contains("--update-golden` writes it from the table"));
+  // Nothing selected: the values the column holds are named.
+  CHECK_THAT(o1, Catch::Contains("selects no result rows; format holds mxfp4"));
+  std::string o2, e2;
+  CHECK(run_cli({"check", file, "--out", out, "--quiet", "--update-golden"}, &o2, &e2) == 1);  // "none" still fails
+  CHECK_THAT(o2, Catch::Contains("golden file " + golden + " written from table 't' (2 lines)") &&
+                     Catch::Contains("expectation 'golden' passed"));
+  const std::string written = mxlab_test::read_file(golden);
+  CHECK_THAT(written, Catch::StartsWith("format,sqnr_db\nmxfp4,"));
+  CHECK_FALSE(fs::exists(golden + ".tmp"));
+  // A changed value is named by its row key and column, never by a line of the CSV.
+  const std::string value = written.substr(written.rfind(',') + 1, written.size() - written.rfind(',') - 2);
+  std::ofstream(golden) << "format,sqnr_db\nmxfp4,1.000\n";
+  std::string o3, e3;
+  CHECK(run_cli({"check", file, "--out", out, "--quiet"}, &o3, &e3) == 1);
+  CHECK_THAT(o3, Catch::Contains("row format=mxfp4, column 'sqnr_db': " + value + ", golden 1.000") && !Catch::Contains("line 2"));
+  std::ofstream(golden) << "format,sqnr_db\nmxfp6,1.000\n";
+  std::string o4, e4;
+  CHECK(run_cli({"check", file, "--out", out, "--quiet"}, &o4, &e4) == 1);
+  CHECK_THAT(o4, Catch::Contains("row format=mxfp4: not in the golden file") &&
+                     Catch::Contains("row format=mxfp6: in the golden file, not in the table"));
+  std::string o5, e5;
+  CHECK(run_cli({"check", file, "--out", out, "--quiet", "--update-golden"}, &o5, &e5) == 1);
+  CHECK_THAT(o5, Catch::Contains("golden file " + golden + " updated"));
+  CHECK(mxlab_test::read_file(golden) == written);
+}
+
 TEST_CASE("render rebuilds tables, plots and checks from the stored results; a changed computation is refused",
           "[experiment]") {
   Scratch f;

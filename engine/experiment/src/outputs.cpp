@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "mxlab/core/small_file.hpp"
@@ -580,7 +582,7 @@ std::vector<ExpectOutcome> check_expectations(const Experiment& e, const AllResu
       // A regular file of at most 64 MiB (a FIFO or a device is refused, not read forever).
       auto text = read_small_file(golden.string(), kMaxGoldenBytes, "golden file");
       if (t == tables.end()) fail("no table '" + x.table + "' was built");
-      else if (!text) fail(printable(text.error().message));
+      else if (!text) fail(printable(text.error().message) + "; `mxlab check " + e.path + " --update-golden` writes it from the table");
       else {
         // Compare cell by cell: text equal, numbers within the tolerance.
         auto split = [](const std::string& content) {
@@ -603,19 +605,52 @@ std::vector<ExpectOutcome> check_expectations(const Experiment& e, const AllResu
         };
         const auto want = split(*text);
         const auto got = split(to_csv(t->second));
-        if (want.size() != got.size()) fail("table has " + std::to_string(got.size()) + " lines, golden " + std::to_string(want.size()));
-        for (std::size_t i = 0; i < std::min(want.size(), got.size()); ++i) {
-          if (want[i].size() != got[i].size()) { fail("line " + std::to_string(i + 1) + ": different number of cells"); continue; }
-          for (std::size_t c = 0; c < want[i].size(); ++c) {
-            ++o.rows_checked;
-            if (want[i][c] == got[i][c]) continue;
-            char* e1 = nullptr; char* e2 = nullptr;
-            const double a = std::strtod(want[i][c].c_str(), &e1), b = std::strtod(got[i][c].c_str(), &e2);
-            const bool nums = !want[i][c].empty() && !got[i][c].empty() && *e1 == 0 && *e2 == 0;
-            if (!nums || !(std::fabs(a - b) <= x.tolerance))
-              fail("line " + std::to_string(i + 1) + ", column '" + (c < got[0].size() ? got[0][c] : "") + "': " + got[i][c] +
-                   ", golden " + want[i][c]);
+        // Rows are named by their key, the table's `rows` columns (the first cells), never by a line number.
+        const auto def = std::find_if(e.tables.begin(), e.tables.end(), [&](const TableDef& d) { return d.name == x.table; });
+        const std::size_t keys = def == e.tables.end() ? 1 : std::max<std::size_t>(def->rows.size(), 1);
+        auto key_of = [&](const std::vector<std::string>& header, const std::vector<std::string>& r) {
+          std::string k;
+          for (std::size_t c = 0; c < keys && c < r.size(); ++c)
+            k += (c ? ", " : "") + (c < header.size() ? header[c] : "?") + "=" + r[c];
+          return k;
+        };
+        if (want.empty() || got.empty() || want[0] != got[0]) {
+          auto joined = [](const std::vector<std::vector<std::string>>& rows) {
+            std::string h;
+            if (!rows.empty())
+              for (const auto& c : rows[0]) h += (h.empty() ? "" : ", ") + c;
+            return h;
+          };
+          fail("columns differ: table (" + joined(got) + "), golden (" + joined(want) + ")");
+        } else {
+          std::map<std::string, std::size_t> golden_rows;
+          for (std::size_t i = 1; i < want.size(); ++i) golden_rows.emplace(key_of(want[0], want[i]), i);
+          std::set<std::string> matched;
+          for (std::size_t i = 1; i < got.size(); ++i) {
+            const std::string key = key_of(got[0], got[i]);
+            auto g = golden_rows.find(key);
+            if (g == golden_rows.end()) {
+              fail("row " + key + ": not in the golden file");
+              continue;
+            }
+            matched.insert(key);
+            const auto& w = want[g->second];
+            if (w.size() != got[i].size()) {
+              fail("row " + key + ": " + std::to_string(got[i].size()) + " cells, golden " + std::to_string(w.size()));
+              continue;
+            }
+            for (std::size_t c = keys; c < w.size(); ++c) {
+              ++o.rows_checked;
+              if (w[c] == got[i][c]) continue;
+              char* e1 = nullptr; char* e2 = nullptr;
+              const double a = std::strtod(w[c].c_str(), &e1), b = std::strtod(got[i][c].c_str(), &e2);
+              const bool nums = !w[c].empty() && !got[i][c].empty() && *e1 == 0 && *e2 == 0;
+              if (!nums || !(std::fabs(a - b) <= x.tolerance))
+                fail("row " + key + ", column '" + got[0][c] + "': " + got[i][c] + ", golden " + w[c]);
+            }
           }
+          for (const auto& [key, i] : golden_rows)
+            if (!matched.count(key)) fail("row " + key + ": in the golden file, not in the table");
         }
       }
       o.passed = o.failures.empty();
@@ -628,7 +663,24 @@ std::vector<ExpectOutcome> check_expectations(const Experiment& e, const AllResu
       out.push_back(std::move(o));
       continue;
     }
-    if (rows->empty()) fail("selects no result rows");
+    if (rows->empty()) {
+      // Name what there is: the values each where-column takes in the set.
+      std::string have;
+      const auto& set = results.at(x.from);
+      for (std::size_t i = 0; i < x.where.size(); ++i) {
+        const std::string& col = x.where[i].first;
+        if (std::any_of(x.where.begin(), x.where.begin() + static_cast<std::ptrdiff_t>(i), [&](const auto& w) { return w.first == col; }))
+          continue;
+        std::vector<std::string> values;
+        for (const Row& r : set)
+          if (const Cell* c = r.find(col); c && std::find(values.begin(), values.end(), cell_text(*c)) == values.end()) values.push_back(cell_text(*c));
+        std::string list;
+        for (std::size_t k = 0; k < values.size() && k < 12; ++k) list += (k ? ", " : "") + values[k];
+        if (values.size() > 12) list += ", ... (" + std::to_string(values.size()) + " values)";
+        have += "; " + col + " holds " + (list.empty() ? "nothing" : list);
+      }
+      fail("selects no result rows" + (set.empty() ? std::string(" (set '" + x.from + "' is empty)") : have));
+    }
     for (const Row* r : *rows) {
       std::string who;
       for (const auto& [k, v] : r->cells) {
