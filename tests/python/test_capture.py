@@ -230,3 +230,19 @@ def test_bad_capture_folders_raise_with_the_engine_message(tmp_path, cli):
         mxlab.analyze(np.ones(4, np.float32), "mxfp4", select="*")
     with pytest.raises(ValueError, match="per_block"):
         mxlab.analyze(tmp_path / "cap", "mxfp4", per_block=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_capture_writes_float32_of_every_dtype(tmp_path, dtype):
+    layer = torch.nn.Identity()  # runs on CPU in every dtype (PyTorch 1.13 has no half-precision Linear there)
+    x = torch.randn(5, 32, generator=torch.Generator().manual_seed(3)).mul(2).to(dtype)
+    if dtype == torch.float64:
+        x[0, 0] = 1 + 2**-40  # rounded to nearest float32: 1.0
+    with mt.capture(layer, tmp_path / "c", types=torch.nn.Identity, gradients=None):
+        y = layer(x)
+    got = mxlab.read_weight(tmp_path / "c", "Identity/activation/input/0")
+    assert same_bits(got, x.float().numpy())  # bfloat16 and float16 exactly; float64 rounded to nearest even
+    assert got[0, 0] == 1.0 or dtype != torch.float64
+    assert same_bits(mxlab.read_weight(tmp_path / "c", "Identity/activation/output/0"), y.float().numpy())
+    entry = json.load(open(tmp_path / "c" / "capture.json"))["tensors"][0]
+    assert entry["source_dtype"] == str(dtype).replace("torch.", "") and entry["dtype"] == "float32"

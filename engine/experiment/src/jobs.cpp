@@ -697,6 +697,9 @@ Result<PointResult> run_gemm(const Experiment& e, const Point& p, const PointRun
   add_gemm_errors(row, "acc_", mr.vs_exact);
   add_gemm_errors(row, "total_", mr.vs_fp32);
   add_gemm_errors(row, "format_", rep->exact_vs_fp32);
+  // C - C_fp32 = (C - C_exact) + (C_exact - C_fp32): the accumulation's part of the two error powers.
+  const double powers = mr.vs_exact.noise + rep->exact_vs_fp32.noise;
+  row.add("acc_share", powers > 0 ? mr.vs_exact.noise / powers : 0.0);
   PointResult out;
   out["gemm"].push_back(std::move(row));
   return out;

@@ -45,6 +45,8 @@ ErrorSummary compare(std::span<const double> c, std::span<const double> referenc
     s.p90_rel_error = rank(0.9);
     s.p99_rel_error = rank(0.99);
   }
+  s.signal = signal;
+  s.noise = noise;
   s.sqnr_db = noise == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(signal / noise);
   return s;
 }

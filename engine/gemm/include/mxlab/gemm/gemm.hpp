@@ -108,6 +108,8 @@ struct ErrorSummary {
   double p50_rel_error = 0, p90_rel_error = 0, p99_rel_error = 0;  ///< nearest-rank percentiles
   double max_abs_error = 0;
   double sqnr_db = 0;               ///< 10 log10(sum ref^2 / sum (c - ref)^2); inf when equal
+  double signal = 0;                ///< sum ref^2
+  double noise = 0;                 ///< sum (c - ref)^2
 };
 ErrorSummary compare(std::span<const double> c, std::span<const double> reference);
 
