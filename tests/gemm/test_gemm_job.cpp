@@ -116,6 +116,9 @@ data_seed = 7
     CHECK(number(row, "total_mean_rel_error") == want->models[0].vs_fp32.mean_rel_error);
     CHECK(number(row, "format_p99_rel_error") == want->exact_vs_fp32.p99_rel_error);
     CHECK(number(row, "count") == 15);
+    const double acc = want->models[0].vs_exact.noise, fmt = want->exact_vs_fp32.noise;
+    CHECK(acc > 0);
+    CHECK(number(row, "acc_share") == acc / (acc + fmt));
   }
 }
 
