@@ -97,6 +97,40 @@ TEST_CASE("capture folders: analyze gives each tensor the rows of its values rea
   fs::remove_all(dir);
 }
 
+TEST_CASE("weight files: analyze gives each tensor the rows of its values with blocks along its reduction axes",
+          "[cli][capture]") {
+  const auto dir = fs::temp_directory_path() / "mxlab_test_weights_cli";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // A safetensors file (8-byte header length, JSON header, data) of a Linear weight [O, I] = [4, 64] and a
+  // convolution weight [O, I, kh, kw] = [8, 32, 1, 2], whose blocks run along I.
+  const std::vector<float> dense = activations(4, 64), conv = activations(8, 64);
+  const std::string header = R"({"fc.weight": {"dtype": "F32", "shape": [4, 64], "data_offsets": [0, 1024]},)"
+                             R"( "conv.weight": {"dtype": "F32", "shape": [8, 32, 1, 2], "data_offsets": [1024, 3072]}})";
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) bytes += static_cast<char>((header.size() >> (8 * i)) & 0xFF);
+  write(dir / "model.safetensors", bytes + header + floats(dense) + floats(conv));
+  write(dir / "dense.f32", floats(dense));
+  write(dir / "conv.f32", floats(conv));
+  const auto csv = [](std::vector<std::string> args) {
+    args.push_back("--csv");
+    const auto r = run_cli(args);
+    REQUIRE(r.code == 0);
+    return text_lines(r.out);
+  };
+  const auto rows = csv({"analyze", "mxfp4", "--input", (dir / "model.safetensors").string()});
+  REQUIRE(rows.size() == 3);
+  const auto raw_dense = csv({"analyze", "mxfp4", "--input", (dir / "dense.f32").string(), "--shape", "4x64"});
+  const auto raw_conv = csv({"analyze", "mxfp4", "--input", (dir / "conv.f32").string(), "--shape", "8x32x1x2", "--layout", "oihw"});
+  const std::string dense_lead = "fc.weight,4x64,dense OI: blocks along I,";
+  const std::string conv_lead = "conv.weight,8x32x1x2,conv OIHW: blocks along I,";
+  REQUIRE(rows[1].rfind(dense_lead, 0) == 0);
+  REQUIRE(rows[2].rfind(conv_lead, 0) == 0);
+  CHECK(rows[1].substr(dense_lead.size()) == raw_dense[1]);
+  CHECK(rows[2].substr(conv_lead.size()) == raw_conv[1]);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("bad input: capture folders, manifests and options", "[cli][capture]") {
   const auto dir = fs::temp_directory_path() / "mxlab_test_capture_bad";
   fs::remove_all(dir);
