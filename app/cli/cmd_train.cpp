@@ -60,7 +60,7 @@ std::vector<OptionSpec> train_options() {
           {"warmup", true, "N", "linear warm-up steps (default 0)"},
           {"no-cosine", false, "", "constant learning rate after warm-up (default: cosine decay to 0)"},
           {"eval-every", true, "N", "validation every N steps (default: steps/10; 0 = only at the end)"},
-          {"eval-limit", true, "N", "validation on at most N examples (text: windows) during training"},
+          {"eval-limit", true, "N", "validation on the first N examples (text: windows) during training (default 1000; 0 = all)"},
           {"metrics-every", true, "N", "operand metrics every N steps (default 1; 0 = never)"},
           {"data-dir", true, "DIR", "data folder (default $MXLAB_DATA_DIR or ~/.local/share/mxlab)"},
           {"hidden", true, "W,W", "MLP hidden widths, at most 64 of them (default 256,128)"},
@@ -138,15 +138,14 @@ Result<train::TrainOptions> options_from_args(const Args& args) {
     if (!r && !bad) bad = r.error();
     if (r) out = *r;
   };
-  std::int64_t eval_every = -1;
   o.checkpoint_every = 500;
   integer("steps", 1, 100000000, o.steps);
   integer("seed", 0, std::int64_t{1} << 62, o.seed);
   integer("batch", 1, 1 << 20, o.batch);
   integer("threads", 1, 1024, o.threads);
   integer("warmup", 0, 100000000, o.optimizer.warmup_steps);
-  integer("eval-every", 0, 100000000, eval_every);
-  integer("eval-limit", 1, 100000000, o.eval_limit);
+  integer("eval-every", 0, 100000000, o.eval_every);
+  integer("eval-limit", 0, 100000000, o.eval_limit);
   integer("metrics-every", 0, 100000000, o.metrics_every);
   integer("checkpoint-every", 0, 100000000, o.checkpoint_every);
   integer("d-model", 1, 4096, o.model.d_model);
@@ -162,7 +161,6 @@ Result<train::TrainOptions> options_from_args(const Args& args) {
   else if (!bad) bad = r.error();
   if (bad) return *bad;
   o.optimizer.cosine = !args.flag("no-cosine");
-  o.eval_every = eval_every >= 0 ? eval_every : std::max<std::int64_t>(1, o.steps / 10);
   return o;
 }
 
@@ -195,9 +193,9 @@ std::optional<Error> model_options(const Args& args, train::ModelConfig& m) {
   return std::nullopt;
 }
 
-/// The recipe of --recipe, with --nongemm's format for the non-GEMM layers.
-std::optional<Error> recipe_options(const Args& args, train::Recipe& r) {
-  auto recipe = train::load_recipe(*args.value("recipe"));
+/// The recipe of --recipe, with --nongemm's format for the non-GEMM layers; `syntax` says how its file is written.
+std::optional<Error> recipe_options(const Args& args, train::Recipe& r, train::RecipeSyntax& syntax) {
+  auto recipe = train::load_recipe(*args.value("recipe"), &syntax);
   if (!recipe) return make_error("option '--recipe': " + recipe.error().message);
   r = *recipe;
   if (auto v = args.value("nongemm")) {
@@ -271,7 +269,8 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   auto o = options_from_args(*args);
   if (!o) return bad_input(io, "train", o.error().message);
   if (auto e = model_options(*args, o->model)) return bad_input(io, "train", e->message);
-  if (auto e = recipe_options(*args, o->recipe)) return bad_input(io, "train", e->message);
+  auto syntax = train::RecipeSyntax::Toml;
+  if (auto e = recipe_options(*args, o->recipe, syntax)) return bad_input(io, "train", e->message);
   if (auto e = train::check_out_dir(*args->value("out"))) return bad_input(io, "train", e->message);
   train::DataOptions dopt;
   dopt.dir = args->value("data-dir").value_or(default_data_dir());
@@ -281,6 +280,10 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   auto record = open_record(*args, specs, *data, *o);
   if (!record) return bad_input(io, "train", record.error().message);
   if (!record->note().empty()) io.err << "mxlab train: " << record->note() << "\n";
+  if (syntax == train::RecipeSyntax::KeyValue)
+    io.err << "mxlab train: warning: recipe file " << quote_input(*args->value("recipe"))
+           << " is written in the old 'key = value' lines, which the next release will not read; write it in TOML "
+              "(docs/training.md, \"Recipe files\"): " << *args->value("out") << "/recipe.txt holds this recipe so\n";
 
   const auto start = std::chrono::steady_clock::now();
   double last_print = -1;

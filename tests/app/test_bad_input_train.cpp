@@ -256,3 +256,39 @@ TEST_CASE("golden --check: a table that is a device, a FIFO, a folder or too lar
   mxlab_test::check_bad_inputs(dir, cases);
   fs::remove_all(dir);
 }
+
+TEST_CASE("train: TOML recipe files, bad ones refused by file and line; the old lines still train, with a warning",
+          "[cli][train]") {
+  const auto dir = fs::temp_directory_path() / ("mxlab_test_toml_recipe_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  write_data(dir);
+  const std::string d = dir.string();
+  write_all(dir / "type.toml", "name = \"t\"\nloss_scale = \"1024\"\n");
+  write_all(dir / "layer.toml", "preset = \"mxfp8\"\n\n[[layer]]\nw = \"fp32\"\n");
+  write_all(dir / "syntax.toml", "preset = \"mxfp8\n");
+  auto run = [&](const std::string& recipe, const std::string& out) {
+    return std::vector<std::string>{"train", "--model", "mlp", "--data", "digits", "--data-dir", d + "/data", "--recipe",
+                                    recipe, "--steps", "2", "--batch", "8", "--hidden", "8", "--no-timing", "--out", out};
+  };
+  const mxlab_test::BadInput cases[] = {
+      {run(d + "/type.toml", d + "/out"), "type.toml:2: key 'loss_scale' is a string, expected a number"},
+      {run(d + "/layer.toml", d + "/out"), "layer.toml:3: [[layer]] needs a pattern"},
+      {run(d + "/syntax.toml", d + "/out"), "syntax.toml:1: "},
+  };
+  mxlab_test::check_bad_inputs(dir, cases);
+  // The same recipe in TOML and in the old lines: the same run, and a warning for the old lines only.
+  write_all(dir / "new.toml", "preset = \"mxfp8\"\nname = \"r\"\n[[layer]]\npattern = \"fc1\"\nw = \"fp32\"\n");
+  write_all(dir / "old.recipe", "preset = mxfp8\nname = r\nlayer fc1 w = fp32\n");
+  const auto a = mxlab_test::run_cli(run(d + "/new.toml", d + "/new"));
+  const auto b = mxlab_test::run_cli(run(d + "/old.recipe", d + "/old"));
+  REQUIRE(a.code == 0);
+  REQUIRE(b.code == 0);
+  CHECK(a.err.find("warning") == std::string::npos);
+  CHECK_THAT(b.err, Catch::Contains("mxlab train: warning: recipe file '" + d + "/old.recipe' is written in the old "
+                                    "'key = value' lines") &&
+                        Catch::Contains("write it in TOML (docs/training.md, \"Recipe files\")"));
+  for (const char* file : {"metrics.csv", "recipe.txt"})
+    CHECK(mxlab_test::read_file(dir / "new" / file) == mxlab_test::read_file(dir / "old" / file));
+  CHECK_THAT(mxlab_test::read_file(dir / "new" / "recipe.txt"), Catch::Contains("[[layer]]\npattern = \"fc1\"\nw = \"fp32\"\n"));
+  fs::remove_all(dir);
+}

@@ -12,6 +12,7 @@
 #include "mxlab/core/quote.hpp"
 #include "mxlab/core/small_file.hpp"
 #include "mxlab/core/table.hpp"
+#include "mxlab/core/text.hpp"
 #include "mxlab/exact/bounds.hpp"
 #include "mxlab/experiment/results.hpp"
 #include "mxlab/formats/codepoints.hpp"
@@ -868,7 +869,7 @@ Result<train::Recipe> point_recipe(const Point& p) {
   if (!r) return r.error();
   auto set = p.param("set");
   if (!set) return r;
-  std::string text = train::recipe_text(*r);
+  train::Recipe recipe = *r;
   std::size_t pos = 0;
   while (pos <= set->size()) {
     const std::size_t end = std::min(set->find(';', pos), set->size());
@@ -876,16 +877,15 @@ Result<train::Recipe> point_recipe(const Point& p) {
     pos = end + 1;
     const auto eq = s.find('=');
     if (eq == std::string::npos) return make_error("sweep key 'set' = '" + s + "': expected ROLE=SPEC or PATTERN:ROLE=SPEC");
-    std::string left = s.substr(0, eq);
-    const std::string spec = s.substr(eq + 1);
+    const std::string left(trim(std::string_view(s).substr(0, eq))), spec(trim(std::string_view(s).substr(eq + 1)));
     const auto colon = left.rfind(':');
-    text += colon == std::string::npos ? left + " = " + spec + "\n"
-                                       : "layer " + left.substr(0, colon) + " " + left.substr(colon + 1) + " = " + spec + "\n";
+    if (spec.empty()) return make_error("sweep key 'set' = '" + s + "': '" + left + "' needs a value");
+    auto e = colon == std::string::npos ? train::apply_recipe_setting(recipe, left, spec)
+                                        : train::add_recipe_override(recipe, left.substr(0, colon), left.substr(colon + 1), spec);
+    if (e) return make_error("sweep key 'set' = '" + s + "': " + e->message);
   }
-  auto parsed = train::parse_recipe(text, "sweep key 'set'");
-  if (!parsed) return parsed.error();
-  parsed->name = r->name + " (" + *set + ")";
-  return parsed;
+  recipe.name = r->name + " (" + *set + ")";
+  return recipe;
 }
 
 Result<TrainJob> train_config(const Point& p) {

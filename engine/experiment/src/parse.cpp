@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "mxlab/core/small_file.hpp"
+#include "mxlab/core/toml_nodes.hpp"
 #include "mxlab/experiment/experiment.hpp"
 #include "mxlab/experiment/figure.hpp"
 #include "mxlab/ops/requests.hpp"
@@ -26,17 +27,8 @@ struct Fail {
   std::string message;
 };
 
-/// The entries of a table in the order they are written (toml++ keeps them sorted by key).
-std::vector<std::pair<std::string, const toml::node*>> ordered(const toml::table& t) {
-  std::vector<std::pair<std::string, const toml::node*>> out;
-  for (auto&& [k, v] : t) out.emplace_back(std::string(k.str()), &v);
-  auto pos = [&](const auto& e) {
-    const auto& b = t.get(e.first) ? e.second->source().begin : toml::source_position{};
-    return std::pair{b.line, b.column};
-  };
-  std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return pos(a) < pos(b); });
-  return out;
-}
+/// The entries of a table in the order they are written.
+auto ordered(const toml::table& t) { return ordered_entries(t); }
 
 class Reader {
  public:
@@ -48,17 +40,7 @@ class Reader {
     throw Fail{printable(where + ": " + (key.empty() ? "" : "key '" + key + "': ") + problem)};
   }
 
-  static std::string type_name(const toml::node& n) {
-    switch (n.type()) {
-      case toml::node_type::table: return "a table";
-      case toml::node_type::array: return "an array";
-      case toml::node_type::string: return "a string";
-      case toml::node_type::integer: return "an integer";
-      case toml::node_type::floating_point: return "a number";
-      case toml::node_type::boolean: return "a boolean";
-      default: return "a date or time";
-    }
-  }
+  static std::string type_name(const toml::node& n) { return node_kind(n); }
 
   /// Refuses keys of `t` outside `known`, naming the first.
   void only(const toml::table& t, const std::string& prefix, std::initializer_list<const char*> known) const {

@@ -11,6 +11,7 @@
 #include "mxlab/core/text.hpp"
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/io/weights.hpp"
+#include "recipe_detail.hpp"
 
 namespace mxlab::train {
 namespace {
@@ -138,131 +139,202 @@ Result<std::vector<std::optional<BlockFormat>>> layer_formats(const Recipe& reci
   return out;
 }
 
-Result<Recipe> parse_recipe(std::string_view text, const std::string& origin) {
+namespace {
+
+/// The keys of a recipe, for the message of an unknown one.
+constexpr const char* kKnownKeys =
+    "preset, name, all, fwd, bwd, w, a, g, w_bp, a_bp, nongemm, loss_scaling, loss_scale, growth_interval, growth, "
+    "backoff, min_scale, scaling, amax_history_len, amax_compute_algo, margin";
+
+std::optional<Error> check_format(const std::string& f) {
+  auto bf = role_format(f);
+  if (!bf) return bf.error();
+  return std::nullopt;
+}
+
+/// Sets one key (not an override) from its value's text; `named`: a name was set, which a later preset keeps.
+std::optional<Error> apply_setting(Recipe& r, bool& named, const std::string& key, const std::string& value) {
+  if (key == "preset") {
+    auto p = recipe_preset(value);
+    if (!p) return p.error();
+    const auto name = r.name;
+    r = *p;
+    if (named) r.name = name;
+    return std::nullopt;
+  }
+  if (key == "name") {
+    r.name = value;
+    named = true;
+    return std::nullopt;
+  }
+  if (key == "all" || key == "fwd" || key == "bwd" || key == "w" || key == "a" || key == "g" || key == "w_bp" ||
+      key == "a_bp") {
+    if (auto e = check_format(value)) return e;
+    if (key == "all" || key == "fwd") r.formats.w = r.formats.a = value;
+    if (key == "all" || key == "bwd") r.formats.g = r.formats.w_bp = r.formats.a_bp = value;
+    if (key != "all" && key != "fwd" && key != "bwd") r.formats.at(*parse_role(key)) = value;
+    return std::nullopt;
+  }
+  if (key == "nongemm") {
+    if (auto e = check_format(value)) return e;
+    r.nongemm = value == "fp32" ? "" : value;
+    return std::nullopt;
+  }
+  if (key == "loss_scaling") {
+    if (value == "none") r.loss_scaling.mode = LossScaling::Mode::None;
+    else if (value == "static") r.loss_scaling.mode = LossScaling::Mode::Static;
+    else if (value == "dynamic") r.loss_scaling.mode = LossScaling::Mode::Dynamic;
+    else return make_error("loss_scaling must be none, static or dynamic, got '" + value + "'");
+    return std::nullopt;
+  }
+  if (key == "scaling") {
+    if (value != "none" && value != "delayed") return make_error("scaling must be none or delayed, got '" + value + "'");
+    r.delayed.enabled = value == "delayed";
+    return std::nullopt;
+  }
+  if (key == "amax_compute_algo") {
+    if (value == "max") r.delayed.algo = DelayedScaling::Algo::Max;
+    else if (value == "most_recent") r.delayed.algo = DelayedScaling::Algo::MostRecent;
+    else return make_error("amax_compute_algo must be max or most_recent, got '" + value + "'");
+    return std::nullopt;
+  }
+  const auto parsed = parse_double(value);
+  const bool is_number = parsed.has_value();
+  const double number = parsed.value_or(0.0);
+  const bool whole = is_number && std::fabs(number) < 1e15 && number == std::trunc(number);
+  if (key == "amax_history_len") {
+    if (!whole || number < 1 || number > 1000000)
+      return make_error("'amax_history_len' needs a whole number 1..1000000, got '" + value + "'");
+    r.delayed.history_len = static_cast<std::int64_t>(number);
+    return std::nullopt;
+  }
+  if (key == "margin") {
+    if (!whole || number < -64 || number > 64) return make_error("'margin' needs a whole number -64..64, got '" + value + "'");
+    r.delayed.margin = static_cast<int>(number);
+    return std::nullopt;
+  }
+  if (key == "loss_scale" || key == "growth" || key == "backoff" || key == "min_scale" || key == "growth_interval") {
+    if (!is_number || !(number > 0) || number > 1e30)
+      return make_error("'" + key + "' needs a positive number, got '" + value + "'");
+    if (key == "loss_scale") r.loss_scaling.initial = number;
+    if (key == "growth") r.loss_scaling.growth = number;
+    if (key == "backoff") r.loss_scaling.backoff = number;
+    if (key == "min_scale") r.loss_scaling.min_scale = number;
+    if (key == "growth_interval") {
+      if (!whole) return make_error("'growth_interval' needs a whole number, got '" + value + "'");
+      r.loss_scaling.growth_interval = static_cast<std::int64_t>(number);
+    }
+    return std::nullopt;
+  }
+  return make_error("unknown key '" + key + "' (known: " + kKnownKeys + ", layer PATTERN ROLE)");
+}
+
+/// Applies settings in order; errors start with "ORIGIN:LINE: ". A recipe without any setting is an error.
+Result<Recipe> apply_settings(const std::vector<detail::RecipeSetting>& settings, const std::string& origin) {
   Recipe r;
   r.name = origin;
+  bool named = false;
+  for (const auto& s : settings) {
+    const auto where = origin + ":" + std::to_string(s.line) + ": ";
+    std::optional<Error> e;
+    if (s.is_override) e = add_recipe_override(r, s.pattern, s.key, s.value);
+    else e = apply_setting(r, named, s.key, s.value);
+    if (e) return make_error(where + e->message);
+  }
+  // An empty file (or comments only) is not FP32 by accident: FP32 is 'preset = "fp32"'.
+  if (settings.empty()) return make_error("recipe '" + origin + "' holds no settings (for FP32 write 'preset = \"fp32\"')");
+  return r;
+}
+
+/// The settings of a recipe in the old "key = value" lines ('#' comments, "layer PATTERN ROLE = FORMAT").
+Result<std::vector<detail::RecipeSetting>> key_value_settings(std::string_view text, const std::string& origin) {
+  std::vector<detail::RecipeSetting> out;
   std::istringstream in{std::string(text)};
   std::string line;
   int line_no = 0;
-  bool named = false;
-  bool settings = false;
   while (std::getline(in, line)) {
     ++line_no;
     if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
     const std::string t(trim(line));
     if (t.empty()) continue;
-    settings = true;
     const auto where = origin + ":" + std::to_string(line_no) + ": ";
     const auto eq = t.find('=');
     if (eq == std::string::npos) return make_error(where + "expected 'key = value', got '" + t + "'");
-    const std::string key(trim(std::string_view(t).substr(0, eq)));
-    const std::string value(trim(std::string_view(t).substr(eq + 1)));
-    if (value.empty()) return make_error(where + "'" + key + "' needs a value");
-    auto check_format = [&](const std::string& f) -> std::optional<Error> {
-      auto bf = role_format(f);
-      if (!bf) return make_error(where + bf.error().message);
-      return std::nullopt;
-    };
-    if (key.rfind("layer ", 0) == 0) {
-      std::istringstream words(key.substr(6));
-      std::string pattern, role_text, extra;
-      words >> pattern >> role_text;
-      if (pattern.empty() || role_text.empty() || (words >> extra))
-        return make_error(where + "expected 'layer PATTERN ROLE = FORMAT'");
-      auto role = parse_role(role_text);
-      if (!role) return make_error(where + role.error().message);
-      auto p = NamePattern::parse(pattern);
-      if (!p) return make_error(where + p.error().message);
-      if (auto e = check_format(value)) return *e;
-      r.overrides.push_back({pattern, *role, value});
-      continue;
+    detail::RecipeSetting s;
+    s.line = line_no;
+    s.key = trim(std::string_view(t).substr(0, eq));
+    s.value = trim(std::string_view(t).substr(eq + 1));
+    if (s.value.empty()) return make_error(where + "'" + s.key + "' needs a value");
+    if (s.key.rfind("layer ", 0) == 0) {
+      std::istringstream words(s.key.substr(6));
+      std::string pattern, role, extra;
+      words >> pattern >> role;
+      if (pattern.empty() || role.empty() || (words >> extra)) return make_error(where + "expected 'layer PATTERN ROLE = FORMAT'");
+      s.pattern = pattern;
+      s.key = role;
+      s.is_override = true;
     }
-    if (key == "preset") {
-      auto p = recipe_preset(value);
-      if (!p) return make_error(where + p.error().message);
-      const auto name = r.name;
-      r = *p;
-      if (named) r.name = name;
-      continue;
-    }
-    if (key == "name") {
-      r.name = value;
-      named = true;
-      continue;
-    }
-    if (key == "all" || key == "fwd" || key == "bwd" || key == "w" || key == "a" || key == "g" || key == "w_bp" ||
-        key == "a_bp") {
-      if (auto e = check_format(value)) return *e;
-      if (key == "all" || key == "fwd") r.formats.w = r.formats.a = value;
-      if (key == "all" || key == "bwd") r.formats.g = r.formats.w_bp = r.formats.a_bp = value;
-      if (key != "all" && key != "fwd" && key != "bwd") r.formats.at(*parse_role(key)) = value;
-      continue;
-    }
-    if (key == "nongemm") {
-      if (auto e = check_format(value)) return *e;
-      r.nongemm = value == "fp32" ? "" : value;
-      continue;
-    }
-    if (key == "loss_scaling") {
-      if (value == "none") r.loss_scaling.mode = LossScaling::Mode::None;
-      else if (value == "static") r.loss_scaling.mode = LossScaling::Mode::Static;
-      else if (value == "dynamic") r.loss_scaling.mode = LossScaling::Mode::Dynamic;
-      else return make_error(where + "loss_scaling must be none, static or dynamic, got '" + value + "'");
-      continue;
-    }
-    if (key == "scaling") {
-      if (value != "none" && value != "delayed")
-        return make_error(where + "scaling must be none or delayed, got '" + value + "'");
-      r.delayed.enabled = value == "delayed";
-      continue;
-    }
-    if (key == "amax_compute_algo") {
-      if (value == "max") r.delayed.algo = DelayedScaling::Algo::Max;
-      else if (value == "most_recent") r.delayed.algo = DelayedScaling::Algo::MostRecent;
-      else return make_error(where + "amax_compute_algo must be max or most_recent, got '" + value + "'");
-      continue;
-    }
-    const auto parsed = parse_double(value);
-    const bool is_number = parsed.has_value();
-    const double number = parsed.value_or(0.0);
-    const bool whole = is_number && std::fabs(number) < 1e15 && number == std::trunc(number);
-    if (key == "amax_history_len") {
-      if (!whole || number < 1 || number > 1000000)
-        return make_error(where + "'amax_history_len' needs a whole number 1..1000000, got '" + value + "'");
-      r.delayed.history_len = static_cast<std::int64_t>(number);
-      continue;
-    }
-    if (key == "margin") {
-      if (!whole || number < -64 || number > 64)
-        return make_error(where + "'margin' needs a whole number -64..64, got '" + value + "'");
-      r.delayed.margin = static_cast<int>(number);
-      continue;
-    }
-    if (key == "loss_scale" || key == "growth" || key == "backoff" || key == "min_scale" || key == "growth_interval") {
-      if (!is_number || !(number > 0) || number > 1e30)
-        return make_error(where + "'" + key + "' needs a positive number, got '" + value + "'");
-      if (key == "loss_scale") r.loss_scaling.initial = number;
-      if (key == "growth") r.loss_scaling.growth = number;
-      if (key == "backoff") r.loss_scaling.backoff = number;
-      if (key == "min_scale") r.loss_scaling.min_scale = number;
-      if (key == "growth_interval") {
-        if (!whole)
-          return make_error(where + "'growth_interval' needs a whole number, got '" + value + "'");
-        r.loss_scaling.growth_interval = static_cast<std::int64_t>(number);
-      }
-      continue;
-    }
-    return make_error(where + "unknown key '" + key +
-                      "' (known: preset, name, all, fwd, bwd, w, a, g, w_bp, a_bp, nongemm, loss_scaling, loss_scale, "
-                      "growth_interval, growth, backoff, min_scale, scaling, amax_history_len, amax_compute_algo, margin, "
-                      "layer PATTERN ROLE)");
+    out.push_back(std::move(s));
   }
-  // An empty file (or comments only) is not FP32 by accident: FP32 is 'preset = fp32'.
-  if (!settings) return make_error("recipe '" + origin + "' holds no settings (for FP32 write 'preset = fp32')");
-  return r;
+  return out;
 }
 
-Result<Recipe> load_recipe(const std::string& name_or_path) {
+/// Whether text was meant as TOML: a table header, or a quoted value (the old lines have neither).
+bool looks_like_toml(std::string_view text) {
+  std::istringstream in{std::string(text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string_view t = trim(line);
+    if (t.starts_with('[')) return true;
+    if (const auto eq = t.find('='); eq != std::string_view::npos) {
+      const std::string_view v = trim(t.substr(eq + 1));
+      if (v.starts_with('"') || v.starts_with('\'')) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<Error> add_recipe_override(Recipe& r, const std::string& pattern, const std::string& role_text,
+                                         const std::string& format) {
+  auto role = parse_role(role_text);
+  if (!role) return role.error();
+  auto p = NamePattern::parse(pattern);
+  if (!p) return p.error();
+  if (auto e = check_format(format)) return e;
+  r.overrides.push_back({pattern, *role, format});
+  return std::nullopt;
+}
+
+std::optional<Error> apply_recipe_setting(Recipe& r, const std::string& key, const std::string& value) {
+  bool named = true;  // the recipe has its name: a preset keeps it
+  return apply_setting(r, named, key, value);
+}
+
+Result<Recipe> parse_recipe(std::string_view text, const std::string& origin, RecipeSyntax* syntax) {
+  auto toml = detail::toml_recipe_settings(text, origin);
+  std::optional<Error> toml_error;
+  if (toml) {
+    auto r = apply_settings(*toml, origin);
+    if (r) {
+      if (syntax) *syntax = RecipeSyntax::Toml;
+      return r;
+    }
+    toml_error = r.error();
+  } else {
+    toml_error = toml.error();
+  }
+  // Text meant as TOML gets TOML's message; other text may be the "key = value" lines of earlier releases, read
+  // until the next one.
+  if (looks_like_toml(text)) return *toml_error;
+  auto lines = key_value_settings(text, origin);
+  auto old = lines ? apply_settings(*lines, origin) : Result<Recipe>(lines.error());
+  if (old && syntax) *syntax = RecipeSyntax::KeyValue;
+  return old;
+}
+
+Result<Recipe> load_recipe(const std::string& name_or_path, RecipeSyntax* syntax) {
   if (auto p = recipe_preset(name_or_path)) return p;
   // Whatever exists under the name is the recipe file: a directory, a device or a FIFO is refused, not read
   // as an empty recipe or forever.
@@ -270,7 +342,7 @@ Result<Recipe> load_recipe(const std::string& name_or_path) {
                           !ec) {
     auto text = read_small_file(name_or_path, kMaxRecipeFileBytes, "recipe");
     if (!text) return text.error();
-    return parse_recipe(*text, name_or_path);
+    return parse_recipe(*text, name_or_path, syntax);
   }
   if (auto f = role_format(name_or_path); f && f->has_value()) {
     Recipe r;
@@ -285,27 +357,30 @@ Result<Recipe> load_recipe(const std::string& name_or_path) {
 }
 
 std::string recipe_text(const Recipe& r) {
+  using detail::toml_quote;
   std::ostringstream s;
-  s << "name = " << r.name << "\n";
+  s << "name = " << toml_quote(r.name) << "\n";
   for (Role role : kRoles) {
     const auto& f = r.formats.at(role);
-    s << role_name(role) << " = " << (f.empty() ? "fp32" : f) << "\n";
+    s << role_name(role) << " = " << toml_quote(f.empty() ? "fp32" : f) << "\n";
   }
-  if (!r.nongemm.empty()) s << "nongemm = " << r.nongemm << "\n";
+  if (!r.nongemm.empty()) s << "nongemm = " << toml_quote(r.nongemm) << "\n";
   const char* modes[] = {"none", "static", "dynamic"};
-  s << "loss_scaling = " << modes[static_cast<int>(r.loss_scaling.mode)] << "\n";
+  s << "loss_scaling = \"" << modes[static_cast<int>(r.loss_scaling.mode)] << "\"\n";
   if (r.loss_scaling.mode != LossScaling::Mode::None) {
     s << "loss_scale = " << shortest_decimal(r.loss_scaling.initial) << "\n";
     if (r.loss_scaling.mode == LossScaling::Mode::Dynamic)
       s << "growth_interval = " << r.loss_scaling.growth_interval << "\ngrowth = " << shortest_decimal(r.loss_scaling.growth)
-        << "\nbackoff = " << shortest_decimal(r.loss_scaling.backoff) << "\nmin_scale = " << shortest_decimal(r.loss_scaling.min_scale)
-        << "\n";
+        << "\nbackoff = " << shortest_decimal(r.loss_scaling.backoff)
+        << "\nmin_scale = " << shortest_decimal(r.loss_scaling.min_scale) << "\n";
   }
   if (r.delayed.enabled)
-    s << "scaling = delayed\namax_history_len = " << r.delayed.history_len << "\namax_compute_algo = "
-      << (r.delayed.algo == DelayedScaling::Algo::Max ? "max" : "most_recent") << "\nmargin = " << r.delayed.margin
+    s << "scaling = \"delayed\"\namax_history_len = " << r.delayed.history_len << "\namax_compute_algo = \""
+      << (r.delayed.algo == DelayedScaling::Algo::Max ? "max" : "most_recent") << "\"\nmargin = " << r.delayed.margin
       << "\n";
-  for (const auto& o : r.overrides) s << "layer " << o.pattern << " " << role_name(o.role) << " = " << o.format << "\n";
+  for (const auto& o : r.overrides)
+    s << "\n[[layer]]\npattern = " << toml_quote(o.pattern) << "\n" << role_name(o.role) << " = " << toml_quote(o.format)
+      << "\n";
   return s.str();
 }
 

@@ -1,5 +1,5 @@
 // Training recipes as data: the block format of every GEMM operand per tensor role, per-layer overrides,
-// and loss scaling; named presets and simple "key = value" recipe files.
+// and loss scaling; named presets and TOML recipe files.
 #pragma once
 
 #include <cstdint>
@@ -86,12 +86,26 @@ std::vector<std::string> recipe_presets();
 /// boost_e2m5, nvfp4.
 Result<Recipe> recipe_preset(std::string_view name);
 
-/// Parses a recipe file's text: "key = value" lines, '#' comments. Keys: preset (start from a preset),
-/// name, all / fwd / bwd / w / a / g / w_bp / a_bp (formats), nongemm (format), loss_scaling (none|static|dynamic),
-/// loss_scale, growth_interval, growth, backoff, min_scale, scaling (none|delayed), amax_history_len,
-/// amax_compute_algo (max|most_recent), margin, and "layer PATTERN ROLE = FORMAT" overrides.
-/// `origin` names the file in messages. Text without any setting (empty, or comments only) is an error.
-Result<Recipe> parse_recipe(std::string_view text, const std::string& origin);
+/// How a recipe file is written: TOML, or the "key = value" lines of earlier releases (read until the next
+/// release; whoever reads one should say so and point to the TOML form).
+enum class RecipeSyntax : std::uint8_t { Toml, KeyValue };
+
+/// Parses a recipe file's text: TOML (docs/training.md) with the keys preset (start from a preset), name, all /
+/// fwd / bwd / w / a / g / w_bp / a_bp (formats), nongemm (format), loss_scaling (none|static|dynamic), loss_scale,
+/// growth_interval, growth, backoff, min_scale (numbers), scaling (none|delayed), amax_history_len (number),
+/// amax_compute_algo (max|most_recent), margin (number), and [[layer]] tables of a pattern and role = format
+/// overrides; or, text TOML does not read, the old "key = value" lines ('#' comments, "layer PATTERN ROLE =
+/// FORMAT"), which `syntax` reports. `origin` names the file in messages. Text without any setting (empty, or
+/// comments only) is an error.
+Result<Recipe> parse_recipe(std::string_view text, const std::string& origin, RecipeSyntax* syntax = nullptr);
+
+/// Applies one setting to a recipe as a recipe file writes it (key "g", value "mxfp8_e5m2"; "margin", "2"); a
+/// preset keeps the recipe's name. Errors say what is wrong with the value.
+std::optional<Error> apply_recipe_setting(Recipe& recipe, const std::string& key, const std::string& value);
+
+/// Adds an override: `format` for the role named `role` in the layers matching `pattern`.
+std::optional<Error> add_recipe_override(Recipe& recipe, const std::string& pattern, const std::string& role,
+                                         const std::string& format);
 
 /// The largest recipe file load_recipe reads (1 MB: thousands of override lines).
 inline constexpr std::uint64_t kMaxRecipeFileBytes = std::uint64_t{1} << 20;
@@ -99,7 +113,7 @@ inline constexpr std::uint64_t kMaxRecipeFileBytes = std::uint64_t{1} << 20;
 /// A preset name, a recipe file, or a block format name for every role ("mxfp8_e4m3@32x32"). Whatever exists
 /// under the name is read as the recipe file: it must be a regular file of at most kMaxRecipeFileBytes with at
 /// least one setting (an empty recipe is refused, not taken as FP32).
-Result<Recipe> load_recipe(const std::string& name_or_path);
+Result<Recipe> load_recipe(const std::string& name_or_path, RecipeSyntax* syntax = nullptr);
 
 /// The block format of a role's format text: a block spec (parse_block_format), or an element format for a
 /// per-tensor cast without scale ("fp16", "bf16", "e4m3"; overflow to Inf where the format has one, so loss
@@ -109,7 +123,7 @@ Result<std::optional<BlockFormat>> role_format(const std::string& text);
 /// The formats a layer's GEMM operands use under the recipe (overrides applied), in Role order.
 Result<std::vector<std::optional<BlockFormat>>> layer_formats(const Recipe& recipe, const std::string& layer);
 
-/// The recipe as "key = value" lines that parse_recipe reads back.
+/// The recipe as the TOML recipe file that parse_recipe reads back.
 std::string recipe_text(const Recipe& recipe);
 
 }  // namespace mxlab::train

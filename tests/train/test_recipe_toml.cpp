@@ -1,0 +1,139 @@
+// Checks TOML recipe files against the same recipes written in the old "key = value" lines (read for one more
+// release): equal recipes, every key, overrides in the order written, errors with the file and line, and
+// recipe_text's TOML read back to the same text.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "mxlab/train/recipe.hpp"
+
+using namespace mxlab;
+using namespace mxlab::train;
+
+namespace {
+
+void check_same(const Recipe& a, const Recipe& b) {
+  CHECK(recipe_text(a) == recipe_text(b));
+  CHECK(a.name == b.name);
+  CHECK(a.overrides.size() == b.overrides.size());
+}
+
+}  // namespace
+
+TEST_CASE("a TOML recipe equals the same recipe in the old lines, which are still read", "[train][recipe]") {
+  const char* toml = R"(# a recipe
+preset = "mxfp8"
+name = "mine"
+g = "mxfp8_e5m2"
+nongemm = "bf16"
+loss_scaling = "dynamic"
+loss_scale = 1024
+growth_interval = 10
+growth = 2.5
+backoff = 0.25
+min_scale = 1e-3
+
+[[layer]]
+pattern = "fc1"
+w = "fp32"
+a = "mxint8"
+
+[[layer]]
+pattern = "re:fc[23]"
+a = "mxint8"
+)";
+  const char* old = "preset = mxfp8\nname = mine\ng = mxfp8_e5m2\nnongemm = bf16\nloss_scaling = dynamic\n"
+                    "loss_scale = 1024\ngrowth_interval = 10\ngrowth = 2.5\nbackoff = 0.25\nmin_scale = 1e-3\n"
+                    "layer fc1 w = fp32\nlayer fc1 a = mxint8\nlayer re:fc[23] a = mxint8\n";
+  RecipeSyntax ts = RecipeSyntax::KeyValue, os = RecipeSyntax::Toml;
+  auto t = parse_recipe(toml, "t.toml", &ts);
+  auto o = parse_recipe(old, "o.recipe", &os);
+  REQUIRE(t);
+  REQUIRE(o);
+  CHECK(ts == RecipeSyntax::Toml);
+  CHECK(os == RecipeSyntax::KeyValue);
+  check_same(*t, *o);
+  CHECK(t->loss_scaling.growth == 2.5);
+  CHECK(t->loss_scaling.min_scale == 1e-3);
+  REQUIRE(t->overrides.size() == 3);
+  CHECK(t->overrides[0].pattern == "fc1");
+  CHECK(t->overrides[0].role == Role::W);
+  CHECK(t->overrides[1].role == Role::A);
+  CHECK(t->overrides[2].pattern == "re:fc[23]");
+  // recipe.txt is TOML and reads back to the same text.
+  const std::string text = recipe_text(*t);
+  CHECK_THAT(text, Catch::Contains("name = \"mine\"\n") && Catch::Contains("[[layer]]\npattern = \"fc1\"\nw = \"fp32\"\n"));
+  RecipeSyntax back_syntax = RecipeSyntax::KeyValue;
+  auto back = parse_recipe(text, "recipe.txt", &back_syntax);
+  REQUIRE(back);
+  CHECK(back_syntax == RecipeSyntax::Toml);
+  CHECK(recipe_text(*back) == text);
+}
+
+TEST_CASE("delayed scaling and numbers in TOML recipes", "[train][recipe]") {
+  auto r = parse_recipe("preset = \"fp8_delayed\"\namax_history_len = 16\namax_compute_algo = \"most_recent\"\nmargin = -2\n",
+                        "d.toml");
+  REQUIRE(r);
+  CHECK(r->delayed.history_len == 16);
+  CHECK(r->delayed.algo == DelayedScaling::Algo::MostRecent);
+  CHECK(r->delayed.margin == -2);
+  // Every digit of a loss-scaling value comes back (shortest round-trip decimal, a TOML float).
+  auto d = parse_recipe("loss_scaling = \"static\"\nloss_scale = 0.1\n", "s.toml");
+  REQUIRE(d);
+  CHECK(d->loss_scaling.initial == 0.1);
+  CHECK_THAT(recipe_text(*d), Catch::Contains("loss_scale = 0.1\n"));
+}
+
+TEST_CASE("bad TOML recipes: the file, the line and the problem", "[train][recipe]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"w = \"not-a-format\"\n", "bad.toml:1: "},
+      {"name = \"x\"\nw = 4\n", "bad.toml:2: key 'w' is an integer, expected a string"},
+      {"name = \"x\"\nloss_scale = \"1024\"\n", "bad.toml:2: key 'loss_scale' is a string, expected a number"},
+      {"colour = \"blue\"\n", "bad.toml:1: unknown key 'colour'"},
+      {"margin = 65\n", "bad.toml:1: 'margin' needs a whole number -64..64, got '65'"},
+      {"preset = \"fp32\"\n[[layer]]\nw = \"fp32\"\n", "bad.toml:2: [[layer]] needs a pattern"},
+      {"preset = \"fp32\"\n[[layer]]\npattern = \"fc1\"\nq = \"fp32\"\n", "bad.toml:4: "},
+      {"preset = \"fp32\"\n[layer]\npattern = \"fc1\"\n", "expected [[layer]] tables"},
+      {"preset = \"fp32\"\n[[layer]]\npattern = \"re:(fc\"\nw = \"fp32\"\n", "invalid regular expression"},
+      {"name = \"unclosed\n", "bad.toml:1: "},
+      {"preset = \"fp32\"\npreset = \"fp16\"\n", "bad.toml:2: "},  // a key twice is a TOML error
+      {"", "holds no settings (for FP32 write 'preset = \"fp32\"')"},
+      {"# only a comment\n", "holds no settings"},
+  };
+  for (const auto& [text, message] : cases) {
+    INFO(text);
+    auto r = parse_recipe(text, "bad.toml");
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains(message));
+  }
+}
+
+TEST_CASE("recipe_text quotes any name as a TOML string", "[train][recipe]") {
+  Recipe r;
+  for (const std::string& name : {std::string("a \"quoted\" \\ name\twith\ttabs"), std::string("line\nbreak\x7f\x01"),
+                                 std::string("bad utf-8 \xff\xc0\x80 and \xe2\x82\xac"), std::string("\xed\xa0\x80")}) {
+    INFO(name);
+    r.name = name;
+    const std::string text = recipe_text(r);
+    auto back = parse_recipe(text, "q.toml");
+    REQUIRE(back);
+    CHECK(recipe_text(*back) == text);
+    if (name.find('\xff') == std::string::npos && name.find('\xed') == std::string::npos) CHECK(back->name == name);
+  }
+}
+
+TEST_CASE("apply_recipe_setting and add_recipe_override change a recipe as its file would", "[train][recipe]") {
+  auto r = recipe_preset("fp8_delayed");
+  REQUIRE(r);
+  Recipe x = *r;
+  CHECK_FALSE(apply_recipe_setting(x, "margin", "1"));
+  CHECK_FALSE(add_recipe_override(x, "fc1", "w", "fp32"));
+  CHECK_FALSE(apply_recipe_setting(x, "preset", "mxfp4"));
+  CHECK(x.name == r->name);  // a preset keeps the recipe's name
+  CHECK(x.formats.w == "mxfp4");
+  CHECK(x.overrides.empty());
+  auto bad = apply_recipe_setting(x, "margin", "x");
+  REQUIRE(bad);
+  CHECK(bad->message == "'margin' needs a whole number -64..64, got 'x'");
+  CHECK(add_recipe_override(x, "fc1", "q", "fp32"));
+}
