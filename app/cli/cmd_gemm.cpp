@@ -5,11 +5,13 @@
 
 #include "cli/cli.hpp"
 #include "cli/inputs.hpp"
+#include "cli/progress_bar.hpp"
 #include "cli/quant_options.hpp"
 #include "mxlab/core/bits.hpp"
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/gemm/gemm.hpp"
 #include "mxlab/io/distributions.hpp"
+#include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/ops/requests.hpp"
 
 namespace mxlab::cli {
@@ -146,7 +148,11 @@ int cmd_gemm(const std::vector<std::string>& argv, Io io) {
   r.a = ta->exact_values();
   r.b = tb->exact_values();
 
+  // Long GEMMs show each product's progress on a terminal (Ctrl-C stops the command; nothing is written).
+  ProgressBar bar(io.err, "entries of C", true);
+  if (r.m * r.k * r.n >= (std::int64_t{1} << 30) && ProgressBar::stderr_is_tty()) r.reporter = bar.reporter();
   auto report = gemm::run(r);
+  bar.finish();
   if (!report) return bad_input(io, "gemm", report.error().message);
   Table table = gemm_header();
   table.rows.push_back(gemm_row("exact product", "fp32", "", r, report->exact_vs_fp32));
@@ -156,7 +162,7 @@ int cmd_gemm(const std::vector<std::string>& argv, Io io) {
     table.rows.push_back(gemm_row(m.model.name, "fp32", def, r, m.vs_fp32));
   }
   Provenance prov = build_provenance();
-  prov.simd_target = "reference";
+  prov.simd_target = active_simd_target();
   prov.inputs = {{"format_a", r.format_a.name}, {"format_b", r.format_b.name}, {"accumulate", *accumulate},
                  {"shape", *shape_text}, {"a", in_a + (in_a.rfind("gen:", 0) == 0 ? " data-seed " + std::to_string(seed) : "")},
                  {"b", in_b + (in_b.rfind("gen:", 0) == 0 ? " data-seed " + std::to_string(seed + 1) : "")},

@@ -7,7 +7,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <atomic>
 #include <limits>
+#include <map>
 
 #include "mxlab/core/random.hpp"
 #include "mxlab/formats/parse.hpp"
@@ -168,4 +170,40 @@ TEST_CASE("the GEMM kernel's reasons to run the scalar definition", "[gemm][kern
     auto s = model_gemm(*m, *a, *a, out, 1, nullptr, true);
     for (std::size_t at = 0; at < c->values.size(); ++at) CHECK(same_bits(c->values[at], s->values[at]));
   }
+}
+
+TEST_CASE("a GEMM reports its progress in entries of C and stops when cancelled", "[gemm][kernel]") {
+  Rng rng(12);
+  GemmRequest r;
+  r.format_a = r.format_b = *parse_block_format("mxfp8_e4m3");
+  r.models = {*parse_model("ocp-dot-fp32"), *parse_model("exact,promote=64")};  // the kernel, and the scalar code
+  r.m = 24, r.k = 128, r.n = 20;
+  r.a = random_values(rng, 24 * 128, 0);
+  r.b = random_values(rng, 128 * 20, 0);
+  r.threads = 3;
+  std::map<std::string, std::int64_t> last;
+  bool monotone = true;
+  r.reporter.on_progress = [&](const Progress& p) {
+    monotone = monotone && p.done >= last[p.stage] && p.done <= p.total && p.total == 24 * 20;
+    last[p.stage] = p.done;
+  };
+  auto whole = run(r);
+  REQUIRE(whole.ok());
+  CHECK(monotone);
+  REQUIRE(last.size() == 4);  // the two exact products and the two models
+  for (const auto& [stage, done] : last) {
+    INFO(stage);
+    CHECK(done == 24 * 20);
+  }
+  // Cancelled at the first report of any stage, or before anything runs: the request ends with "cancelled".
+  std::atomic<bool> stop{false};
+  r.reporter.cancel = &stop;
+  r.reporter.on_progress = [&](const Progress&) { stop = true; };
+  auto cut = run(r);
+  REQUIRE(!cut.ok());
+  CHECK(cut.error().message == "cancelled");
+  r.reporter.on_progress = nullptr;
+  auto before = run(r);
+  REQUIRE(!before.ok());
+  CHECK(before.error().message == "cancelled");
 }

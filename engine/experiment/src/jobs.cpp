@@ -686,7 +686,9 @@ Result<PointResult> run_gemm(const Experiment& e, const Point& p, const PointRun
   if (!a) return a.error();
   r.a = std::move(*a);
   if (run.reporter.cancelled()) return make_error(ops::kCancelled);
+  r.reporter.cancel = run.reporter.cancel;  // the runner's progress counts points
   auto rep = gemm::run(r);
+  if (!rep && run.reporter.cancelled()) return make_error(ops::kCancelled);
   if (!rep) return make_error("point " + p.key() + ": " + rep.error().message);
   const gemm::ModelResult& mr = rep->models.front();
   Row row = param_row(p);

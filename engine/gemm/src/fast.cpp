@@ -81,7 +81,8 @@ void row_groups(const Model& m, const Operand& a, std::int64_t i, const Operand&
 
 }  // namespace
 
-std::string kernel_states(const Model& m, const Operand& a, const Operand& b, unsigned threads, KernelStates& out) {
+std::string kernel_states(const Model& m, const Operand& a, const Operand& b, unsigned threads, KernelStates& out,
+                          Ticker& ticker) {
   const std::int64_t rows = a.rows, cols = b.rows, depth = a.depth;
   if (depth <= 0 || rows <= 0 || cols <= 0) return "an empty operand";
   if (depth > (std::int64_t{1} << 30)) return "K beyond 2^30";
@@ -210,8 +211,11 @@ std::string kernel_states(const Model& m, const Operand& a, const Operand& b, un
         out.outer[at] = outer[l];
         out.redo[at] = redo[l] != 0 ? 1 : 0;
       }
+      if (!ticker.add(static_cast<std::int64_t>(std::min<std::size_t>(lanes, static_cast<std::size_t>(cols) - p * lanes)), t))
+        break;
     }
   });
+  ticker.finish();
   return {};
 }
 

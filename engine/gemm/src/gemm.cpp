@@ -174,12 +174,13 @@ double round_once(const ExactDot& d, const Format& out, Rounding rounding) {
 
 namespace {
 
-/// Runs fn(i) for every row i of C on `threads` threads (rows interleaved).
+/// Runs fn(i, t) for every row i of C on `threads` threads t (rows interleaved) while fn returns true.
 template <typename Fn>
 void for_rows(std::int64_t rows, unsigned threads, Fn&& fn) {
   const unsigned parts = std::max(1U, std::min<unsigned>(resolve_threads(threads), static_cast<unsigned>(std::max<std::int64_t>(rows, 1))));
   run_parts(parts, [&](unsigned t) {
-    for (std::int64_t i = t; i < rows; i += parts) fn(i);
+    for (std::int64_t i = t; i < rows; i += parts)
+      if (!fn(i, t)) break;
   });
 }
 
@@ -222,16 +223,23 @@ double round_pair(const Rounder& r, double hi, double lo, double g) {
 
 /// Fills every entry of C (rows of a x rows of b): from_kernel(states, at) where the model's kernel holds the
 /// entry, scalar(i, j) elsewhere (special values, lanes the kernel marked, or every entry when it cannot run).
+/// Progress goes to `reporter` (entries of C, as `stage`); when it is cancelled the work stops early and C is
+/// incomplete (the caller asks the reporter).
 template <typename FromKernel, typename Scalar>
 Matrix gemm_entries(const Model& m, const Operand& a, const Operand& b, unsigned threads, bool scalar_only,
-                    GemmPath* path, FromKernel&& from_kernel, Scalar&& scalar) {
+                    GemmPath* path, const Reporter* reporter, const std::string& stage, FromKernel&& from_kernel,
+                    Scalar&& scalar) {
   Matrix c{a.rows, b.rows, std::vector<double>(static_cast<std::size_t>(a.rows * b.rows))};
   detail::KernelStates st;
-  const std::string why = scalar_only ? std::string("scalar only") : detail::kernel_states(m, a, b, threads, st);
+  detail::Ticker ticker(reporter, a.rows * b.rows, stage);
+  const std::string why = scalar_only ? std::string("scalar only") : detail::kernel_states(m, a, b, threads, st, ticker);
   const bool kernel = why.empty();
+  if (ticker.cancelled()) return c;
+  // Without the kernel the scalar definition does the work: its rows tick instead.
+  detail::Ticker scalar_ticker(kernel ? nullptr : reporter, a.rows * b.rows, stage);
   const std::vector<std::uint8_t> ra = special_rows(a), rb = special_rows(b);
   std::atomic<std::int64_t> scalar_count{0};
-  for_rows(a.rows, threads, [&](std::int64_t i) {
+  for_rows(a.rows, threads, [&](std::int64_t i, unsigned t) {
     std::int64_t n = 0;
     for (std::int64_t j = 0; j < b.rows; ++j) {
       const auto at = static_cast<std::size_t>(i * b.rows + j);
@@ -243,7 +251,9 @@ Matrix gemm_entries(const Model& m, const Operand& a, const Operand& b, unsigned
       }
     }
     scalar_count += n;
+    return scalar_ticker.add(b.rows, t);
   });
+  scalar_ticker.finish();
   if (path != nullptr) {
     path->scalar = scalar_count;
     path->kernel = static_cast<std::int64_t>(c.values.size()) - path->scalar;
@@ -254,20 +264,21 @@ Matrix gemm_entries(const Model& m, const Operand& a, const Operand& b, unsigned
 
 }  // namespace
 
-Result<Matrix> exact_gemm(const Operand& a, const Operand& b, const Format& out, unsigned threads, GemmPath* path) {
+Result<Matrix> exact_gemm(const Operand& a, const Operand& b, const Format& out, unsigned threads, GemmPath* path,
+                          const Reporter* reporter) {
   if (auto e = check_shapes(a, b)) return *e;
   const Rounder r = detail::make_rounder(out, Rounding::NearestEven);
   const double g = a.tensor_scale * b.tensor_scale;
   return gemm_entries(
-      exact_model(), a, b, threads, false, path,
+      exact_model(), a, b, threads, false, path, reporter, "exact product",
       [&](const detail::KernelStates& st, std::size_t at) { return round_pair(r, st.acc[at], st.lo[at], g); },
       [&](std::int64_t i, std::int64_t j) { return round_once(exact_dot(a, i, b, j), out); });
 }
 
-Matrix exact_gemm_double(const Operand& a, const Operand& b, unsigned threads, GemmPath* path) {
+Matrix exact_gemm_double(const Operand& a, const Operand& b, unsigned threads, GemmPath* path, const Reporter* reporter) {
   const double g = a.tensor_scale * b.tensor_scale;
   return gemm_entries(
-      exact_model(), a, b, threads, false, path,
+      exact_model(), a, b, threads, false, path, reporter, "exact product of " + a.format + " and " + b.format,
       [&](const detail::KernelStates& st, std::size_t at) {
         if (g == 1) return st.acc[at] + st.lo[at];  // the nearest double to the exact sum of two doubles
         ExactSum s;
@@ -518,12 +529,12 @@ double model_dot(const Model& m, const Operand& a, std::int64_t row_a, const Ope
 }
 
 Result<Matrix> model_gemm(const Model& m, const Operand& a, const Operand& b, const Format& out, unsigned threads,
-                          GemmPath* path, bool scalar_only) {
+                          GemmPath* path, bool scalar_only, const Reporter* reporter) {
   if (auto e = check_model_operands(m, a, b)) return *e;
   const Rounder r = detail::make_rounder(out, Rounding::NearestEven);
   const double g = a.tensor_scale * b.tensor_scale;  // two float32 values: exact
   return gemm_entries(
-      m, a, b, threads, scalar_only, path,
+      m, a, b, threads, scalar_only, path, reporter, "model " + m.name,
       [&](const detail::KernelStates& st, std::size_t at) {
         if (m.promote > 0) return detail::round_mul(r, st.outer[at], g);
         if (m.acc == AccKind::Exact) return round_pair(r, st.acc[at], st.lo[at], g);

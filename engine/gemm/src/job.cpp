@@ -75,13 +75,18 @@ Result<GemmReport> run(const GemmRequest& r) {
   const std::vector<double> af = to_f32(r.a), bf = to_f32(bt);
   const Operand fa = plain_operand("float32", af, r.m, r.k), fb = plain_operand("float32", bf, r.n, r.k);
   // References at double precision (rounded once from the exact products), for the error statistics.
-  const Matrix exact_d = exact_gemm_double(*qa, *qb, r.threads);
-  const Matrix fp32_d = exact_gemm_double(fa, fb, r.threads);
+  const Reporter* rep = &r.reporter;
+  const Error cancelled = make_error("cancelled");
+  const Matrix exact_d = exact_gemm_double(*qa, *qb, r.threads, nullptr, rep);
+  if (rep->cancelled()) return cancelled;
+  const Matrix fp32_d = exact_gemm_double(fa, fb, r.threads, nullptr, rep);
+  if (rep->cancelled()) return cancelled;
   GemmReport report;
   report.exact_vs_fp32 = compare(exact_d.values, fp32_d.values);
   for (const auto& m : r.models) {
-    auto c = model_gemm(m, *qa, *qb, out, r.threads);
+    auto c = model_gemm(m, *qa, *qb, out, r.threads, nullptr, false, rep);
     if (!c) return c.error();
+    if (rep->cancelled()) return cancelled;
     ModelResult mr{m, std::move(*c), {}, {}};
     mr.vs_exact = compare(mr.c.values, exact_d.values);
     mr.vs_fp32 = compare(mr.c.values, fp32_d.values);

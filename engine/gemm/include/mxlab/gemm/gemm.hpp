@@ -11,6 +11,7 @@
 
 #include "mxlab/core/error.hpp"
 #include "mxlab/core/exact_sum.hpp"
+#include "mxlab/core/progress.hpp"
 #include "mxlab/formats/cast.hpp"
 #include "mxlab/formats/format.hpp"
 #include "mxlab/gemm/model.hpp"
@@ -76,11 +77,13 @@ struct GemmPath {
 };
 
 /// C = A B (b holds B's transpose): each entry the exact dot product rounded once to `out`; threads 0 = all.
+/// Progress (entries of C) goes to `reporter`; once it is cancelled the GEMMs stop early and C is incomplete.
 Result<Matrix> exact_gemm(const Operand& a, const Operand& b, const Format& out, unsigned threads = 0,
-                          GemmPath* path = nullptr);
+                          GemmPath* path = nullptr, const Reporter* reporter = nullptr);
 
 /// C = A B with each entry the exact dot product rounded to the nearest double (error statistics' reference).
-Matrix exact_gemm_double(const Operand& a, const Operand& b, unsigned threads = 0, GemmPath* path = nullptr);
+Matrix exact_gemm_double(const Operand& a, const Operand& b, unsigned threads = 0, GemmPath* path = nullptr,
+                         const Reporter* reporter = nullptr);
 
 /// Why the model cannot run these operands (its double arithmetic would not be exact), or nothing.
 std::optional<Error> check_model_operands(const Model& m, const Operand& a, const Operand& b);
@@ -93,7 +96,7 @@ double model_dot(const Model& m, const Operand& a, std::int64_t row_a, const Ope
 /// C = A B under the model (b holds B's transpose): the SIMD kernel where it is exact, the scalar definition
 /// elsewhere, the same bits either way. `scalar_only` skips the kernel (tests and benches compare the two).
 Result<Matrix> model_gemm(const Model& m, const Operand& a, const Operand& b, const Format& out, unsigned threads = 0,
-                          GemmPath* path = nullptr, bool scalar_only = false);
+                          GemmPath* path = nullptr, bool scalar_only = false, const Reporter* reporter = nullptr);
 
 // ---- the job every front end runs
 
@@ -122,6 +125,7 @@ struct GemmRequest {
   std::vector<double> a;               ///< M x K, row-major
   std::vector<double> b;               ///< K x N, row-major
   unsigned threads = 0;
+  Reporter reporter;                   ///< progress of each GEMM (entries of C) and cancellation
 };
 
 struct ModelResult {
@@ -137,7 +141,8 @@ struct GemmReport {
 };
 
 /// Quantizes both operands, computes the exact product of the quantized and of the float32 operands and C under
-/// every model, and compares them. Errors name the request's part (shape, format, model).
+/// every model, and compares them. Errors name the request's part (shape, format, model); a cancelled request
+/// gives the error "cancelled".
 Result<GemmReport> run(const GemmRequest& request);
 
 }  // namespace mxlab::gemm
