@@ -88,7 +88,7 @@ BlockView::BlockView(QWidget* parent) : QWidget(parent) {
   table_ = new QTableWidget(split);
   table_->setColumnCount(8);
   table_->setHorizontalHeaderLabels({tr("element"), tr("input"), tr("code"), tr("bits"), tr("value"), tr("flag"),
-                                     tr("error (exact)"), tr("relative error")});
+                                     tr("error (exact)"), tr("relative error (6 digits)")});
   table_->verticalHeader()->setVisible(false);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -285,7 +285,7 @@ void BlockView::show(ops::BlockDetail d) {
                                QString::fromStdString(g17(e.q)),
                                e.underflow ? tr("underflow") : e.saturated ? tr("saturated") : QString(),
                                QString::fromStdString(e.error_exact),
-                               std::isnan(e.rel_error) ? QString("-") : QString::fromStdString(g17(e.rel_error))};
+                               std::isnan(e.rel_error) ? QString("-") : QString::number(e.rel_error, 'g', 6)};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       if (e.underflow) item->setBackground(kUnderflowRow);

@@ -140,6 +140,7 @@ QVBoxLayout* formBeside(QWidget* view, QWidget* form) {
   split->addWidget(form);
   split->addWidget(right);
   split->setStretchFactor(1, 1);
+  split->setSizes({360, 100000});  // the form no wider than it may be, the results the rest
   auto* layout = new QHBoxLayout(view);
   layout->addWidget(split);
   return column;

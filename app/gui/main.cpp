@@ -88,7 +88,7 @@ std::variant<CommandLine, QString> parse(const QStringList& args) {
 
 /// Computes each view, grabs it into DIR/gui-VIEW.png and quits; then a few states of note: the training
 /// run's underflow heatmap, a format too wide to list whole, a format typed half-way, the Value Explorer and
-/// one MXFP4 block.
+/// one NVFP4 block.
 int screenshots(QApplication& app, mxlab::gui::MainWindow& window, const QString& dir) {
   using namespace mxlab::gui;
   window.resize(1400, 860);
@@ -129,7 +129,8 @@ int screenshots(QApplication& app, mxlab::gui::MainWindow& window, const QString
               app.quit();
             });
           });
-          b->block()->setValue(3);
+          b->format()->setCurrentText("nvfp4");
+          b->block()->setValue(5);
           b->recompute();
         });
       });

@@ -194,7 +194,7 @@ QString MainWindow::exportPlot(const QString& base) const {
 QString MainWindow::exportTable(const QString& base) const {
   if (current()) return current()->study()->exportTable(base);
   if (tabs_->currentWidget() == blocks_) return blocks_->exportTable(base);
-  if (tabs_->currentWidget() == values_) return writeTable(tableOf(*values_->roundings(), {0, 1, 2, 6}), base);
+  if (tabs_->currentWidget() == values_) return writeTable(tableOf(*values_->roundings(), {0, 1, 2, 4, 6}), base);
   return training_->exportTable(base);
 }
 

@@ -122,8 +122,8 @@ ValueExplorer::ValueExplorer(QWidget* parent) : QWidget(parent) {
   rl->addWidget(inputLine_);
   roundings_ = new QTableWidget(right);
   roundings_->setColumnCount(7);
-  roundings_->setHorizontalHeaderLabels({tr("rounding"), tr("code"), tr("bits"), tr("value (exact)"), tr("error (exact)"),
-                                         tr("relative error (exact)"), tr("flags")});
+  roundings_->setHorizontalHeaderLabels({tr("rounding"), tr("code"), tr("bits"), tr("value (exact)"), tr("flags"),
+                                         tr("error (exact)"), tr("relative error (exact)")});
   roundings_->verticalHeader()->setVisible(false);
   roundings_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   roundings_->horizontalHeader()->setStretchLastSection(true);
@@ -304,7 +304,7 @@ void ValueExplorer::fillRoundings() {
       rel += QString::fromUtf8(" \u2248 ") + QString::number(c->rel_error, 'g', 6);
     const QStringList cells = {QString::fromStdString(std::string(to_string(r))), hexOf(*fmt_, c->result.code),
                                QString::fromStdString(bit_string(*fmt_, c->result.code)), QString::fromStdString(c->exact),
-                               QString::fromStdString(c->error_exact), rel, flags.join(", ")};
+                               flags.join(", "), QString::fromStdString(c->error_exact), rel};
     roundings_->insertRow(row);
     for (int k = 0; k < cells.size(); ++k) {
       auto* item = new QTableWidgetItem(cells[k]);

@@ -41,7 +41,7 @@ class ValueExplorer : public QWidget {
   const std::vector<QPushButton*>& bits() const { return bitButtons_; }
   /// What the readout shows for a key: "class", "exact", "value", "gap_up", "down", "up", "fields".
   QString readout(const QString& key) const;
-  /// The rounding table: one row per rounding mode (columns: mode, code, bits, value, error, relative error, flags).
+  /// The rounding table: one row per rounding mode (columns: mode, code, bits, value, flags, error, relative error).
   QTableWidget* roundings() const { return roundings_; }
   /// The line over the rounding table: the value typed and the input it is read as (exact).
   QLabel* inputLine() const { return inputLine_; }

@@ -45,6 +45,7 @@ void View::build(QWidget* form) {
   study_ = new StudyView(split);
   split->addWidget(study_);
   split->setStretchFactor(1, 1);
+  split->setSizes({360, 100000});  // the form no wider than it may be, the results the rest
   layout->addWidget(split);
   debounce_ = new QTimer(this);
   debounce_->setSingleShot(true);
