@@ -1,5 +1,6 @@
 // mxlab gemm: C = A B of two block-quantized operands under accumulation models, against the exact product of
 // the quantized operands and against the product of the float32 operands (docs/gemm.md).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,8 +12,10 @@
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/gemm/gemm.hpp"
 #include "mxlab/io/distributions.hpp"
+#include "mxlab/io/weights.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/ops/requests.hpp"
+#include "mxlab/ops/weight_tensors.hpp"
 
 namespace mxlab::cli {
 namespace {
@@ -72,6 +75,23 @@ Result<Tensor> operand(const std::string& input, const std::string& which, std::
   return t;
 }
 
+/// Layer `name` of the weight file `path` as a matrix [N, K]: its reduction axes last (a Linear weight [out, in]
+/// as stored, a convolution's input channels last), the rest flattened into N.
+Result<Tensor> layer_operand(const std::string& path, const std::string& name) {
+  const std::string what = "option '--b-layer " + name + "' of --b " + path;
+  auto wf = WeightFile::open(path);
+  if (!wf) return make_error(what + ": " + wf.error().message);
+  auto index = wf->find(name);
+  if (!index) return make_error(what + ": " + index.error().message);
+  auto w = ops::read_weight_tensor(*wf, *index, true);
+  if (!w) return make_error(what + ": " + w.error().message);
+  auto t = w->source.load();
+  if (!t) return make_error(what + ": " + t.error().message);
+  const std::int64_t depth = t->shape().empty() ? 1 : t->shape().back();
+  if (depth <= 0 || t->size() == 0) return make_error(what + ": the layer is empty");
+  return t->reshaped({static_cast<std::int64_t>(t->size()) / depth, depth});
+}
+
 }  // namespace
 
 int cmd_gemm(const std::vector<std::string>& argv, Io io) {
@@ -80,6 +100,8 @@ int cmd_gemm(const std::vector<std::string>& argv, Io io) {
       {"shape", true, "MxKxN", "A is M x K, B is K x N (required)"},
       {"a", true, "INPUT", "A: gen:DIST (default gen:normal:0,1) or an M x K FILE.npy"},
       {"b", true, "INPUT", "B: gen:DIST (default gen:normal:0,1) or a K x N FILE.npy"},
+      {"b-layer", true, "NAME", "B's transpose is layer NAME of the weight file --b (safetensors, tfjs, GGUF, capture "
+                                "folder): [N, K] with blocks along its reduction axes; --shape M or MxKxN"},
       {"data-seed", true, "N", "seed of generated inputs: A uses N, B uses N + 1 (default 0)"},
       {"bf16", false, "", "read a uint16 .npy as bfloat16 bit patterns"},
       {"output", true, "FORMAT", "the format C is rounded to (default float32)"},
@@ -122,9 +144,23 @@ int cmd_gemm(const std::vector<std::string>& argv, Io io) {
   const auto shape_text = args->value("shape");
   if (!shape_text) return bad_input(io, "gemm", "missing --shape MxKxN (e.g. --shape 64x4096x64)");
   auto shape = parse_shape(*shape_text);
+  const auto b_layer = args->value("b-layer");
+  std::optional<Tensor> layer;  // B's transpose, [N, K]
+  if (b_layer) {
+    if (!args->value("b")) return bad_input(io, "gemm", "option '--b-layer " + *b_layer + "' needs --b WEIGHT_FILE");
+    auto t = layer_operand(*args->value("b"), *b_layer);
+    if (!t) return bad_input(io, "gemm", t.error().message);
+    layer = std::move(*t);
+    if (shape && shape->size() == 1) shape->insert(shape->end(), {layer->shape()[1], layer->shape()[0]});
+  }
   if (!shape || shape->size() != 3 || (*shape)[0] <= 0 || (*shape)[1] <= 0 || (*shape)[2] <= 0)
-    return bad_input(io, "gemm", "option '--shape " + *shape_text + "': expected MxKxN with three positive sizes");
+    return bad_input(io, "gemm", "option '--shape " + *shape_text + "': expected MxKxN with three positive sizes" +
+                                     (b_layer ? " (or M with --b-layer)" : ""));
   r.m = (*shape)[0], r.k = (*shape)[1], r.n = (*shape)[2];
+  if (layer && (layer->shape()[1] != r.k || layer->shape()[0] != r.n))
+    return bad_input(io, "gemm", "option '--b-layer " + *b_layer + "': the layer is N x K = " + format_shape(layer->shape()) +
+                                     ", not the K = " + std::to_string(r.k) + " and N = " + std::to_string(r.n) +
+                                     " of --shape " + *shape_text);
   if (r.m * r.k > (std::int64_t{1} << 28) || r.k * r.n > (std::int64_t{1} << 28) || r.m * r.n > (std::int64_t{1} << 24))
     return bad_input(io, "gemm", "option '--shape " + *shape_text + "': at most 2^28 elements per operand and 2^24 in C");
   if (auto out = args->value("output")) {
@@ -143,10 +179,14 @@ int cmd_gemm(const std::vector<std::string>& argv, Io io) {
   const std::string in_a = args->value("a").value_or("gen:normal:0,1"), in_b = args->value("b").value_or("gen:normal:0,1");
   auto ta = operand(in_a, "a", r.m, r.k, seed, *args);
   if (!ta) return bad_input(io, "gemm", ta.error().message);
-  auto tb = operand(in_b, "b", r.k, r.n, seed + 1, *args);
-  if (!tb) return bad_input(io, "gemm", tb.error().message);
   r.a = ta->exact_values();
-  r.b = tb->exact_values();
+  if (layer) {
+    r.b = gemm::transpose(layer->exact_values(), r.n, r.k);
+  } else {
+    auto tb = operand(in_b, "b", r.k, r.n, seed + 1, *args);
+    if (!tb) return bad_input(io, "gemm", tb.error().message);
+    r.b = tb->exact_values();
+  }
 
   // Long GEMMs show each product's progress on a terminal (Ctrl-C stops the command; nothing is written).
   ProgressBar bar(io.err, "entries of C", true);
@@ -165,7 +205,7 @@ int cmd_gemm(const std::vector<std::string>& argv, Io io) {
   prov.simd_target = active_simd_target();
   prov.inputs = {{"format_a", r.format_a.name}, {"format_b", r.format_b.name}, {"accumulate", *accumulate},
                  {"shape", *shape_text}, {"a", in_a + (in_a.rfind("gen:", 0) == 0 ? " data-seed " + std::to_string(seed) : "")},
-                 {"b", in_b + (in_b.rfind("gen:", 0) == 0 ? " data-seed " + std::to_string(seed + 1) : "")},
+                 {"b", in_b + (b_layer ? " layer " + *b_layer + " (B's transpose)" : in_b.rfind("gen:", 0) == 0 ? " data-seed " + std::to_string(seed + 1) : "")},
                  {"output", r.out ? r.out->name() : "float32"}};
   for (auto& o : describe_options(r.format_a)) prov.inputs.emplace_back("a." + o.first, o.second);
   for (auto& o : describe_options(r.format_b)) prov.inputs.emplace_back("b." + o.first, o.second);

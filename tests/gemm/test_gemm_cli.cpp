@@ -3,10 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
 
+#include "gemm_test_files.hpp"
 #include "support/cli_run.hpp"
 
 namespace fs = std::filesystem;
@@ -82,6 +84,44 @@ TEST_CASE("mxlab gemm: bad input", "[gemm][cli]") {
       {{"gemm", "mxfp4", "mxfp4", "--accumulate", "exact", "--shape", "2x32x2", "--round", "sideways", "--out", out},
        "--round"},
       {{"gemm", "mxfp4", "mxfp4", "--accumulate", "exact", "--shape", "2x32x2", "--csv", "--json"}, "--csv"},
+  };
+  check_bad_inputs(dir, rows);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("mxlab gemm: a model's layer as B", "[gemm][cli]") {
+  const auto dir = fs::temp_directory_path() / ("mxlab_test_gemm_layer_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // A Linear weight [N = 5, K = 64] and a bias; the same weight transposed (K x N) as a CSV file.
+  std::vector<float> w(5 * 64);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<double>((i * 37) % 101) / 50.0 - 1.0);
+  gemm_test::write_safetensors(dir / "m.safetensors", {{"fc.weight", 5, 64, w}, {"fc.bias", 1, 5, std::vector<float>(5, 0.5f)}});
+  {
+    std::ofstream f(dir / "b.csv");
+    for (int k = 0; k < 64; ++k)
+      for (int n = 0; n < 5; ++n) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(w[static_cast<std::size_t>(n * 64 + k)]));
+        f << buf << (n == 4 ? "\n" : ",");
+      }
+  }
+  const std::string st = (dir / "m.safetensors").string();
+  const CliRun layer = run_cli({"gemm", "mxfp4", "mxfp4", "--accumulate", "exact;fp32-seq", "--shape", "3", "--b", st,
+                                "--b-layer", "fc.weight", "--csv"});
+  REQUIRE(layer.code == 0);
+  const CliRun file = run_cli({"gemm", "mxfp4", "mxfp4", "--accumulate", "exact;fp32-seq", "--shape", "3x64x5", "--b",
+                               (dir / "b.csv").string(), "--csv"});
+  REQUIRE(file.code == 0);
+  CHECK_THAT(layer.out, Catch::Contains(",3x64x5,"));
+  CHECK(layer.out == file.out);  // the layer is B's transpose
+  const std::string out = (dir / "c.csv").string();
+  const std::vector<BadInput> rows = {
+      {{"gemm", "mxfp4", "mxfp4", "--accumulate", "exact", "--shape", "3", "--b-layer", "fc.weight", "--out", out}, "needs --b"},
+      {{"gemm", "mxfp4", "mxfp4", "--accumulate", "exact", "--shape", "3", "--b", st, "--b-layer", "fc.nope", "--out", out},
+       "fc.nope"},
+      {{"gemm", "mxfp4", "mxfp4", "--accumulate", "exact", "--shape", "3x32x5", "--b", st, "--b-layer", "fc.weight", "--out", out},
+       "not the K = 32"},
+      {{"gemm", "mxfp4", "mxfp4", "--accumulate", "exact", "--shape", "3", "--out", out}, "MxKxN"},
   };
   check_bad_inputs(dir, rows);
   fs::remove_all(dir);

@@ -14,6 +14,7 @@
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/gemm/gemm.hpp"
 #include "mxlab/ops/requests.hpp"
+#include "gemm_test_files.hpp"
 
 namespace fs = std::filesystem;
 using namespace mxlab;
@@ -43,22 +44,6 @@ std::string text(const Row& r, const std::string& column) {
   REQUIRE(c != nullptr);
   REQUIRE(std::holds_alternative<std::string>(*c));
   return std::get<std::string>(*c);
-}
-
-/// A safetensors file of float32 matrices (name, rows, cols, values).
-void write_safetensors(const fs::path& file, const std::vector<std::tuple<std::string, int, int, std::vector<float>>>& tensors) {
-  std::string header = "{", data;
-  for (const auto& [name, rows, cols, values] : tensors) {
-    const std::size_t begin = data.size();
-    data.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
-    if (header.size() > 1) header += ",";
-    header += "\"" + name + "\": {\"dtype\": \"F32\", \"shape\": [" + std::to_string(rows) + ", " + std::to_string(cols) +
-              "], \"data_offsets\": [" + std::to_string(begin) + ", " + std::to_string(data.size()) + "]}";
-  }
-  header += "}";
-  std::string bytes(8, '\0');
-  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xFF);
-  std::ofstream(file, std::ios::binary) << bytes << header << data;
 }
 
 std::vector<float> normal_floats(Rng& rng, std::size_t n) {
@@ -126,7 +111,7 @@ TEST_CASE("gemm job: the layers of a model are B (a safetensors file)", "[gemm][
   Folder dir;
   Rng rng(31);
   const auto w1 = normal_floats(rng, 6 * 64), w2 = normal_floats(rng, 4 * 96);
-  write_safetensors(dir.path / "model.safetensors", {{"fc1.weight", 6, 64, w1}, {"fc2.weight", 4, 96, w2}});
+  gemm_test::write_safetensors(dir.path / "model.safetensors", {{"fc1.weight", 6, 64, w1}, {"fc2.weight", 4, 96, w2}});
   const std::string toml = "name = \"layers\"\njob = \"gemm\"\n[inputs.model]\nweights = \"model.safetensors\"\n"
                            "select = \"*.weight\"\nkernels = false\nlayout = \"last\"\n"
                            "[sweep]\nformat = \"mxfp4\"\nmodel = \"ocp-dot-fp32\"\nm = 2\ninput = \"model\"\n";

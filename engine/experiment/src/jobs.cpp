@@ -669,10 +669,7 @@ Result<PointResult> run_gemm(const Experiment& e, const Point& p, const PointRun
                         std::to_string(rows) + " x " + std::to_string(depth) + " (N x K), not the point's n x k");
     r.k = depth;
     r.n = rows;
-    r.b.resize(t->size());
-    for (std::int64_t j = 0; j < rows; ++j)
-      for (std::int64_t q = 0; q < depth; ++q)
-        r.b[static_cast<std::size_t>(q * rows + j)] = t->exact(static_cast<std::size_t>(j * depth + q));
+    r.b = gemm::transpose(t->exact_values(), rows, depth);
     shape_b = in->shape;
   } else {
     if (!*k || !*n) return make_error("point " + p.key() + ": a GEMM needs k and n (or input = a model's layers for B)");
