@@ -81,7 +81,8 @@ constexpr std::size_t kMaxHiddenLayers = 64;
 /// The option the largest part of a memory estimate comes from, for the message: --steps for the per-step
 /// records, --batch (or the transformer's --context) for the activations, the model's size options for the
 /// weights and optimizer state.
-std::string memory_option(const Args& args, const train::MemoryEstimate& e, const std::string& kind) {
+std::string memory_option(const Args& args, const train::MemoryEstimate& e, const train::ModelKindField& kind) {
+  using train::ModelKind;
   auto named = [&](const std::string& name) {
     const auto v = args.value(name);
     return "option " + (v ? quote_input("--" + name + " " + *v) : "'--" + name + "' (its default)");
@@ -90,11 +91,11 @@ std::string memory_option(const Args& args, const train::MemoryEstimate& e, cons
                records = e.history_bytes + e.record_bytes;
   if (records >= model && records >= e.activation_bytes) return named("steps");
   if (e.activation_bytes >= model)
-    return kind == "transformer" && args.value("context") && !args.value("batch") ? named("context") : named("batch");
-  if (kind == "mlp") return named("hidden");
-  if (kind == "transformer" || kind == "vit")
+    return kind == ModelKind::Transformer && args.value("context") && !args.value("batch") ? named("context") : named("batch");
+  if (kind == ModelKind::Mlp) return named("hidden");
+  if (kind == ModelKind::Transformer || kind == ModelKind::Vit)
     return args.value("layers") && !args.value("d-model") ? named("layers") : named("d-model");
-  return "the " + kind + " model";
+  return "the " + std::string(kind.name()) + " model";
 }
 
 std::string duration(double s) {
@@ -124,9 +125,8 @@ std::string run_identity(const Args& args, const std::vector<OptionSpec>& specs,
 Result<train::TrainOptions> options_from_args(const Args& args) {
   train::TrainOptions o;
   o.model.kind = *args.value("model");
-  if (!train::is_model_kind(o.model.kind))
-    return make_error("option '--model' must be mlp, cnn, transformer, resnet, mobilenet or vit, got '" + o.model.kind +
-                      "'");
+  if (!o.model.kind.known())
+    return make_error("option '--model' must be " + train::model_kind_list() + ", got '" + *args.value("model") + "'");
   std::optional<Error> bad;
   auto integer = [&](const char* name, std::int64_t lo, std::int64_t hi, auto& out) {
     auto r = args.integer(name, lo, hi, static_cast<std::int64_t>(out));
@@ -166,17 +166,18 @@ Result<train::TrainOptions> options_from_args(const Args& args) {
 
 /// The model's own options: those of another model are refused (they cannot be meant), --hidden is read.
 std::optional<Error> model_options(const Args& args, train::ModelConfig& m) {
-  for (const char* t : {"d-model", "layers", "heads"})
-    if (m.kind != "transformer" && m.kind != "vit" && args.value(t))
-      return make_error(std::string("option '--") + t + "' applies to --model transformer or vit only, not " + m.kind);
-  if (m.kind != "transformer" && args.value("context"))
-    return make_error("option '--context' applies to --model transformer only, not " + m.kind);
-  if (m.kind != "vit" && args.value("patch"))
-    return make_error("option '--patch' applies to --model vit only, not " + m.kind);
-  if (m.kind != "resnet" && m.kind != "mobilenet" && args.value("width"))
-    return make_error("option '--width' applies to --model resnet or mobilenet only, not " + m.kind);
-  if (m.kind != "mlp" && args.value("hidden"))
-    return make_error("option '--hidden' applies to --model mlp only, not " + m.kind);
+  const std::pair<const char*, unsigned> size_options[] = {
+      {"d-model", train::kBlocksOption}, {"layers", train::kBlocksOption}, {"heads", train::kBlocksOption},
+      {"context", train::kContextOption}, {"patch", train::kPatchOption},  {"width", train::kWidthOption},
+      {"hidden", train::kHiddenOption}};
+  for (const auto& [option, bit] : size_options) {
+    if (!args.value(option) || (m.kind.traits().options & bit) != 0) continue;
+    std::string takers;  // the kinds that read the option, from their traits rows
+    for (const auto& t : train::kModelKinds)
+      if ((t.options & bit) != 0) takers += (takers.empty() ? "" : " or ") + std::string(t.name);
+    return make_error(std::string("option '--") + option + "' applies to --model " + takers + " only, not " +
+                      std::string(m.kind.name()));
+  }
   if (m.d_model % m.heads != 0) return make_error("option '--d-model' must be a multiple of '--heads'");
   if (auto v = args.value("hidden")) {
     m.hidden.clear();
@@ -224,7 +225,7 @@ void print_progress(Io io, const train::StepMetrics& m, bool text, double& last_
 /// The closing lines on standard output.
 void print_result(Io io, const train::TrainOptions& o, const train::TrainData& data, const train::TrainResult& r,
                   const std::string& out_dir) {
-  io.out << "trained " << o.model.kind << " on " << data.name << " with " << o.recipe.name << ": " << r.steps_done
+  io.out << "trained " << o.model.kind.name() << " on " << data.name << " with " << o.recipe.name << ": " << r.steps_done
          << " steps" << (r.cancelled ? " (cancelled)" : "") << ", " << r.skipped << " skipped";
   if (r.validation)
     io.out << ", validation " << (data.is_text ? "bpc " + fixed_digits(r.validation->bpc, 4)

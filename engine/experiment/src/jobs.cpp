@@ -911,8 +911,8 @@ Result<TrainJob> train_config(const Point& p) {
     if (err) return *err;
   if (hidden > 1) o.model.hidden = {hidden, hidden / 2};
   o.model.kind = p.param("model").value_or("mlp");
-  if (!train::is_model_kind(o.model.kind))
-    return make_error("sweep key 'model' = '" + o.model.kind + "': expected mlp, cnn, transformer, resnet, mobilenet or vit");
+  if (!o.model.kind.known())
+    return make_error("sweep key 'model' = '" + std::string(o.model.kind.name()) + "': expected " + train::model_kind_list());
   o.optimizer.kind = p.param("optimizer").value_or("adamw");
   if (o.optimizer.kind != "adamw" && o.optimizer.kind != "sgd")
     return make_error("sweep key 'optimizer' = '" + o.optimizer.kind + "': expected adamw or sgd");

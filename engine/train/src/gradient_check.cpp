@@ -246,8 +246,7 @@ Result<std::vector<GradientCheck>> check(const std::string& name, std::uint64_t 
     detail::softmax_cross_entropy<double>(logits, targets, 1.0, &dlogits, nullptr);
     auto loss = [&] { return detail::softmax_cross_entropy<double>(logits, targets, 1.0, nullptr, nullptr); };
     out.push_back(compare(name, "logits", logits, dlogits, loss, rng));
-  } else if (name == "mlp" || name == "cnn" || name == "transformer" || name == "resnet" || name == "mobilenet" ||
-             name == "vit") {
+  } else if (is_model_kind(name)) {
     ModelConfig c;
     c.kind = name;
     c.gelu = true;      // smooth activations and average pooling: no kink inside the difference step
@@ -259,7 +258,7 @@ Result<std::vector<GradientCheck>> check(const std::string& name, std::uint64_t 
     detail::Batch b;
     b.size = 3;
     std::unique_ptr<detail::Model<double>> m;
-    if (name == "transformer") {
+    if (c.kind == ModelKind::Transformer) {
       b.seq = 5;
       for (int i = 0; i < 15; ++i) {
         b.tokens.push_back(static_cast<int>(rng.next_u64() % 7));
@@ -271,20 +270,20 @@ Result<std::vector<GradientCheck>> check(const std::string& name, std::uint64_t 
     } else {
       // 8x8 images; the ResNet's and MobileNetV2's 16x16, so that their last stage (stride 8) still normalises 4
       // pixels per image (batch normalisation over 3 values is close to singular).
-      const std::int64_t side = name == "resnet" || name == "mobilenet" ? 16 : 8;
+      const std::int64_t side = c.kind == ModelKind::ResNet || c.kind == ModelKind::MobileNet ? 16 : 8;
       for (std::int64_t i = 0; i < 3 * side * side; ++i) b.x.push_back(static_cast<float>(rng.uniform()));
       b.targets = {1, 0, 2};
-      if (name == "mlp") m = std::make_unique<detail::Mlp<double>>(c, 64, 3, nullptr, seed);
-      else if (name == "cnn") m = std::make_unique<detail::Cnn<double>>(c, 8, 8, 1, 3, nullptr, seed);
-      else if (name == "resnet") m = std::make_unique<detail::ResNet<double>>(c, 16, 16, 1, 3, nullptr, seed);
-      else if (name == "mobilenet") m = std::make_unique<detail::MobileNetV2<double>>(c, 16, 16, 1, 3, nullptr, seed);
+      if (c.kind == ModelKind::Mlp) m = std::make_unique<detail::Mlp<double>>(c, 64, 3, nullptr, seed);
+      else if (c.kind == ModelKind::Cnn) m = std::make_unique<detail::Cnn<double>>(c, 8, 8, 1, 3, nullptr, seed);
+      else if (c.kind == ModelKind::ResNet) m = std::make_unique<detail::ResNet<double>>(c, 16, 16, 1, 3, nullptr, seed);
+      else if (c.kind == ModelKind::MobileNet) m = std::make_unique<detail::MobileNetV2<double>>(c, 16, 16, 1, 3, nullptr, seed);
       else m = std::make_unique<detail::VisionTransformer<double>>(c, 8, 8, 1, 3, nullptr, seed);
       // The vision transformer's weights start at 0.02: random values of order one instead, so every path
       // carries gradient well above the difference noise. Batch normalisation's gains and shifts start at 1 and
       // 0: drawn around them.
       for (auto* p : m->params()) {
-        if (name == "vit") detail::fill_normal(p->value, 0.3, nrm);
-        if ((name != "resnet" && name != "mobilenet") || p->decay) continue;
+        if (c.kind == ModelKind::Vit) detail::fill_normal(p->value, 0.3, nrm);
+        if ((c.kind != ModelKind::ResNet && c.kind != ModelKind::MobileNet) || p->decay) continue;
         detail::fill_normal(p->value, 0.3, nrm);
         if (p->name.ends_with(".weight")) p->value.array() += 1.0;
       }

@@ -300,8 +300,8 @@ std::string disk_metrics_mismatch(const std::string& path, const std::string& cs
 // ---- the record
 
 std::optional<Error> check_data_fit(const TrainData& data, const TrainOptions& o) {
-  if ((o.model.kind == "transformer") != data.is_text)
-    return make_error("option '--model' " + o.model.kind + " does not fit the data " + data.name +
+  if (o.model.kind.traits().text != data.is_text)
+    return make_error("option '--model' " + std::string(o.model.kind.name()) + " does not fit the data " + data.name +
                       " (the transformer takes text:NAME, the other models images)");
   if (!data.is_text) return std::nullopt;
   // Training draws windows of context + 1 characters; validation needs at least one.
@@ -482,7 +482,7 @@ void RunRecord::discard() {
 
 void add_run_inputs(Provenance& prov, const TrainData& data, const TrainOptions& o) {
   prov.inputs.emplace_back("seed", std::to_string(o.seed));
-  prov.inputs.emplace_back("model", o.model.kind);
+  prov.inputs.emplace_back("model", std::string(o.model.kind.name()));
   prov.inputs.emplace_back("data", data.name);
   for (std::size_t i = 0; i < data.files.size(); ++i) prov.inputs.emplace_back("file" + std::to_string(i + 1), data.files[i]);
   prov.inputs.emplace_back("recipe", o.recipe.name);
@@ -500,7 +500,7 @@ std::string summary_json(const TrainData& data, const TrainOptions& o, const Tra
                          const std::vector<OperandColumn>& columns, const MetricTotals& totals, bool timing,
                          const Provenance& prov) {
   std::ostringstream j;
-  j << "{\n  \"model\": " << json_quote(o.model.kind) << ",\n  \"data\": " << json_quote(data.name)
+  j << "{\n  \"model\": " << json_quote(o.model.kind.name()) << ",\n  \"data\": " << json_quote(data.name)
     << ",\n  \"recipe\": " << json_quote(o.recipe.name) << ",\n  \"recipe_text\": " << json_quote(recipe_text(o.recipe))
     << ",\n  \"parameters\": " << result.parameters << ",\n  \"steps\": " << result.steps_done
     << ",\n  \"cancelled\": " << (result.cancelled ? "true" : "false") << ",\n  \"skipped_steps\": " << result.skipped

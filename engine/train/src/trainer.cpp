@@ -29,10 +29,12 @@ constexpr std::uint64_t kTextStream = 0x54455854ULL;           // "TEXT"
 
 /// Whether the model's shapes fit each other and the data (what building it requires).
 std::optional<Error> check_model(const TrainData& data, const ModelConfig& c) {
-  if (c.kind == "resnet" || c.kind == "mobilenet" || c.kind == "vit") {
-    if (data.is_text) return make_error("model '" + c.kind + "' needs image data, not " + data.name);
-    if (c.kind != "vit" && (c.width < 1 || c.width > 256)) return make_error(c.kind + " width must be 1..256");
-    if (c.kind == "vit") {
+  if (!c.kind.known()) return parse_model_kind(c.kind.name()).error();
+  const std::string kind(c.kind.name());
+  if (!c.kind.traits().text && data.is_text) return make_error("model '" + kind + "' needs image data, not " + data.name);
+  if (c.kind == ModelKind::ResNet || c.kind == ModelKind::MobileNet || c.kind == ModelKind::Vit) {
+    if (c.kind != ModelKind::Vit && (c.width < 1 || c.width > 256)) return make_error(kind + " width must be 1..256");
+    if (c.kind == ModelKind::Vit) {
       if (c.patch < 1 || data.rows % c.patch != 0 || data.cols % c.patch != 0)
         return make_error("the vision transformer's patches of " + std::to_string(c.patch) + " must divide the image sides (" +
                           std::to_string(data.rows) + "x" + std::to_string(data.cols) + ")");
@@ -42,34 +44,29 @@ std::optional<Error> check_model(const TrainData& data, const ModelConfig& c) {
     }
     return std::nullopt;
   }
-  if (c.kind == "mlp" || c.kind == "cnn") {
-    if (data.is_text) return make_error("model '" + c.kind + "' needs image data, not " + data.name);
+  if (c.kind == ModelKind::Mlp || c.kind == ModelKind::Cnn) {
     for (auto h : c.hidden)
       if (h < 1) return make_error("MLP hidden widths must be positive");
-    if (c.kind == "cnn") {
+    if (c.kind == ModelKind::Cnn) {
       if (data.rows % 4 != 0 || data.cols % 4 != 0)
         return make_error("the CNN's two 2x2 poolings need image sides divisible by 4");
       if (c.conv1 < 1 || c.conv2 < 1 || c.fc < 1) return make_error("CNN widths must be positive");
     }
     return std::nullopt;
   }
-  if (c.kind == "transformer") {
-    if (!data.is_text) return make_error("model 'transformer' needs text data (text:NAME), not " + data.name);
-    if (c.d_model < 1 || c.heads < 1 || c.d_model % c.heads != 0)
-      return make_error("transformer width " + std::to_string(c.d_model) + " must be a positive multiple of the heads");
-    if (c.layers < 1 || c.context < 2) return make_error("transformer needs layers >= 1 and context >= 2");
-    return std::nullopt;
-  }
-  std::string known;
-  for (const auto& k : model_kinds()) known += (known.empty() ? "" : ", ") + k;
-  return make_error("unknown model '" + c.kind + "' (known: " + known + ")");
+  // The transformer.
+  if (!data.is_text) return make_error("model 'transformer' needs text data (text:NAME), not " + data.name);
+  if (c.d_model < 1 || c.heads < 1 || c.d_model % c.heads != 0)
+    return make_error("transformer width " + std::to_string(c.d_model) + " must be a positive multiple of the heads");
+  if (c.layers < 1 || c.context < 2) return make_error("transformer needs layers >= 1 and context >= 2");
+  return std::nullopt;
 }
 
 /// A ResNet or MobileNetV2 in float without quantization (their sizes are fixed: a few megabytes), for their
 /// shapes and names.
 std::unique_ptr<Model<float>> build_fixed(const TrainData& data, const ModelConfig& c,
                                          const detail::FormatLookup& lookup) {
-  if (c.kind == "resnet")
+  if (c.kind == ModelKind::ResNet)
     return std::make_unique<detail::ResNet<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, 0);
   return std::make_unique<detail::MobileNetV2<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, 0);
 }
@@ -78,18 +75,18 @@ std::unique_ptr<Model<float>> build_fixed(const TrainData& data, const ModelConf
 /// MobileNetV2, whose sizes are fixed, are built to list theirs).
 std::vector<std::string> layer_names(const TrainData& data, const ModelConfig& c) {
   std::vector<std::string> names;
-  if (c.kind == "resnet" || c.kind == "mobilenet") {
+  if (c.kind == ModelKind::ResNet || c.kind == ModelKind::MobileNet) {
     build_fixed(data, c, [&](const std::string& layer) {
       names.push_back(layer);
       return detail::LayerFormats{};
     });
-  } else if (c.kind == "mlp") {
+  } else if (c.kind == ModelKind::Mlp) {
     for (std::size_t i = 0; i <= c.hidden.size(); ++i) names.push_back("fc" + std::to_string(i + 1));
-  } else if (c.kind == "cnn") {
+  } else if (c.kind == ModelKind::Cnn) {
     names = {"conv1", "conv2", "fc1", "fc2"};
   } else {
     names.push_back("head");
-    if (c.kind == "vit") names.push_back("patch_embed");
+    if (c.kind == ModelKind::Vit) names.push_back("patch_embed");
     for (std::int64_t i = 0; i < c.layers; ++i)
       for (const char* g : {".attn.qkv", ".attn.proj", ".attn.qk", ".attn.av", ".mlp.fc1", ".mlp.fc2"})
         names.push_back("blocks." + std::to_string(i) + g);
@@ -124,17 +121,23 @@ Result<std::unique_ptr<Model<float>>> make_model(const TrainData& data, const Tr
   };
   if (auto e = check_model(data, c)) return *e;
   std::unique_ptr<Model<float>> m;
-  if (c.kind == "mlp") m = std::make_unique<detail::Mlp<float>>(c, data.features(), data.classes, lookup, o.seed);
-  else if (c.kind == "cnn")
-    m = std::make_unique<detail::Cnn<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
-  else if (c.kind == "resnet")
-    m = std::make_unique<detail::ResNet<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
-  else if (c.kind == "mobilenet")
-    m = std::make_unique<detail::MobileNetV2<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
-  else if (c.kind == "vit")
-    m = std::make_unique<detail::VisionTransformer<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup,
-                                                           o.seed);
-  else m = std::make_unique<detail::Transformer<float>>(c, data.vocabulary(), lookup, o.seed);
+  switch (c.kind.kind()) {
+    case ModelKind::Mlp: m = std::make_unique<detail::Mlp<float>>(c, data.features(), data.classes, lookup, o.seed); break;
+    case ModelKind::Cnn:
+      m = std::make_unique<detail::Cnn<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
+      break;
+    case ModelKind::ResNet:
+      m = std::make_unique<detail::ResNet<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
+      break;
+    case ModelKind::MobileNet:
+      m = std::make_unique<detail::MobileNetV2<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
+      break;
+    case ModelKind::Vit:
+      m = std::make_unique<detail::VisionTransformer<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup,
+                                                             o.seed);
+      break;
+    case ModelKind::Transformer: m = std::make_unique<detail::Transformer<float>>(c, data.vocabulary(), lookup, o.seed); break;
+  }
   if (failure) return *failure;
   return m;
 }
@@ -512,7 +515,7 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
   // Sizes are checked before the model, its optimizer state or any activation is allocated.
   auto estimate = estimate_memory(data, o);
   if (!estimate) return estimate.error();
-  if (auto e = check_memory_budget(*estimate, "the " + o.model.kind + " on " + data.name)) return *e;
+  if (auto e = check_memory_budget(*estimate, "the " + std::string(o.model.kind.name()) + " on " + data.name)) return *e;
   detail::DelayedStates delayed;
   auto made = make_model(data, o, &delayed);
   if (!made) return made.error();
@@ -660,13 +663,6 @@ std::string bytes_text(double bytes) {
 
 }  // namespace
 
-std::vector<std::string> model_kinds() { return {"mlp", "cnn", "transformer", "resnet", "mobilenet", "vit"}; }
-
-bool is_model_kind(const std::string& kind) {
-  const auto kinds = model_kinds();
-  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
-}
-
 Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions& o) {
   const ModelConfig& c = o.model;
   if (auto e = check_model(data, c)) return *e;
@@ -674,7 +670,7 @@ Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions
   // A training step's rows, or an evaluation chunk's (evaluate(): 256 images, or 64 text windows) where that is
   // larger: evaluation reuses the layers' buffers.
   const double rows = std::max(static_cast<double>(o.batch), data.is_text ? 64.0 : 256.0);
-  if (c.kind == "mlp") {
+  if (c.kind == ModelKind::Mlp) {
     double width = static_cast<double>(data.features());
     s.floats += 2 * rows * width;  // the batch and its matrix
     std::vector<std::int64_t> widths = c.hidden;
@@ -686,7 +682,7 @@ Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions
       width = out;
     }
     s.floats += 2 * rows * width;  // logits and their gradient
-  } else if (c.kind == "cnn") {
+  } else if (c.kind == ModelKind::Cnn) {
     const auto h = static_cast<double>(data.rows), w = static_cast<double>(data.cols);
     const auto ch = static_cast<double>(data.channels), c1 = static_cast<double>(c.conv1),
                c2 = static_cast<double>(c.conv2), fc = static_cast<double>(c.fc);
@@ -702,7 +698,7 @@ Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions
     s.floats += 3 * rows * fc;
     s.linear(rows, fc, data.classes);
     s.floats += 2 * rows * data.classes;
-  } else if (c.kind == "resnet" || c.kind == "mobilenet") {
+  } else if (c.kind == ModelKind::ResNet || c.kind == ModelKind::MobileNet) {
     // Fixed sizes (a few megabytes of weights): built to count them.
     const auto m = build_fixed(data, c, nullptr);
     for (auto* p : m->params()) {
@@ -710,11 +706,11 @@ Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions
       if (p->decay) s.weight_copies += 3 * static_cast<double>(p->value.size());
     }
     for (auto* b : m->buffers()) s.buffers.push_back(static_cast<double>(b->value.size()));
-    const double per_image = c.kind == "resnet" ? static_cast<detail::ResNet<float>&>(*m).floats_per_image()
+    const double per_image = c.kind == ModelKind::ResNet ? static_cast<detail::ResNet<float>&>(*m).floats_per_image()
                                                 : static_cast<detail::MobileNetV2<float>&>(*m).floats_per_image();
     s.floats += rows * (per_image + 2.0 * static_cast<double>(data.features()));
-  } else if (c.kind == "transformer" || c.kind == "vit") {
-    const bool vit = c.kind == "vit";
+  } else if (c.kind == ModelKind::Transformer || c.kind == ModelKind::Vit) {
+    const bool vit = c.kind == ModelKind::Vit;
     const double patches = vit ? static_cast<double>((data.rows / c.patch) * (data.cols / c.patch)) : 0.0;
     const auto d = static_cast<double>(c.d_model), t = vit ? patches + 1 : static_cast<double>(c.context),
                v = static_cast<double>(vit ? data.classes : data.vocabulary()), heads = static_cast<double>(c.heads);
