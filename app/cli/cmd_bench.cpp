@@ -78,6 +78,24 @@ double best_seconds(const std::function<void()>& fn, double budget, int min_reps
   return best;
 }
 
+/// Times of one row over repeats: their median, and their range as a share of it. A row whose repeats span more
+/// than kUnstable of their median is unstable (the machine was busy, or memory or clock changed under it), and
+/// ratios computed from it are marked.
+constexpr double kUnstable = 0.2;
+struct Repeats {
+  double median = 0, spread = 0;  ///< spread: (max - min) / median
+  bool stable() const { return spread <= kUnstable; }
+};
+Repeats summarize(std::vector<double> seconds) {
+  Repeats r;
+  if (seconds.empty()) return r;
+  std::sort(seconds.begin(), seconds.end());
+  const std::size_t n = seconds.size();
+  r.median = n % 2 ? seconds[n / 2] : (seconds[n / 2 - 1] + seconds[n / 2]) / 2;
+  r.spread = r.median > 0 ? (seconds.back() - seconds.front()) / r.median : 0;
+  return r;
+}
+
 /// A benchmark row: a kernel on n elements with the bytes it reads and writes, and optionally the scalar
 /// reference of the same work.
 struct Case {
@@ -356,22 +374,23 @@ Table bench_table() {
   Table t;
   for (const char* c : {"name", "kernel", "format", "input_bytes", "elements", "threads", "seconds", "elements_per_s",
                         "melem_per_s", "gb_per_s", "ratio_to_copy", "simd_1t_melem_per_s", "scalar_1t_melem_per_s",
-                        "speedup_vs_scalar", "note"}) {
+                        "speedup_vs_scalar", "note", "repeats", "spread_pct", "stable"}) {
     const std::string col = c;
-    t.add_column(col, col != "name" && col != "kernel" && col != "format" && col != "note");
+    t.add_column(col, col != "name" && col != "kernel" && col != "format" && col != "note" && col != "stable");
   }
   return t;
 }
 
-/// Every row at every size: the best time over a budget of repetitions, its ratio to the row's baseline
-/// measured at the same size, and at the smallest size the one-thread SIMD and scalar-reference rates.
+/// Every row at every size, `repeats` times: each repeat the best time over its share of the budget, the row's
+/// time their median; its ratio to the row's baseline measured at the same size (marked in the note when either
+/// row is unstable), and at the smallest size the one-thread SIMD and scalar-reference rates.
 void measure(const std::vector<Case>& cases, const std::vector<std::size_t>& sizes, unsigned threads, bool quick,
-             Table& t) {
+             int repeats, Table& t) {
   const double budget = quick ? 0.05 : 0.3;
   for (std::size_t size : sizes) {
     const std::size_t n = size / 4;
-    const int min_reps = size >= (std::size_t{64} << 20) ? 4 : 3;
-    std::map<std::string, double> baseline_gbs;
+    const int min_reps = size >= (std::size_t{64} << 20) ? 2 : 3;
+    std::map<std::string, std::pair<double, Repeats>> baselines;  // GB/s and repeats of each baseline row
     for (const Case& c : cases) {
       const std::string name = c.kernel + " " + c.format;
       if (!c.unsupported.empty()) {
@@ -381,11 +400,20 @@ void measure(const std::vector<Case>& cases, const std::vector<std::size_t>& siz
         continue;
       }
       if (c.setup) c.setup(n);
-      const double s = best_seconds([&] { c.simd(n, threads); }, budget, min_reps);
+      std::vector<double> times;
+      for (int r = 0; r < repeats; ++r) times.push_back(best_seconds([&] { c.simd(n, threads); }, budget / repeats, min_reps));
+      const Repeats rep = summarize(times);
+      const double s = rep.median;
       const double eps = static_cast<double>(n) / s;
       const double gbs = eps * c.bytes_per_element / 1e9;
-      if (c.kernel == c.baseline) baseline_gbs[c.kernel] = gbs;
-      const double copy_gbs = baseline_gbs.count(c.baseline) ? baseline_gbs[c.baseline] : 0.0;
+      if (c.kernel == c.baseline) baselines[c.kernel] = {gbs, rep};
+      const auto base = baselines.find(c.baseline);
+      const double copy_gbs = base != baselines.end() ? base->second.first : 0.0;
+      std::string note;
+      if (!rep.stable()) note = "unstable: repeats span " + fixed(rep.spread * 100, 0) + "% of their median";
+      if (copy_gbs > 0 && c.kernel != c.baseline && !(rep.stable() && base->second.second.stable()))
+        note += std::string(note.empty() ? "" : "; ") + "ratio_to_copy from an unstable row" +
+                (base->second.second.stable() ? "" : " (" + c.baseline + " spans " + fixed(base->second.second.spread * 100, 0) + "%)");
       std::string simd1, scalar1, speedup;
       if (size == sizes.front() && c.scalar) {
         const double s1 = best_seconds([&] { c.simd(n, 1); }, budget, 3);
@@ -396,7 +424,8 @@ void measure(const std::vector<Case>& cases, const std::vector<std::size_t>& siz
       }
       t.rows.push_back({name, c.kernel, c.format, std::to_string(size), std::to_string(n), std::to_string(threads),
                         fixed(s, 6), fixed(eps, 0), fixed(eps / 1e6, 1), fixed(gbs, 2),
-                        copy_gbs > 0 ? fixed(gbs / copy_gbs, 3) : "", simd1, scalar1, speedup, ""});
+                        copy_gbs > 0 ? fixed(gbs / copy_gbs, 3) : "", simd1, scalar1, speedup, note,
+                        std::to_string(repeats), fixed(rep.spread * 100, 1), rep.stable() ? "yes" : "no"});
     }
   }
 }
@@ -482,7 +511,7 @@ std::optional<Error> gemm_rows(bool quick, Table& t) {
 
 /// The columns a terminal shows first (--columns chooses others; files have every column).
 const std::vector<std::string> kBenchColumns = {"name", "input_bytes", "melem_per_s", "gb_per_s", "ratio_to_copy",
-                                                "speedup_vs_scalar", "note"};
+                                                "speedup_vs_scalar", "spread_pct", "note"};
 
 /// A whole number option in [lo, hi], or an error naming it.
 Result<long> whole_option(const Args& args, const std::string& name, long fallback, long lo, long hi) {
@@ -505,17 +534,23 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   specs.push_back({"quick", false, "", "two sizes (256 KiB and 256 MiB of float32 input) and short timings"});
   specs.push_back({"train-only", false, "", "only the training rows (step times of the recipes, FP32 GEMM)"});
   specs.push_back({"gemm-only", false, "", "only the GEMM rows (mxlab gemm's models beside Eigen's FP32 GEMM)"});
+  specs.push_back({"kernels-only", false, "", "only the kernel rows (casts, block kernels, end to end), not GEMM or training"});
+  specs.push_back({"repeats", true, "N", "times each kernel row is measured (default 5, 3 with --quick): median and spread"});
   specs.push_back({"threads", true, "N", "worker threads of the SIMD kernels (default: all hardware threads)"});
   specs.push_back({"max-mib", true, "MIB", "largest input size in MiB of float32 (default 256)"});
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "bench", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab bench [--quick] [--train-only|--gemm-only] [--threads N] [--max-mib MIB] [--columns A,B,...] [--csv|--json|--md]\n"
+    io.out << "usage: mxlab bench [--quick] [--train-only|--gemm-only|--kernels-only] [--repeats N] [--threads N] [--max-mib MIB]\n"
+              "                   [--columns A,B,...] [--csv|--json|--md]\n"
               "                   [--out FILE]\n\n"
               "Throughput of the SIMD kernels on float32 inputs (bfloat16 in the 'bf16-in' rows) from L2-resident\n"
               "sizes (256 KiB of float32) to main memory:\n"
               "elements/s, GB/s (bytes read + written), the ratio to a memory copy measured in the same run, and\n"
-              "the speed-up over the scalar reference on one thread (at the smallest size). --out FILE.json\n"
+              "the speed-up over the scalar reference on one thread (at the smallest size). Each kernel row runs\n"
+              "--repeats times: its time is their median, spread_pct their range over the median; a row whose\n"
+              "repeats span more than 20% is unstable (stable = no), and a ratio from an unstable row or baseline\n"
+              "says so in its note. --out FILE.json\n"
               "writes JSON. The benchmark reports only; correctness is the tests' job.\n\n"
            << terminal_columns_help({{"", kBenchColumns}}) << "\n"
            << options_help(specs);
@@ -523,8 +558,12 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   }
   if (!args->positional.empty()) return bad_input(io, "bench", "unexpected argument '" + args->positional[0] + "'");
   const bool quick = args->flag("quick");
+  if (args->flag("train-only") + args->flag("gemm-only") + args->flag("kernels-only") > 1)
+    return bad_input(io, "bench", "--train-only, --gemm-only and --kernels-only exclude each other");
   const auto threads_opt = whole_option(*args, "threads", hardware_threads(), 1, 1024);
   if (!threads_opt) return bad_input(io, "bench", threads_opt.error().message);
+  const auto repeats_opt = whole_option(*args, "repeats", quick ? 3 : 5, 1, 100);
+  if (!repeats_opt) return bad_input(io, "bench", repeats_opt.error().message);
   const auto max_mib_opt = whole_option(*args, "max-mib", 256, 1, 65536);
   if (!max_mib_opt) return bad_input(io, "bench", max_mib_opt.error().message);
   const auto threads = static_cast<unsigned>(*threads_opt);
@@ -554,17 +593,19 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
     if (!blocks) return bad_input(io, "bench", blocks.error().message);
     for (Case& c : *blocks) cases.push_back(std::move(c));
     for (Case& c : end_to_end_rows(bench, dir)) cases.push_back(std::move(c));
-    measure(cases, sizes, threads, quick, t);
+    measure(cases, sizes, threads, quick, static_cast<int>(*repeats_opt), t);
     std::remove((dir + "/bench-input.npy").c_str());
     std::remove((dir + "/bench-output.npy").c_str());
     ::rmdir(dir.c_str());
   }
-  if (!args->flag("train-only")) {
+  const bool kernels_only = args->flag("kernels-only");
+  if (!args->flag("train-only") && !kernels_only) {
     if (auto e = gemm_rows(quick, t)) return bad_input(io, "bench", e->message);
   }
-  if (!args->flag("gemm-only"))
+  if (!args->flag("gemm-only") && !kernels_only)
     if (const auto trained = training_rows(quick, t)) return bad_input(io, "bench", trained->message);
 
+  for (auto& row : t.rows) row.resize(t.columns.size());  // GEMM and training rows have no repeats
   Provenance prov = build_provenance();
   prov.simd_target = active_simd_target();
   prov.inputs.push_back({"cpu", cpu_model()});

@@ -986,3 +986,40 @@ TEST_CASE("provenance names the SIMD target that ran, or the reference", "[cli][
   }
   std::filesystem::remove_all(dir);
 }
+
+// The report's structure only: which rows are unstable depends on the machine, never checked as a threshold.
+TEST_CASE("bench repeats each kernel row, reports median and spread, and marks ratios from unstable rows", "[cli][bench]") {
+  const Run r = run({"bench", "--quick", "--kernels-only", "--max-mib", "1", "--repeats", "2", "--csv"});
+  REQUIRE(r.code == 0);
+  const auto ls = lines(r.out);
+  REQUIRE(ls.size() > 10);
+  const std::size_t name = column(ls[0], "name"), kernel = column(ls[0], "kernel"), size = column(ls[0], "input_bytes"),
+                    note = column(ls[0], "note"), repeats = column(ls[0], "repeats"), spread = column(ls[0], "spread_pct"),
+                    stable = column(ls[0], "stable"), ratio = column(ls[0], "ratio_to_copy");
+  std::map<std::string, bool> copy_stable;  // by input size
+  std::size_t measured = 0;
+  for (std::size_t i = 1; i < ls.size(); ++i) {
+    const auto c = split_csv(ls[i]);
+    INFO(ls[i]);
+    REQUIRE(c.size() == split_csv(ls[0]).size());
+    CHECK_THAT(c[kernel], !Catch::Contains("gemm") && !Catch::Contains("train"));
+    if (c[note].rfind("unsupported", 0) == 0) continue;
+    ++measured;
+    CHECK(c[repeats] == "2");
+    const double s = std::stod(c[spread]);
+    CHECK(s >= 0);
+    CHECK(c[stable] == (s <= 20 ? "yes" : "no"));
+    CHECK((c[stable] == "no") == (c[note].find("unstable: repeats span") != std::string::npos));
+    if (c[kernel] == "copy") copy_stable[c[size]] = c[stable] == "yes";
+    else if (c[name].rfind("e2e", 0) != 0 && !c[ratio].empty()) {
+      // A ratio to an unstable copy, or of an unstable row, says so.
+      const bool marked = c[note].find("ratio_to_copy from an unstable row") != std::string::npos;
+      CHECK(marked == (!copy_stable.at(c[size]) || c[stable] == "no"));
+    }
+  }
+  CHECK(measured > 10);
+  CHECK(copy_stable.size() == 2);  // 256 KiB and 1 MiB
+  const Run both = run({"bench", "--gemm-only", "--kernels-only"});
+  CHECK(both.code == 2);
+  CHECK_THAT(both.err, Catch::Contains("exclude each other"));
+}
