@@ -300,7 +300,7 @@ Result<std::vector<GradientCheck>> check(const std::string& name, std::uint64_t 
     // statistics: the shifts of the projections' batch norms have no gradient while training. Left out.
     std::erase_if(params, [](const detail::Param<double>* p) { return p->name.ends_with("project_bn.bias"); });
     // The ResNet's and MobileNetV2's 40 to 70 tensors: 4 elements of each, with the five-point stencil.
-    const bool deep = name == "resnet" || name == "mobilenet";
+    const bool deep = c.kind == ModelKind::ResNet || c.kind == ModelKind::MobileNet;
     add_params(out, name, params, loss, rng, deep ? Sampling{4, true} : Sampling{});
   } else {
     std::string msg = "unknown gradient check '" + name + "' (known:";
@@ -313,10 +313,13 @@ Result<std::vector<GradientCheck>> check(const std::string& name, std::uint64_t 
 }  // namespace
 
 std::vector<std::string> gradient_check_names() {
-  return {"linear", "conv2d", "conv2d_stride2", "pointwise", "depthwise", "depthwise_stride2", "maxpool", "avgpool",
-          "global_avgpool", "relu", "relu6", "gelu", "layernorm", "batchnorm", "batchnorm_eval", "embedding",
-          "attention", "attention_bidirectional", "basic_block", "inverted_residual", "softmax_ce", "mlp", "cnn",
-          "transformer", "resnet", "mobilenet", "vit"};
+  std::vector<std::string> names = {"linear",     "conv2d",    "conv2d_stride2",  "pointwise",      "depthwise",
+                                    "depthwise_stride2", "maxpool", "avgpool",  "global_avgpool", "relu",
+                                    "relu6",      "gelu",      "layernorm",       "batchnorm",      "batchnorm_eval",
+                                    "embedding",  "attention", "attention_bidirectional", "basic_block",
+                                    "inverted_residual", "softmax_ce"};
+  for (const auto& k : kModelKinds) names.emplace_back(k.name);  // every model, in the order of its rows
+  return names;
 }
 
 Result<std::vector<GradientCheck>> check_gradients(const std::string& name, std::uint64_t seed) {
