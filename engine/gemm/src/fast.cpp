@@ -86,7 +86,6 @@ std::string kernel_states(const Model& m, const Operand& a, const Operand& b, un
   const std::int64_t rows = a.rows, cols = b.rows, depth = a.depth;
   if (depth <= 0 || rows <= 0 || cols <= 0) return "an empty operand";
   if (depth > (std::int64_t{1} << 30)) return "K beyond 2^30";
-  if (m.acc == AccKind::Exact && m.promote > 0) return "an exact accumulator with promotion";
   // Every row of B's transpose must share its block starts: the lanes walk the same groups.
   for (std::int64_t j = 1; j < cols; ++j)
     if (!std::equal(b.block_start.begin(), b.block_start.begin() + depth, b.block_start.begin() + j * depth))

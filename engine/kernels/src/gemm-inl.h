@@ -165,8 +165,9 @@ class PanelDot {
         else exact_group(n, scales);
       }
       if (c_.promote_after != nullptr && c_.promote_after[g] != 0) {
-        outer_ = round_add(fp32_, outer_, acc_, redo_);
+        outer_ = m_.acc == GemmKernelModel::Acc::Exact ? promote_exact() : round_add(fp32_, outer_, acc_, redo_);
         acc_ = hn::Zero(d);
+        lo_ = hn::Zero(d);
       }
       k0 = k1;
     }
@@ -181,6 +182,19 @@ class PanelDot {
   }
 
  private:
+  /// outer + acc + lo (the exact accumulator) rounded once to FP32: two-sums give the exact sum as s + t + f; when
+  /// f is 0 (it is unless the three span more than about 106 bits; else the lane is marked) a last two-sum gives the
+  /// nearest double to s + t and its remainder, which round to odd and then to FP32.
+  V promote_exact() {
+    V l, e, f, rest;
+    const V h = two_sum(acc_, lo_, l);
+    const V s = two_sum(outer_, h, e);
+    const V t = two_sum(e, l, f);
+    redo_ = hn::Or(redo_, hn::Ne(f, hn::Zero(D())));
+    const V nearest = two_sum(s, t, rest);
+    return round_grid(fp32_, odd_from_pair(nearest, rest), redo_);
+  }
+
   /// A group's value t (its sum times the block scales, exact) into the accumulator.
   void add_group_value(V t) {
     if (m_.acc == GemmKernelModel::Acc::Exact) add_exact(acc_, lo_, t, redo_);
