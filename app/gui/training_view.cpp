@@ -86,13 +86,14 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   loss_ = new QCustomPlot(tabs);
   accuracy_ = new QCustomPlot(tabs);
   underflow_ = new QCustomPlot(tabs);
+  validation_ = new QCustomPlot(tabs);
   summary_ = new QTableWidget(tabs);
   summary_->setColumnCount(5);
   summary_->setHorizontalHeaderLabels({tr("recipe"), tr("steps"), tr("test accuracy (or bits per character)"),
                                        tr("validation loss"), tr("skipped")});
   summary_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   int index = 0;
-  for (QCustomPlot* p : {loss_, accuracy_, underflow_}) {
+  for (QCustomPlot* p : {loss_, accuracy_, underflow_, validation_}) {
     addPlotTools(p, [this, index]() -> const experiment::Figure* {
       return static_cast<std::size_t>(index) < figures_.size() ? &figures_[static_cast<std::size_t>(index)] : nullptr;
     });
@@ -100,7 +101,25 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   }
   tabs->addTab(loss_, tr("loss"));
   tabs->addTab(accuracy_, tr("accuracy"));
-  tabs->addTab(underflow_, tr("gradient underflow"));
+  // The underflow of one role (output gradients by default) by layer over the steps, the role picked above it.
+  auto* under = new QWidget(tabs);
+  auto* ul = new QVBoxLayout(under);
+  ul->setContentsMargins(0, 0, 0, 0);
+  auto* roleRow = new QHBoxLayout;
+  role_ = new QComboBox(under);
+  for (int r = 0; r < train::kRoleCount; ++r)
+    role_->addItem(QString::fromStdString(std::string(train::role_name(static_cast<train::Role>(r)))));
+  role_->setCurrentText(QString::fromStdString(std::string(train::role_name(train::Role::G))));
+  role_->setToolTip(tr("The GEMM operand whose underflow is drawn: w weights, a activations, g output gradients, "
+                       "w_bp and a_bp the weights and activations of the backward pass"));
+  roleRow->addWidget(new QLabel(tr("operand role"), under));
+  roleRow->addWidget(role_);
+  roleRow->addStretch(1);
+  ul->addLayout(roleRow);
+  ul->addWidget(underflow_, 1);
+  connect(role_, &QComboBox::currentTextChanged, this, &TrainingView::refresh);
+  tabs->addTab(under, tr("underflow"));
+  tabs->addTab(validation_, tr("validation"));
   tabs->addTab(summary_, tr("runs (table)"));
   rl->addWidget(tabs, 1);
   auto* bar = new QHBoxLayout;
@@ -235,7 +254,8 @@ void TrainingView::start() {
       if (cancel->load()) break;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        runs_.push_back(Run{o.recipe.name, {}, {}, {}, {}, -1, -1, 0});
+        runs_.push_back(Run{});
+        runs_.back().recipe = o.recipe.name;
       }
       Reporter r;
       r.cancel = cancel.get();
@@ -246,7 +266,11 @@ void TrainingView::start() {
         run.loss.push_back(m.loss);
         run.accuracy.push_back(text ? m.bpc : m.accuracy);
         run.skipped = m.skipped_total;
-        if (m.validation) run.val_loss = m.validation->loss;
+        if (m.validation) {
+          run.val_loss = m.validation->loss;
+          run.val_step.push_back(static_cast<double>(m.step));
+          run.val_curve.push_back(m.validation->loss);
+        }
         run.g.resize(static_cast<std::size_t>(windows_));
         run.g[static_cast<std::size_t>(std::min(windows_ - 1, (m.step - 1) / window_))].add(m);
         ++done_;
@@ -267,7 +291,7 @@ void TrainingView::start() {
 }
 
 void TrainingView::refresh() {
-  experiment::Figure loss, acc, heat;
+  experiment::Figure loss, acc, heat, val;
   loss.title = "Training loss";
   loss.x.label = "step";
   loss.y.label = "batch cross-entropy";
@@ -278,8 +302,14 @@ void TrainingView::refresh() {
   acc.title = text ? "Bits per character" : "Batch accuracy";
   acc.y.label = text ? "bits per character" : "accuracy";
   acc.y.scale = experiment::AxisScale::Linear;
+  val = loss;
+  val.title = "Validation loss";
+  val.y.label = "validation cross-entropy";
+  const auto parsed = train::parse_role(role_->currentText().toStdString());  // the combo box lists role_name()s
+  const train::Role role = parsed ? *parsed : train::Role::G;
+  const std::string roleName(train::role_name(role));
   heat.kind = experiment::PlotKind::Heatmap;
-  heat.title = "Output-gradient underflow by layer over the steps";
+  heat.title = "Underflow of " + roleName + " by layer over the steps";
   heat.x.label = "steps";
   heat.y.label = "recipe: layer";
   heat.heatmap.value_label = "underflow ratio";
@@ -306,6 +336,11 @@ void TrainingView::refresh() {
       }
       loss.series.push_back(sl);
       acc.series.push_back(sa);
+      experiment::Series sv;
+      sv.name = r.recipe;
+      sv.x = r.val_step;
+      sv.y = r.val_curve;
+      val.series.push_back(sv);
       const QStringList cells = {QString::fromStdString(r.recipe), QString::number(r.step.size()),
                                  r.test_accuracy >= 0 ? QString::number(r.test_accuracy, 'f', 4) : QString("-"),
                                  r.val_loss >= 0 ? QString::number(r.val_loss, 'f', 4) : QString("-"), QString::number(r.skipped)};
@@ -313,23 +348,24 @@ void TrainingView::refresh() {
     }
     // One row per recipe and layer (the first run's first layer at the top), one column per window of steps.
     for (auto r = runs_.rbegin(); r != runs_.rend(); ++r) {
-      std::set<std::string> layers;  // those with output gradients, by name
+      std::set<std::string> layers;  // those with an operand of the role, by name
       for (const auto& window : r->g)
         for (const auto& c : window.columns())
-          if (c.role == train::Role::G) layers.insert(c.layer);
+          if (c.role == role) layers.insert(c.layer);
       for (auto l = layers.rbegin(); l != layers.rend(); ++l) {
         heat.heatmap.y_labels.push_back(r->recipe + ": " + *l);
         for (const auto& window : r->g) {
-          const train::OperandTotals& g = window.at(*l + ".g");
+          const train::OperandTotals& g = window.at(*l + "." + roleName);
           heat.heatmap.values.push_back(g.nonzero > 0 ? g.underflow_ratio() : std::nan(""));
         }
       }
     }
   }
-  figures_ = {loss, acc, heat};
+  figures_ = {loss, acc, heat, val};
   plot::draw(*loss_, loss, 12);
   plot::draw(*accuracy_, acc, 12);
   if (!heat.heatmap.x_labels.empty() && !heat.heatmap.y_labels.empty()) plot::draw(*underflow_, heat, 12);
+  plot::draw(*validation_, val, 12);
   progress_->setValue(total > 0 ? static_cast<int>(100 * done / total) : 0);
   if (busy() && !cancel_->load()) status_->setText(tr("step %1 of %2").arg(done).arg(total));
 }

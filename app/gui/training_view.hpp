@@ -52,10 +52,14 @@ class TrainingView : public QWidget {
   QSpinBox* seed() const { return seed_; }
   QCustomPlot* lossPlot() const { return loss_; }
   QCustomPlot* underflowPlot() const { return underflow_; }
+  QCustomPlot* validationPlot() const { return validation_; }
+  /// The operand role whose underflow the heatmap draws (w, a, g, w_bp, a_bp; g at the start).
+  QComboBox* role() const { return role_; }
   QTableWidget* summary() const { return summary_; }
   QProgressBar* progress() const { return progress_; }
   QTabWidget* tabs() const { return tabs_; }
-  /// The figures as last drawn: loss, accuracy, gradient underflow by layer and step.
+  /// The figures as last drawn: loss, accuracy, the role's underflow by layer and step, validation loss by step
+  /// (tabs in this order, then the table of runs).
   const std::vector<experiment::Figure>& figures() const { return figures_; }
   /// Export what the visible tab shows: its figure (PNG, PDF at BASE); the table of runs, or a figure's data
   /// (CSV, Markdown, LaTeX at BASE). An error or "".
@@ -93,17 +97,20 @@ class TrainingView : public QWidget {
   QCustomPlot* loss_ = nullptr;
   QCustomPlot* accuracy_ = nullptr;
   QCustomPlot* underflow_ = nullptr;
+  QCustomPlot* validation_ = nullptr;
+  QComboBox* role_ = nullptr;
   QTableWidget* summary_ = nullptr;
   QTabWidget* tabs_ = nullptr;
   QTimer* timer_ = nullptr;
-  std::vector<experiment::Figure> figures_;  ///< as last drawn: loss, accuracy, underflow
+  std::vector<experiment::Figure> figures_;  ///< as last drawn: loss, accuracy, underflow, validation
   std::optional<Settings> shown_;            ///< the settings of the runs on screen
 
   /// What the worker has reported, read by the GUI thread under the mutex.
   struct Run {
     std::string recipe;
     std::vector<double> step, loss, accuracy;
-    /// The operands' totals per window of steps (the heatmap reads the output gradients', role g).
+    std::vector<double> val_step, val_curve;  ///< the validation loss at the steps validation ran
+    /// The operands' totals per window of steps (the heatmap reads the role picked).
     std::vector<train::MetricTotals> g;
     double test_accuracy = -1, val_loss = -1;
     std::int64_t skipped = 0;

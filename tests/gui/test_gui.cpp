@@ -307,6 +307,9 @@ class GuiTest : public QObject {
     dopt.seed = 1;
     auto data = train::load_train_data("fashion-mnist", dopt);
     QVERIFY(data.ok());
+    // The engine's steps of the mxfp8 run: its validation losses and its operands' underflow.
+    std::vector<double> valStep, valLoss;
+    std::vector<std::vector<train::OperandMetric>> operands;
     for (const char* name : {"fp32", "mxfp8"}) {
       train::TrainOptions o;
       o.recipe = *train::recipe_preset(name);
@@ -314,10 +317,43 @@ class GuiTest : public QObject {
       o.batch = 32;
       o.optimizer.lr = 1e-3;
       o.seed = 1;
-      auto r = train::run_training(*data, o);
+      const bool keep = std::string(name) == "mxfp8";
+      auto r = train::run_training(*data, o, [&](const train::StepMetrics& m) {
+        if (!keep) return;
+        if (m.validation) valStep.push_back(static_cast<double>(m.step)), valLoss.push_back(m.validation->loss);
+        operands.push_back(m.operands);
+      });
       QVERIFY(r.ok());
       QCOMPARE(losses.at(o.recipe.name), r->losses);
     }
+    // Validation over the steps: the engine's validation losses at the steps it validated.
+    const experiment::Figure& val = v->figures()[3];
+    QCOMPARE(val.series.size(), std::size_t{2});
+    QVERIFY(!valStep.empty());
+    QCOMPARE(val.series[1].x, valStep);
+    QCOMPARE(val.series[1].y, valLoss);
+    // Underflow over the steps of the role picked (15 steps: a window per step): each cell is that step's
+    // operand underflow / nonzero, for the weights and then the output gradients.
+    for (const char* role : {"w", "g"}) {
+      v->role()->setCurrentText(role);
+      const experiment::Figure& heat = v->figures()[2];
+      QVERIFY(QString::fromStdString(heat.title).contains(QString("of %1 ").arg(role)));
+      QCOMPARE(heat.heatmap.x_labels.size(), std::size_t{15});
+      int checked = 0;
+      for (const auto& layer : {"fc1", "fc2", "fc3"}) {
+        const auto row = std::find(heat.heatmap.y_labels.begin(), heat.heatmap.y_labels.end(), std::string("mxfp8: ") + layer);
+        QVERIFY(row != heat.heatmap.y_labels.end());
+        const auto r = static_cast<std::size_t>(row - heat.heatmap.y_labels.begin());
+        for (std::size_t k = 0; k < 15; ++k)
+          for (const auto& op : operands[k])
+            if (op.layer == layer && train::role_name(op.role) == role) {
+              QCOMPARE(heat.heatmap.values[r * 15 + k], op.underflow_ratio());
+              ++checked;
+            }
+      }
+      QCOMPARE(checked, 3 * 15);
+    }
+    v->role()->setCurrentText("g");
     // Both curves drawn, every step.
     QCOMPARE(v->lossPlot()->graphCount(), 2);
     QCOMPARE(v->lossPlot()->graph(1)->data()->size(), 15);
@@ -837,7 +873,7 @@ class GuiTest : public QObject {
     QTemporaryDir dir;
     QCOMPARE(v->exportTable(dir.filePath("heat")), QString());
     QVERIFY(lines(dir.filePath("heat.csv"))[0].startsWith("steps,recipe: layer,underflow ratio"));
-    v->tabs()->setCurrentIndex(3);
+    v->tabs()->setCurrentIndex(4);  // the table of runs: no plot
     QVERIFY(!v->exportPlot(dir.filePath("p")).isEmpty());
     // Stop during a long run: idle within a step or two, no validation pass, and the progress bar says so.
     v->steps()->setValue(100000);
