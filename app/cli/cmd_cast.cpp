@@ -1,16 +1,14 @@
 // `mxlab cast`: values to a format with explicit rounding, overflow and subnormal handling, with the
 // decoded value and the exact error of each.
 #include <charconv>
-#include <cmath>
 #include <iostream>
-#include <limits>
 
 #include "cli/cli.hpp"
 #include "mxlab/core/random.hpp"
 #include "mxlab/core/text.hpp"
-#include "mxlab/exact/exact.hpp"
 #include "mxlab/formats/cast.hpp"
 #include "mxlab/formats/parse.hpp"
+#include "mxlab/ops/inspect.hpp"
 
 namespace mxlab::cli {
 namespace {
@@ -120,38 +118,18 @@ int cmd_cast(const std::vector<std::string>& argv, Io io) {
   t.rows.reserve(texts.size());
   const bool stochastic = o.rounding == Rounding::Stochastic;
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    auto num = exact::parse_number(texts[i]);
-    if (!num) {
-      const std::string where = first_line ? "standard input line " + std::to_string(line_numbers[i]) + ": " : "";
-      return bad_input(io, "cast", where + num.error().message);
-    }
-    double x = 0;
-    bool rounded = false;
-    switch (num->kind) {
-      case exact::Number::Kind::Nan:
-        x = num->nan_negative ? -std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::quiet_NaN();
-        break;
-      case exact::Number::Kind::PosInf: x = std::numeric_limits<double>::infinity(); break;
-      case exact::Number::Kind::NegInf: x = -std::numeric_limits<double>::infinity(); break;
-      case exact::Number::Kind::Finite: x = exact::round_to_source(num->value, o.source, &rounded); break;
-    }
     const std::uint32_t random = stochastic ? stochastic_bits(seed, i) : 0;
-    const CastResult r = cast(*f, x, o, random);
-    const double value = f->decode(r.code);
-    const CodeClass cls = f->classify(r.code);
-    const bool finite_result = cls != CodeClass::Nan && cls != CodeClass::Inf;
-    std::string exact_value = finite_result ? exact::code_value(*f, r.code).to_decimal() : g17(value);
-    std::string err_g, err_exact;
-    if (finite_result && std::isfinite(x)) {
-      const exact::Rational e = exact::error(*f, r.code, exact::Rational::from_double(x));
-      err_g = g17(e.to_double());
-      err_exact = e.to_decimal();
-    } else {
-      err_g = g17(value - x);  // IEEE arithmetic on the non-finite cases (documented in --help)
-      err_exact = err_g;
+    auto c = ops::cast_text(*f, texts[i], o, random);
+    if (!c) {
+      const std::string where = first_line ? "standard input line " + std::to_string(line_numbers[i]) + ": " : "";
+      return bad_input(io, "cast", where + c.error().message);
     }
-    t.rows.push_back({texts[i], g17(x), rounded ? "true" : "false", std::to_string(r.code), hex_code(r.code, f->bits()),
-                      bit_string(*f, r.code), g17(value), exact_value, err_g, err_exact, flags_text(r)});
+    const CastResult& r = c->result;
+    // Where the input or the result is not finite, the error is IEEE arithmetic's (documented in --help).
+    const std::string err_g = g17(c->error);
+    t.rows.push_back({texts[i], g17(c->input), c->input_rounded ? "true" : "false", std::to_string(r.code),
+                      hex_code(r.code, f->bits()), bit_string(*f, r.code), g17(c->value), c->exact, err_g,
+                      c->error_exact.empty() ? err_g : c->error_exact, flags_text(r)});
   }
   Provenance p = build_provenance();
   p.simd_target = "reference";  // the scalar reference cast, value by value
