@@ -289,6 +289,35 @@ void lay_out(QCustomPlot& plot) {
   layout->update(QCPLayoutElement::upLayout);
 }
 
+/// Widens an axis rect's left and right margins where the category labels of its bottom axis would reach past
+/// the figure's edge (QCustomPlot leaves out a tick label the edge would cut: a category without a name).
+void keep_labels_inside(QCustomPlot& plot, QCPAxisRect* rect) {
+  QCPAxis* x = rect->axis(QCPAxis::atBottom);
+  auto ticker = x->ticker().dynamicCast<QCPAxisTickerText>();
+  if (!ticker) return;
+  lay_out(plot);
+  const QFontMetricsF m(x->tickLabelFont());
+  const double rotation = x->tickLabelRotation(), pad = x->tickLabelPadding() + 2;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (auto it = ticker->ticks().constBegin(); it != ticker->ticks().constEnd(); ++it) {
+    if (!x->range().contains(it.key()) || it.value().isEmpty()) continue;
+    const QStringList lines = it.value().split('\n');
+    const double w = widest(lines, m), h = m.height() * static_cast<double>(lines.size());
+    const double at = x->coordToPixel(it.key());
+    // A slanted label ends at its tick and runs down to the left; the others are centred on it.
+    const double left = rotation == -45 ? (w + h) * 0.7071 + pad : rotation == -90 ? h / 2 : w / 2;
+    const double right = rotation == -45 ? h * 0.7071 : rotation == -90 ? h / 2 : w / 2;
+    lo = std::min(lo, at - left);
+    hi = std::max(hi, at + right);
+  }
+  const QRect view = plot.viewport();
+  const int more_left = lo < view.left() + 2 ? static_cast<int>(std::ceil(view.left() + 2 - lo)) : 0;
+  const int more_right = hi > view.right() - 2 ? static_cast<int>(std::ceil(hi - view.right() + 2)) : 0;
+  if (more_left == 0 && more_right == 0) return;
+  const QMargins now = rect->margins();
+  rect->setMinimumMargins(QMargins(now.left() + more_left, 0, now.right() + more_right, 0));
+}
+
 /// A vertical axis label longer than its axis goes on two lines, then shrinks until it fits (a label taller
 /// than the plot would run over the title or out of the figure).
 void fit_axis_label(QCustomPlot& plot, QCPAxis* axis) {
@@ -454,6 +483,7 @@ void draw_heatmap(QCustomPlot& plot, const Figure& f, double font_px, QCPLayoutG
   lay_out(plot);
   const CategoryFit columns = fit_categories(h.x_labels, x->tickLabelFont(), rect->rect().width(), 0.3 * plot.viewport().height());
   show_categories(x, columns, label(f.x.label));
+  keep_labels_inside(plot, rect);
   fit_axis_label(plot, y);
   // Few cells: each says its value, in a colour that reads on the cell's.
   if (nx * ny <= 400 && lo <= hi) {
@@ -700,6 +730,7 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
                                               rects[0]->rect().width(), budget);
     for (std::size_t p = 0; p < panels; ++p)
       show_categories(rects[p]->axis(QCPAxis::atBottom), fitted, p + columns < panels ? QString() : label(f.x.label));
+    for (QCPAxisRect* rect : rects) keep_labels_inside(plot, rect);
   }
   if (!f.y.tick_labels.empty())
     for (QCPAxisRect* rect : rects) {

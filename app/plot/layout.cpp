@@ -207,6 +207,20 @@ LayoutReport check_layout(const experiment::Figure& f, const SaveOptions& o) {
       if (overlap(texts[i], texts[j])) fault("texts overlap: " + shown(texts[i].text) + " and " + shown(texts[j].text));
     }
   }
+  // Every category label drawn (QCustomPlot leaves out a tick label the figure's edge would cut).
+  std::map<QString, int> drawn;
+  for (const auto& t : texts) ++drawn[t.text.trimmed()];
+  for (int i = 0; i < plot.axisRectCount(); ++i)
+    for (QCPAxis* axis : plot.axisRect(i)->axes()) {
+      auto ticker = axis->ticker().dynamicCast<QCPAxisTickerText>();
+      if (!ticker || !axis->visible() || !axis->tickLabels()) continue;
+      for (auto it = ticker->ticks().constBegin(); it != ticker->ticks().constEnd(); ++it) {
+        if (!axis->range().contains(it.key()) || it.value().isEmpty()) continue;
+        ++r.checks;
+        for (const QString& line : it.value().split('\n'))
+          if (drawn[line.trimmed()] == 0) fault("category label not drawn (cut by the figure's edge): " + shown(line));
+      }
+    }
   // No legend over data.
   std::vector<QCPLegend*> legends;
   legends_in(plot.plotLayout(), legends);
