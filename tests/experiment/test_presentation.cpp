@@ -260,6 +260,25 @@ TEST_CASE("a training point inside mxlab run reports its steps: counts, rate and
     }
   CHECK(parts == std::set<std::string>{"point 0 train", "point 1 train"});
   CHECK(most == 6);
+  // Validation as in mxlab train: every steps/10 (here every step), not only after the last.
+  std::ifstream csv(f.dir / "r" / "results" / "steps.csv");
+  std::string header, line;
+  std::getline(csv, header);
+  std::vector<std::string> names;
+  std::stringstream hs(header);
+  for (std::string c; std::getline(hs, c, ',');) names.push_back(c);
+  const auto col = static_cast<std::size_t>(std::find(names.begin(), names.end(), "val_loss") - names.begin());
+  REQUIRE(col < names.size());
+  std::size_t rows = 0, with_val = 0;
+  while (std::getline(csv, line)) {
+    std::stringstream ls(line);
+    std::string c;
+    for (std::size_t i = 0; i <= col; ++i) std::getline(ls, c, ',');
+    ++rows;
+    with_val += !c.empty();
+  }
+  CHECK(rows == 12);
+  CHECK(with_val == 12);
   // The bar prints the point's steps after the run's count (a plain line when standard error is no terminal).
   std::ostringstream err;
   cli::ProgressBar bar(err, "points", false);

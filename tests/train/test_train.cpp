@@ -833,3 +833,31 @@ TEST_CASE("memory estimates count the built models' parameters, layers and check
   REQUIRE_FALSE(refused);
   CHECK_THAT(refused.error().message, Catch::Contains("the mlp on synthetic") && Catch::Contains("memory budget of 1 MB"));
 }
+
+TEST_CASE("by default validation runs every steps/10 on the first 1000 examples, the whole split at the end", "[train]") {
+  const TrainData d = synthetic_images(31, 75);  // 300 training, 75 validation examples
+  TrainOptions o;
+  o.model.hidden = {8};
+  o.recipe = *recipe_preset("fp32");
+  o.steps = 20;
+  o.batch = 8;
+  o.metrics_every = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> evals;  // step, examples
+  auto r = run_training(d, o, [&](const StepMetrics& m) {
+    if (m.validation) evals.emplace_back(m.step, m.validation->examples);
+  });
+  REQUIRE(r);
+  const std::vector<std::pair<std::int64_t, std::int64_t>> want = {{2, 75},  {4, 75},  {6, 75},  {8, 75},  {10, 75},
+                                                                    {12, 75}, {14, 75}, {16, 75}, {18, 75}, {20, 75}};
+  CHECK(evals == want);  // 75 validation examples, fewer than the limit: every one
+  const TrainData big = synthetic_images(32, 150);  // 150 validation examples
+  o.eval_limit = 100;
+  evals.clear();
+  REQUIRE(run_training(big, o, [&](const StepMetrics& m) {
+    if (m.validation) evals.emplace_back(m.step, m.validation->examples);
+  }));
+  REQUIRE(evals.size() == 10);
+  CHECK(evals[0] == std::pair<std::int64_t, std::int64_t>{2, 100});  // the first 100 during training
+  CHECK(evals.back() == std::pair<std::int64_t, std::int64_t>{20, 150});  // the whole split after the last step
+  CHECK(TrainOptions{}.eval_limit == 1000);
+}

@@ -598,7 +598,9 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     if (ctx.collect) m.operands = operand_metrics(ctx);
     const bool last = step + 1 == o.steps;
     if (last && o.final_eval) m.validation = evaluate(model, data, o, false, 0, ctx_nongemm, &delayed);
-    else if (o.eval_every > 0 && (step + 1) % o.eval_every == 0) m.validation = evaluate(model, data, o, false, o.eval_limit, ctx_nongemm, &delayed);
+    else if (const std::int64_t every = o.eval_every < 0 ? std::max<std::int64_t>(1, o.steps / 10) : o.eval_every;
+             every > 0 && (step + 1) % every == 0)
+      m.validation = evaluate(model, data, o, false, o.eval_limit, ctx_nongemm, &delayed);
     if (last && m.validation) result.validation = m.validation;
     loop.losses.push_back(loss);
     loop.steps_done = step + 1;
@@ -818,6 +820,7 @@ Result<double> step_seconds(const ModelConfig& model, const Recipe& recipe, std:
   o.batch = batch;
   o.threads = threads;
   o.metrics_every = 0;
+  o.eval_every = 0;
   o.final_eval = false;
   double best = 1e300;
   for (int r = 0; r <= std::max(1, reps); ++r) {

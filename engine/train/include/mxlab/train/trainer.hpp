@@ -38,10 +38,12 @@ struct TrainOptions {
   std::uint64_t seed = 0;            ///< initial weights, batch order
   unsigned threads = 1;              ///< quantization threads; results do not depend on it
   std::int64_t metrics_every = 1;    ///< operand metrics on every Nth step (0: never)
-  std::int64_t eval_every = 0;       ///< validation every Nth step (0: only at the end)
+  /// Validation every Nth step (0: only at the end; -1: every steps/10, at least every step), the same in
+  /// mxlab train, experiments and the GUI.
+  std::int64_t eval_every = -1;
   bool final_eval = true;            ///< validation and test after the last step
   bool eval_on_cancel = true;        ///< final_eval: a cancelled run still validates (false: a cancel returns at once)
-  std::int64_t eval_limit = 0;       ///< periodic validation on at most this many examples (text: windows); 0 = all;
+  std::int64_t eval_limit = 1000;    ///< periodic validation on the first this many examples (text: windows); 0 = all;
                                      ///< the final validation and test always use everything
   /// Checkpoints: after every Nth step (0: never), and after the last step done when the run is cancelled,
   /// on_checkpoint receives the number of steps done and the run's whole state (weights, optimizer moments and
