@@ -45,7 +45,7 @@ inline int significant_bits(double x) {
   if (x == 0 || !std::isfinite(x)) return 0;
   int weight = 0;
   const std::uint64_t sig = integer_significand(x, weight);
-  return std::bit_width(sig) - std::countr_zero(sig);
+  return static_cast<int>(std::bit_width(sig)) - std::countr_zero(sig);
 }
 
 /// The exponent of the lowest set bit of a finite nonzero double.

@@ -126,170 +126,202 @@ HWY_INLINE void add_exact(V& hi, V& lo, V t, M& redo) {
   redo = hn::Or(redo, hn::Ne(e2, hn::Zero(D())));
 }
 
-/// One dot product per lane, in the words of docs/gemm.md "Definition" (special values are the caller's).
+/// Vectors per panel: two independent dot products per lane position, so that the sequential roundings of one
+/// overlap with the other's.
+constexpr std::size_t kVectors = 2;
+
+/// Doubles of one panel row: kVectors vectors of lanes.
+HWY_INLINE std::size_t panel_width() { return kVectors * hn::Lanes(D()); }
+
+/// One dot product per lane, in the words of docs/gemm.md "Definition" (special values are the caller's). A panel
+/// row holds kVectors vectors; every step runs on each of them.
 class PanelDot {
  public:
   PanelDot(const GemmKernelModel& m, const GemmPanelCall& c)
-      : m_(m), c_(c), product_(m.product), sum_(m.sum), acc_grid_(m.acc_rounding), fp32_(m.fp32) {}
+      : m_(m), c_(c), product_(m.product), sum_(m.sum), acc_grid_(m.acc_rounding), fp32_(m.fp32) {
+    for (std::size_t u = 0; u < kVectors; ++u) {
+      acc_[u] = lo_[u] = outer_[u] = hn::Zero(D());
+      redo_[u] = hn::FirstN(D(), 0);
+    }
+  }
 
   void run() {
     const D d;
-    const std::size_t lanes = hn::Lanes(d);
+    const std::size_t lanes = hn::Lanes(d), width = panel_width();
     const double* ae = m_.scale_product ? c_.a_scaled : c_.a_element;
     const double* be = m_.scale_product ? c_.b_scaled : c_.b_element;
     std::size_t k0 = 0;
+    V scales[kVectors];
     for (std::size_t g = 0; g < c_.groups; ++g) {
       const auto k1 = static_cast<std::size_t>(c_.group_end[g]);
-      const V scales = m_.scale_product ? hn::Set(d, 1.0)
-                                        : hn::Mul(hn::Set(d, c_.a_scale[k0]), hn::LoadU(d, c_.b_scale + k0 * lanes));
+      for (std::size_t u = 0; u < kVectors; ++u)
+        scales[u] = m_.scale_product ? hn::Set(d, 1.0)
+                                     : hn::Mul(hn::Set(d, c_.a_scale[k0]), hn::LoadU(d, c_.b_scale + k0 * width + u * lanes));
       if (m_.plain_group_sum) {
         // Every partial sum is a double (the caller's bound): the products' exact sum in plain arithmetic, in any
-        // order, so in two independent chains.
-        V sum0 = hn::Zero(d), sum1 = hn::Zero(d);
-        std::size_t k = k0;
-        for (; k + 1 < k1; k += 2) {
-          sum0 = hn::MulAdd(hn::Set(d, ae[k]), hn::LoadU(d, be + k * lanes), sum0);
-          sum1 = hn::MulAdd(hn::Set(d, ae[k + 1]), hn::LoadU(d, be + (k + 1) * lanes), sum1);
+        // order.
+        V sum[kVectors];
+        for (std::size_t u = 0; u < kVectors; ++u) sum[u] = hn::Zero(d);
+        for (std::size_t k = k0; k < k1; ++k) {
+          const V a = hn::Set(d, ae[k]);
+          for (std::size_t u = 0; u < kVectors; ++u) sum[u] = hn::MulAdd(a, hn::LoadU(d, be + k * width + u * lanes), sum[u]);
         }
-        if (k < k1) sum0 = hn::MulAdd(hn::Set(d, ae[k]), hn::LoadU(d, be + k * lanes), sum0);
-        add_group_value(hn::Mul(hn::Add(sum0, sum1), scales));
+        for (std::size_t u = 0; u < kVectors; ++u) add_group_value(u, hn::Mul(sum[u], scales[u]));
       } else {
         const std::size_t n = k1 - k0;
         for (std::size_t k = k0; k < k1; ++k) {
-          V p = hn::Mul(hn::Set(d, ae[k]), hn::LoadU(d, be + k * lanes));  // exact (the caller's bound)
-          if (m_.round_product) p = round_grid(product_, p, redo_);
-          hn::StoreU(p, d, c_.scratch + (k - k0) * lanes);
+          const V a = hn::Set(d, ae[k]);
+          for (std::size_t u = 0; u < kVectors; ++u) {
+            V p = hn::Mul(a, hn::LoadU(d, be + k * width + u * lanes));  // exact (the caller's bound)
+            if (m_.round_product) p = round_grid(product_, p, redo_[u]);
+            hn::StoreU(p, d, c_.scratch + (k - k0) * width + u * lanes);
+          }
         }
-        if (m_.acc == GemmKernelModel::Acc::Aligned) aligned_step(n, scales);
-        else if (m_.round_sum) add_group_value(hn::Mul(rounded_group_sum(n), scales));
-        else exact_group(n, scales);
+        if (m_.acc == GemmKernelModel::Acc::Aligned) {
+          aligned_step(n, scales);
+        } else if (m_.round_sum) {
+          V t[kVectors];
+          rounded_group_sum(n, t);
+          for (std::size_t u = 0; u < kVectors; ++u) add_group_value(u, hn::Mul(t[u], scales[u]));
+        } else {
+          exact_group(n, scales);
+        }
       }
       if (c_.promote_after != nullptr && c_.promote_after[g] != 0) {
-        outer_ = m_.acc == GemmKernelModel::Acc::Exact ? promote_exact() : round_add(fp32_, outer_, acc_, redo_);
-        acc_ = hn::Zero(d);
-        lo_ = hn::Zero(d);
+        for (std::size_t u = 0; u < kVectors; ++u) {
+          outer_[u] = m_.acc == GemmKernelModel::Acc::Exact ? promote_exact(u)
+                                                            : round_add(fp32_, outer_[u], acc_[u], redo_[u]);
+          acc_[u] = hn::Zero(d);
+          lo_[u] = hn::Zero(d);
+        }
       }
       k0 = k1;
     }
     const V inf = hn::Set(d, std::numeric_limits<double>::infinity());
-    redo_ = hn::Or(redo_, hn::Not(hn::Lt(hn::Abs(acc_), inf)));
-    redo_ = hn::Or(redo_, hn::Not(hn::Lt(hn::Abs(lo_), inf)));
-    redo_ = hn::Or(redo_, hn::Not(hn::Lt(hn::Abs(outer_), inf)));
-    hn::StoreU(acc_, d, c_.acc);
-    hn::StoreU(lo_, d, c_.lo);
-    hn::StoreU(outer_, d, c_.outer);
-    hn::StoreU(hn::BitCast(DU(), hn::VecFromMask(d, redo_)), DU(), c_.redo);
+    for (std::size_t u = 0; u < kVectors; ++u) {
+      M& redo = redo_[u];
+      redo = hn::Or(redo, hn::Not(hn::Lt(hn::Abs(acc_[u]), inf)));
+      redo = hn::Or(redo, hn::Not(hn::Lt(hn::Abs(lo_[u]), inf)));
+      redo = hn::Or(redo, hn::Not(hn::Lt(hn::Abs(outer_[u]), inf)));
+      hn::StoreU(acc_[u], d, c_.acc + u * lanes);
+      hn::StoreU(lo_[u], d, c_.lo + u * lanes);
+      hn::StoreU(outer_[u], d, c_.outer + u * lanes);
+      hn::StoreU(hn::BitCast(DU(), hn::VecFromMask(d, redo)), DU(), c_.redo + u * lanes);
+    }
   }
 
  private:
   /// outer + acc + lo (the exact accumulator) rounded once to FP32: two-sums give the exact sum as s + t + f; when
   /// f is 0 (it is unless the three span more than about 106 bits; else the lane is marked) a last two-sum gives the
   /// nearest double to s + t and its remainder, which round to odd and then to FP32.
-  V promote_exact() {
+  V promote_exact(std::size_t u) {
     V l, e, f, rest;
-    const V h = two_sum(acc_, lo_, l);
-    const V s = two_sum(outer_, h, e);
+    const V h = two_sum(acc_[u], lo_[u], l);
+    const V s = two_sum(outer_[u], h, e);
     const V t = two_sum(e, l, f);
-    redo_ = hn::Or(redo_, hn::Ne(f, hn::Zero(D())));
+    redo_[u] = hn::Or(redo_[u], hn::Ne(f, hn::Zero(D())));
     const V nearest = two_sum(s, t, rest);
-    return round_grid(fp32_, odd_from_pair(nearest, rest), redo_);
+    return round_grid(fp32_, odd_from_pair(nearest, rest), redo_[u]);
   }
 
-  /// A group's value t (its sum times the block scales, exact) into the accumulator.
-  void add_group_value(V t) {
-    if (m_.acc == GemmKernelModel::Acc::Exact) add_exact(acc_, lo_, t, redo_);
-    else acc_ = round_add(acc_grid_, acc_, t, redo_);
+  /// A group's value t (its sum times the block scales, exact) into vector u's accumulator.
+  void add_group_value(std::size_t u, V t) {
+    if (m_.acc == GemmKernelModel::Acc::Exact) add_exact(acc_[u], lo_[u], t, redo_[u]);
+    else acc_[u] = round_add(acc_grid_, acc_[u], t, redo_[u]);
   }
 
-  /// The products in scratch summed exactly (times the scales, exact) into the accumulator: an exact one, or a
-  /// float one rounded once from the exact sum of it and the products.
-  void exact_group(std::size_t n, V scales) {
+  /// The products in scratch summed exactly (times the scales, exact) into the accumulators: exact ones, or float
+  /// ones rounded once from the exact sum of the accumulator and the products.
+  void exact_group(std::size_t n, const V* scales) {
     const D d;
-    const std::size_t lanes = hn::Lanes(d);
-    // Two independent pairs (even and odd products), joined exactly at the end.
-    V hi = acc_, lo = m_.acc == GemmKernelModel::Acc::Exact ? lo_ : hn::Zero(d);
-    V hi1 = hn::Zero(d), lo1 = hn::Zero(d);
-    std::size_t t = 0;
-    for (; t + 1 < n; t += 2) {
-      add_exact(hi, lo, hn::Mul(hn::LoadU(d, c_.scratch + t * lanes), scales), redo_);
-      add_exact(hi1, lo1, hn::Mul(hn::LoadU(d, c_.scratch + (t + 1) * lanes), scales), redo_);
+    const std::size_t lanes = hn::Lanes(d), width = panel_width();
+    V hi[kVectors], lo[kVectors];
+    for (std::size_t u = 0; u < kVectors; ++u) {
+      hi[u] = acc_[u];
+      lo[u] = m_.acc == GemmKernelModel::Acc::Exact ? lo_[u] : hn::Zero(d);
     }
-    if (t < n) add_exact(hi, lo, hn::Mul(hn::LoadU(d, c_.scratch + t * lanes), scales), redo_);
-    add_exact(hi, lo, hi1, redo_);
-    add_exact(hi, lo, lo1, redo_);
-    if (m_.acc == GemmKernelModel::Acc::Exact) {
-      acc_ = hi;
-      lo_ = lo;
-      return;
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t u = 0; u < kVectors; ++u)
+        add_exact(hi[u], lo[u], hn::Mul(hn::LoadU(d, c_.scratch + t * width + u * lanes), scales[u]), redo_[u]);
+    for (std::size_t u = 0; u < kVectors; ++u) {
+      if (m_.acc == GemmKernelModel::Acc::Exact) {
+        acc_[u] = hi[u];
+        lo_[u] = lo[u];
+        continue;
+      }
+      V rest;
+      const V nearest = two_sum(hi[u], lo[u], rest);
+      acc_[u] = round_grid(acc_grid_, odd_from_pair(nearest, rest), redo_[u]);
     }
-    V rest;
-    const V nearest = two_sum(hi, lo, rest);
-    acc_ = round_grid(acc_grid_, odd_from_pair(nearest, rest), redo_);
   }
 
-  /// The products in scratch added in the model's order, each addition rounded to the sum format.
-  V rounded_group_sum(std::size_t n) {
+  /// The products in scratch added in the model's order, each addition rounded to the sum format, into out.
+  void rounded_group_sum(std::size_t n, V* out) {
     const D d;
-    const std::size_t lanes = hn::Lanes(d);
+    const std::size_t lanes = hn::Lanes(d), width = panel_width();
     double* s = c_.scratch;
     if (m_.sequential) {
-      V acc = hn::LoadU(d, s);
-      for (std::size_t t = 1; t < n; ++t) acc = round_add(sum_, acc, hn::LoadU(d, s + t * lanes), redo_);
-      return acc;
+      for (std::size_t u = 0; u < kVectors; ++u) out[u] = hn::LoadU(d, s + u * lanes);
+      for (std::size_t t = 1; t < n; ++t)
+        for (std::size_t u = 0; u < kVectors; ++u)
+          out[u] = round_add(sum_, out[u], hn::LoadU(d, s + t * width + u * lanes), redo_[u]);
+      return;
     }
     while (n > 1) {
       std::size_t w = 0;
-      for (std::size_t t = 0; t < n; t += 2, ++w) {
-        const V x = hn::LoadU(d, s + t * lanes);
-        hn::StoreU(t + 1 < n ? round_add(sum_, x, hn::LoadU(d, s + (t + 1) * lanes), redo_) : x, d, s + w * lanes);
-      }
+      for (std::size_t t = 0; t < n; t += 2, ++w)
+        for (std::size_t u = 0; u < kVectors; ++u) {
+          const V x = hn::LoadU(d, s + t * width + u * lanes);
+          hn::StoreU(t + 1 < n ? round_add(sum_, x, hn::LoadU(d, s + (t + 1) * width + u * lanes), redo_[u]) : x, d,
+                     s + w * width + u * lanes);
+        }
       n = w;
     }
-    return hn::LoadU(d, s);
+    for (std::size_t u = 0; u < kVectors; ++u) out[u] = hn::LoadU(d, s + u * lanes);
   }
 
   /// The accumulator and the group's products (times the scales) aligned to the largest exponent among them,
   /// aligned_bits kept, truncated or rounded to nearest-even, and summed exactly.
-  void aligned_step(std::size_t n, V scales) {
+  void aligned_step(std::size_t n, const V* scales) {
     const D d;
     const DU du;
-    const std::size_t lanes = hn::Lanes(d);
+    const std::size_t lanes = hn::Lanes(d), width = panel_width();
     double* s = c_.scratch;
-    V largest = hn::Abs(acc_);
-    for (std::size_t t = 0; t < n; ++t) {
-      const V q = hn::Mul(hn::LoadU(d, s + t * lanes), scales);
-      hn::StoreU(q, d, s + t * lanes);
-      largest = hn::Max(largest, hn::Abs(q));
+    V largest[kVectors], inv[kVectors], quantum[kVectors], units[kVectors];
+    for (std::size_t u = 0; u < kVectors; ++u) largest[u] = hn::Abs(acc_[u]);
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t u = 0; u < kVectors; ++u) {
+        const V q = hn::Mul(hn::LoadU(d, s + t * width + u * lanes), scales[u]);
+        hn::StoreU(q, d, s + t * width + u * lanes);
+        largest[u] = hn::Max(largest[u], hn::Abs(q));
+      }
+    for (std::size_t u = 0; u < kVectors; ++u) {
+      const V pow = hn::BitCast(d, hn::And(hn::BitCast(du, largest[u]), hn::Set(du, kExponentMask)));
+      quantum[u] = hn::Mul(pow, hn::Set(d, std::ldexp(1.0, 1 - m_.aligned_bits)));
+      const M zero = hn::Eq(largest[u], hn::Zero(d));
+      // Not finite, a subnormal double, or a quantum whose reciprocal is no double: the scalar definition.
+      const M odd = hn::And(hn::Not(zero), hn::Or(hn::Not(hn::Le(quantum[u], hn::Set(d, std::ldexp(1.0, 1000)))),
+                                                  hn::Lt(quantum[u], hn::Set(d, std::ldexp(1.0, -1000)))));
+      redo_[u] = hn::Or(redo_[u], odd);
+      quantum[u] = hn::IfThenElse(hn::Or(zero, odd), hn::Set(d, 1.0), quantum[u]);
+      inv[u] = reciprocal_pow2(quantum[u]);
     }
-    const V pow = hn::BitCast(d, hn::And(hn::BitCast(du, largest), hn::Set(du, kExponentMask)));
-    V quantum = hn::Mul(pow, hn::Set(d, std::ldexp(1.0, 1 - m_.aligned_bits)));
-    const M zero = hn::Eq(largest, hn::Zero(d));
-    // Not finite, a subnormal double, or a quantum whose reciprocal is no double: the scalar definition.
-    const M odd = hn::And(hn::Not(zero), hn::Or(hn::Not(hn::Le(quantum, hn::Set(d, std::ldexp(1.0, 1000)))),
-                                                hn::Lt(quantum, hn::Set(d, std::ldexp(1.0, -1000)))));
-    redo_ = hn::Or(redo_, odd);
-    quantum = hn::IfThenElse(hn::Or(zero, odd), hn::Set(d, 1.0), quantum);
-    const V inv = reciprocal_pow2(quantum);
-    auto keep = [&](V x) {
-      const V units = hn::Mul(x, inv);
-      return m_.aligned_nearest ? hn::Round(units) : hn::Trunc(units);
+    auto keep = [&](V x, std::size_t u) {
+      const V scaled = hn::Mul(x, inv[u]);
+      return m_.aligned_nearest ? hn::Round(scaled) : hn::Trunc(scaled);
     };
-    // Exact in any order (at most aligned_bits + log2(n + 1) bits): two chains.
-    V units = keep(acc_), units1 = hn::Zero(d);
-    std::size_t t = 0;
-    for (; t + 1 < n; t += 2) {
-      units = hn::Add(units, keep(hn::LoadU(d, s + t * lanes)));
-      units1 = hn::Add(units1, keep(hn::LoadU(d, s + (t + 1) * lanes)));
-    }
-    if (t < n) units = hn::Add(units, keep(hn::LoadU(d, s + t * lanes)));
-    acc_ = hn::Add(hn::Mul(hn::Add(units, units1), quantum), hn::Zero(d));
+    // Exact in any order (at most aligned_bits + log2(n + 1) bits).
+    for (std::size_t u = 0; u < kVectors; ++u) units[u] = keep(acc_[u], u);
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t u = 0; u < kVectors; ++u) units[u] = hn::Add(units[u], keep(hn::LoadU(d, s + t * width + u * lanes), u));
+    for (std::size_t u = 0; u < kVectors; ++u) acc_[u] = hn::Add(hn::Mul(units[u], quantum[u]), hn::Zero(d));
   }
 
   const GemmKernelModel& m_;
   const GemmPanelCall& c_;
   Grid product_, sum_, acc_grid_, fp32_;
-  V acc_ = hn::Zero(D()), lo_ = hn::Zero(D()), outer_ = hn::Zero(D());
-  M redo_ = hn::FirstN(D(), 0);
+  V acc_[kVectors], lo_[kVectors], outer_[kVectors];
+  M redo_[kVectors];
 };
 
 }  // namespace mxlab::kernel_detail::HWY_NAMESPACE::gemm

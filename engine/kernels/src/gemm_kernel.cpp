@@ -13,7 +13,7 @@ namespace mxlab::kernel_detail::HWY_NAMESPACE {
 
 void gemm_panel_impl(const GemmKernelModel& m, const GemmPanelCall& call) { gemm::PanelDot(m, call).run(); }
 
-std::size_t gemm_lanes_impl() { return gemm::hn::Lanes(gemm::D()); }
+std::size_t gemm_lanes_impl() { return gemm::panel_width(); }
 
 }  // namespace mxlab::kernel_detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

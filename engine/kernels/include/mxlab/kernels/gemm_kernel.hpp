@@ -40,7 +40,7 @@ struct GemmKernelModel {
   GemmRounding fp32;              ///< the promotion accumulator
 };
 
-/// One row of A against one panel of B (lanes() columns).
+/// One row of A against one panel of B (gemm_lanes() columns).
 struct GemmPanelCall {
   std::int64_t depth = 0;
   const double* a_element = nullptr;  ///< the row's elements (depth)
@@ -53,7 +53,7 @@ struct GemmPanelCall {
   const std::uint8_t* promote_after = nullptr;  ///< per group: 1 when the accumulator is promoted after it
   std::size_t groups = 0;
   double* scratch = nullptr;  ///< room for the longest group's products: its length x lanes doubles
-  // Outputs, lanes() each: the accumulator (with Acc::Exact its exact value is acc + lo), the promoted FP32
+  // Outputs, gemm_lanes() each: the accumulator (with Acc::Exact its exact value is acc + lo), the promoted FP32
   // accumulator, and 1 where the lane must be recomputed by the scalar definition.
   double* acc = nullptr;
   double* lo = nullptr;
@@ -61,7 +61,7 @@ struct GemmPanelCall {
   std::uint64_t* redo = nullptr;
 };
 
-/// Double lanes of the target the kernels dispatch to now (a panel's width).
+/// A panel's width (columns of C) on the target the kernels dispatch to now: two vectors of double lanes.
 std::size_t gemm_lanes();
 
 /// Runs the model over one row and panel.
