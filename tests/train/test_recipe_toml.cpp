@@ -137,3 +137,21 @@ TEST_CASE("apply_recipe_setting and add_recipe_override change a recipe as its f
   CHECK(bad->message == "'margin' needs a whole number -64..64, got 'x'");
   CHECK(add_recipe_override(x, "fc1", "q", "fp32"));
 }
+
+TEST_CASE("a recipe holds its formats parsed: once when set, shared by copies", "[train][recipe]") {
+  RoleFormat f("mxfp8_e4m3@32x32");
+  REQUIRE(f.format());
+  REQUIRE(f.format()->has_value());
+  CHECK((*f.format())->name == "mxfp8_e4m3@32x32");
+  const RoleFormat copy = f;
+  CHECK(&copy.format() == &f.format());  // the same parsed format, not a second parse
+  CHECK_FALSE(RoleFormat("fp32").format()->has_value());
+  CHECK_FALSE(RoleFormat().format()->has_value());
+  // A text that is no format keeps its error; layer_formats reports it for the role.
+  Recipe r;
+  r.formats.g = "e9m9x";
+  REQUIRE_FALSE(r.formats.g.format());
+  auto formats = layer_formats(r, "fc1");
+  REQUIRE_FALSE(formats);
+  CHECK_THAT(formats.error().message, Catch::Contains("layer 'fc1', role g: format 'e9m9x'"));
+}

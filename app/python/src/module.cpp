@@ -558,7 +558,7 @@ PYBIND11_MODULE(_mxlab, m) {
         py::dict d;
         for (int i = 0; i < train::kRoleCount; ++i) {
           const auto role = static_cast<train::Role>(i);
-          d[py::str(std::string(train::role_name(role)))] = r.formats.at(role);
+          d[py::str(std::string(train::role_name(role)))] = r.formats.at(role).text();
         }
         return d;
       })

@@ -39,7 +39,15 @@ Result<Role> parse_role(std::string_view text) {
   return make_error("unknown tensor role '" + std::string(text) + "' (known: w, a, g, w_bp, a_bp)");
 }
 
-std::string& RoleFormats::at(Role r) {
+RoleFormat::RoleFormat(std::string text)
+    : text_(std::move(text)), parsed_(std::make_shared<const Result<std::optional<BlockFormat>>>(role_format(text_))) {}
+
+const Result<std::optional<BlockFormat>>& RoleFormat::format() const {
+  static const Result<std::optional<BlockFormat>> kNone{std::optional<BlockFormat>{}};
+  return parsed_ ? *parsed_ : kNone;
+}
+
+RoleFormat& RoleFormats::at(Role r) {
   switch (r) {
     case Role::W: return w;
     case Role::A: return a;
@@ -49,7 +57,7 @@ std::string& RoleFormats::at(Role r) {
   }
   return w;
 }
-const std::string& RoleFormats::at(Role r) const { return const_cast<RoleFormats*>(this)->at(r); }
+const RoleFormat& RoleFormats::at(Role r) const { return const_cast<RoleFormats*>(this)->at(r); }
 
 std::vector<std::string> recipe_presets() {
   return {"fp32", "fp16", "fp16-static", "fp16-noscale", "bf16", "fp8_current", "fp8_delayed", "mxfp8", "mxfp8_e4m3", "mxfp6", "mxfp4",
@@ -131,7 +139,7 @@ Result<std::vector<std::optional<BlockFormat>>> layer_formats(const Recipe& reci
   }
   std::vector<std::optional<BlockFormat>> out;
   for (Role r : kRoles) {
-    auto f = role_format(chosen.at(r));
+    const auto& f = chosen.at(r).format();  // parsed when the recipe was set
     if (!f) return make_error("recipe '" + recipe.name + "', layer '" + layer + "', role " +
                               std::string(role_name(r)) + ": " + f.error().message);
     out.push_back(*f);
@@ -146,10 +154,11 @@ constexpr const char* kKnownKeys =
     "preset, name, all, fwd, bwd, w, a, g, w_bp, a_bp, nongemm, loss_scaling, loss_scale, growth_interval, growth, "
     "backoff, min_scale, scaling, amax_history_len, amax_compute_algo, margin";
 
-std::optional<Error> check_format(const std::string& f) {
-  auto bf = role_format(f);
-  if (!bf) return bf.error();
-  return std::nullopt;
+/// The format of `text`, parsed once, or why it is not one.
+Result<RoleFormat> checked_format(const std::string& text) {
+  RoleFormat f(text);
+  if (!f.format()) return f.format().error();
+  return f;
 }
 
 /// Sets one key (not an override) from its value's text; `named`: a name was set, which a later preset keeps.
@@ -169,14 +178,15 @@ std::optional<Error> apply_setting(Recipe& r, bool& named, const std::string& ke
   }
   if (key == "all" || key == "fwd" || key == "bwd" || key == "w" || key == "a" || key == "g" || key == "w_bp" ||
       key == "a_bp") {
-    if (auto e = check_format(value)) return e;
-    if (key == "all" || key == "fwd") r.formats.w = r.formats.a = value;
-    if (key == "all" || key == "bwd") r.formats.g = r.formats.w_bp = r.formats.a_bp = value;
-    if (key != "all" && key != "fwd" && key != "bwd") r.formats.at(*parse_role(key)) = value;
+    auto f = checked_format(value);
+    if (!f) return f.error();
+    if (key == "all" || key == "fwd") r.formats.w = r.formats.a = *f;
+    if (key == "all" || key == "bwd") r.formats.g = r.formats.w_bp = r.formats.a_bp = *f;
+    if (key != "all" && key != "fwd" && key != "bwd") r.formats.at(*parse_role(key)) = *f;
     return std::nullopt;
   }
   if (key == "nongemm") {
-    if (auto e = check_format(value)) return e;
+    if (auto f = checked_format(value); !f) return f.error();
     r.nongemm = value == "fp32" ? "" : value;
     return std::nullopt;
   }
@@ -302,8 +312,9 @@ std::optional<Error> add_recipe_override(Recipe& r, const std::string& pattern, 
   if (!role) return role.error();
   auto p = NamePattern::parse(pattern);
   if (!p) return p.error();
-  if (auto e = check_format(format)) return e;
-  r.overrides.push_back({pattern, *role, format});
+  auto f = checked_format(format);
+  if (!f) return f.error();
+  r.overrides.push_back({pattern, *role, *f});
   return std::nullopt;
 }
 
@@ -362,7 +373,7 @@ std::string recipe_text(const Recipe& r) {
   s << "name = " << toml_quote(r.name) << "\n";
   for (Role role : kRoles) {
     const auto& f = r.formats.at(role);
-    s << role_name(role) << " = " << toml_quote(f.empty() ? "fp32" : f) << "\n";
+    s << role_name(role) << " = " << toml_quote(f.empty() ? "fp32" : f.text()) << "\n";
   }
   if (!r.nongemm.empty()) s << "nongemm = " << toml_quote(r.nongemm) << "\n";
   const char* modes[] = {"none", "static", "dynamic"};
@@ -379,7 +390,7 @@ std::string recipe_text(const Recipe& r) {
       << (r.delayed.algo == DelayedScaling::Algo::Max ? "max" : "most_recent") << "\"\nmargin = " << r.delayed.margin
       << "\n";
   for (const auto& o : r.overrides)
-    s << "\n[[layer]]\npattern = " << toml_quote(o.pattern) << "\n" << role_name(o.role) << " = " << toml_quote(o.format)
+    s << "\n[[layer]]\npattern = " << toml_quote(o.pattern) << "\n" << role_name(o.role) << " = " << toml_quote(o.format.text())
       << "\n";
   return s.str();
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,11 +26,34 @@ std::string_view role_name(Role r);
 /// The role with this name, or an error listing the names.
 Result<Role> parse_role(std::string_view text);
 
-/// Format text per role; an empty string means FP32 (no quantization).
+/// The format of a role: its text as written ("mxfp8_e4m3", "fp16"; empty or "fp32" for none), parsed once when
+/// it is set (role_format); copies share the parsed format.
+class RoleFormat {
+ public:
+  RoleFormat() = default;
+  RoleFormat(std::string text);  // NOLINT(google-explicit-constructor): a recipe's formats are set from text
+  RoleFormat(const char* text) : RoleFormat(std::string(text)) {}  // NOLINT(google-explicit-constructor)
+
+  const std::string& text() const { return text_; }
+  bool empty() const { return text_.empty(); }
+  /// The parsed format (nothing: FP32), or why the text is not a format.
+  const Result<std::optional<BlockFormat>>& format() const;
+
+  bool operator==(const RoleFormat& o) const { return text_ == o.text_; }
+  bool operator==(const std::string& t) const { return text_ == t; }
+  bool operator==(const char* t) const { return text_ == t; }
+  bool operator==(std::string_view t) const { return text_ == t; }
+
+ private:
+  std::string text_;
+  std::shared_ptr<const Result<std::optional<BlockFormat>>> parsed_;
+};
+
+/// The format of each role; an empty one means FP32 (no quantization).
 struct RoleFormats {
-  std::string w, a, g, w_bp, a_bp;
-  std::string& at(Role r);
-  const std::string& at(Role r) const;
+  RoleFormat w, a, g, w_bp, a_bp;
+  RoleFormat& at(Role r);
+  const RoleFormat& at(Role r) const;
 };
 
 /// The format of one role in the layers whose names match `pattern` (a glob such as "blocks.*.attn.*", or
@@ -37,7 +61,7 @@ struct RoleFormats {
 struct LayerOverride {
   std::string pattern;
   Role role = Role::W;
-  std::string format;  ///< "fp32" for no quantization
+  RoleFormat format;  ///< "fp32" for no quantization
 };
 
 /// Loss scaling (mixed-precision training, Micikevicius et al. 2018, section 3.2).
