@@ -1,6 +1,7 @@
 // Training Simulator.
 #include "training_view.hpp"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -12,6 +13,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QSlider>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTableWidget>
@@ -20,6 +22,7 @@
 #include <QtConcurrent/QtConcurrent>
 #include <qcustomplot.h>
 
+#include <algorithm>
 #include <set>
 
 #include "checks.hpp"
@@ -82,6 +85,28 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
 
   QVBoxLayout* rl = formBeside(this, form);
   QWidget* right = rl->parentWidget();
+  // As TensorBoard: curves smoothed (the values before it drawn faintly), or drawn as the difference from the fp32 run.
+  auto* curveRow = new QHBoxLayout;
+  smoothing_ = new QSlider(Qt::Horizontal, right);
+  smoothing_->setRange(0, 100);
+  smoothing_->setMaximumWidth(240);
+  smoothing_->setToolTip(tr("Loss and accuracy curves smoothed by a centred moving average over this many steps (0: none)"));
+  auto* smoothingLabel = new QLabel(right);
+  fromFp32_ = new QCheckBox(tr("difference from the fp32 run"), right);
+  fromFp32_->setToolTip(tr("Each recipe's loss, accuracy and validation loss minus the fp32 run's at the same step"));
+  curveRow->addWidget(new QLabel(tr("smoothing"), right));
+  curveRow->addWidget(smoothing_);
+  curveRow->addWidget(smoothingLabel);
+  curveRow->addSpacing(16);
+  curveRow->addWidget(fromFp32_);
+  curveRow->addStretch(1);
+  rl->addLayout(curveRow);
+  connect(smoothing_, &QSlider::valueChanged, this, [this, smoothingLabel](int n) {
+    smoothingLabel->setText(n < 2 ? tr("none") : tr("%1 steps").arg(n));
+    refresh();
+  });
+  smoothingLabel->setText(tr("none"));
+  connect(fromFp32_, &QCheckBox::toggled, this, &TrainingView::refresh);
   auto* tabs = tabs_ = new QTabWidget(right);
   loss_ = new QCustomPlot(tabs);
   accuracy_ = new QCustomPlot(tabs);
@@ -360,6 +385,25 @@ void TrainingView::refresh() {
         }
       }
     }
+  }
+  // The difference from the fp32 run, then the smoothing (the engine's, as the plot key `smooth`).
+  if (fromFp32_->isChecked()) {
+    for (experiment::Figure* f : {&loss, &acc, &val}) {
+      const auto ref = std::find_if(f->series.begin(), f->series.end(), [](const experiment::Series& x) { return x.name == "fp32"; });
+      if (ref == f->series.end()) continue;
+      const experiment::Series reference = *ref;
+      std::vector<experiment::Series> diffs;
+      for (const auto& x : f->series)
+        if (x.name != "fp32") diffs.push_back(experiment::difference(x, reference));
+      f->series = diffs;
+      f->title += " minus the fp32 run's";
+      f->y.label += " - fp32";
+      f->y.scale = experiment::AxisScale::Linear;
+    }
+  }
+  for (experiment::Figure* f : {&loss, &acc}) {
+    f->smooth = smoothing_->value() > 1 ? smoothing_->value() : 0;
+    for (auto& x : f->series) experiment::smooth_series(x, smoothing_->value());
   }
   figures_ = {loss, acc, heat, val};
   plot::draw(*loss_, loss, 12);

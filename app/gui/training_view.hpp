@@ -15,7 +15,9 @@
 #include "mxlab/train/run_record.hpp"
 #include "mxlab/train/trainer.hpp"
 
+class QCheckBox;
 class QComboBox;
+class QSlider;
 class QSpinBox;
 class QDoubleSpinBox;
 class QListWidget;
@@ -55,6 +57,10 @@ class TrainingView : public QWidget {
   QCustomPlot* validationPlot() const { return validation_; }
   /// The operand role whose underflow the heatmap draws (w, a, g, w_bp, a_bp; g at the start).
   QComboBox* role() const { return role_; }
+  /// The smoothing of the loss and accuracy curves, in steps (0: none), and whether the curves are drawn as the
+  /// difference from the fp32 run.
+  QSlider* smoothing() const { return smoothing_; }
+  QCheckBox* fromFp32() const { return fromFp32_; }
   QTableWidget* summary() const { return summary_; }
   QProgressBar* progress() const { return progress_; }
   QTabWidget* tabs() const { return tabs_; }
@@ -99,6 +105,8 @@ class TrainingView : public QWidget {
   QCustomPlot* underflow_ = nullptr;
   QCustomPlot* validation_ = nullptr;
   QComboBox* role_ = nullptr;
+  QSlider* smoothing_ = nullptr;
+  QCheckBox* fromFp32_ = nullptr;
   QTableWidget* summary_ = nullptr;
   QTabWidget* tabs_ = nullptr;
   QTimer* timer_ = nullptr;

@@ -1,9 +1,11 @@
 // Figure descriptions: names of kinds and scales, and the JSON kept beside each plot.
 #include "mxlab/experiment/figure.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include "mxlab/core/table.hpp"
@@ -103,6 +105,37 @@ std::string figure_json(const Figure& f) {
   }
   o << "}\n";
   return o.str();
+}
+
+void smooth_series(Series& s, int window) {
+  if (window < 2 || s.y.size() <= 2) return;
+  std::vector<std::size_t> order(s.x.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return s.x[a] < s.x[b]; });
+  std::vector<double> xs, ys, smooth;
+  for (std::size_t i : order) xs.push_back(s.x[i]), ys.push_back(s.y[i]);
+  const auto half = static_cast<std::ptrdiff_t>(window / 2);
+  const auto n = static_cast<std::ptrdiff_t>(ys.size());
+  for (std::ptrdiff_t i = 0; i < n; ++i) {
+    double sum = 0;
+    int count = 0;
+    for (std::ptrdiff_t j = std::max<std::ptrdiff_t>(0, i - half); j <= std::min(n - 1, i + half); ++j)
+      if (std::isfinite(ys[static_cast<std::size_t>(j)])) sum += ys[static_cast<std::size_t>(j)], ++count;
+    smooth.push_back(count ? sum / count : std::nan(""));
+  }
+  s.x = std::move(xs);
+  s.raw = std::move(ys);
+  s.y = std::move(smooth);
+}
+
+Series difference(const Series& s, const Series& reference) {
+  std::map<double, double> ref;
+  for (std::size_t i = 0; i < reference.x.size() && i < reference.y.size(); ++i) ref.emplace(reference.x[i], reference.y[i]);
+  Series d;
+  d.name = s.name;
+  for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
+    if (const auto it = ref.find(s.x[i]); it != ref.end()) d.x.push_back(s.x[i]), d.y.push_back(s.y[i] - it->second);
+  return d;
 }
 
 }  // namespace mxlab::experiment

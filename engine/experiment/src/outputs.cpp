@@ -496,26 +496,7 @@ Result<Figure> build_figure(const Experiment& e, const PlotDef& def, const AllRe
           if (xs[i] > xs[i - 1] && (w == 0 || xs[i] - xs[i - 1] < w)) w = xs[i] - xs[i - 1];
         s.bin_width = w > 0 ? w : 1;
       }
-      if (def.smooth > 1 && s.y.size() > 2) {
-        // A centred moving average over `smooth` points in x order (shorter at the ends); the raw values stay.
-        std::vector<std::size_t> order(s.x.size());
-        for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return s.x[a] < s.x[b]; });
-        std::vector<double> xs, ys, smooth;
-        for (std::size_t i : order) xs.push_back(s.x[i]), ys.push_back(s.y[i]);
-        const auto half = static_cast<std::ptrdiff_t>(def.smooth / 2);
-        const auto n = static_cast<std::ptrdiff_t>(ys.size());
-        for (std::ptrdiff_t i = 0; i < n; ++i) {
-          double sum = 0;
-          int count = 0;
-          for (std::ptrdiff_t j = std::max<std::ptrdiff_t>(0, i - half); j <= std::min(n - 1, i + half); ++j)
-            if (std::isfinite(ys[static_cast<std::size_t>(j)])) sum += ys[static_cast<std::size_t>(j)], ++count;
-          smooth.push_back(count ? sum / count : std::nan(""));
-        }
-        s.x = std::move(xs);
-        s.raw = std::move(ys);
-        s.y = std::move(smooth);
-      }
+      smooth_series(s, def.smooth);
       s.name = shown_name(s.name);
       f.series.push_back(std::move(s));
     }

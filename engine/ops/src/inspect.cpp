@@ -92,6 +92,7 @@ Result<BlockDetail> block_detail(const BlockFormat& f, const TensorSource& input
   if (run.reporter.cancelled()) return make_error(kCancelled);
   auto q = quantize(f, x, input.shape());
   if (!q) return q.error();
+  if (run.reporter.cancelled()) return make_error(kCancelled);  // stopped while quantizing: the result is dropped
   run.reporter.report(1, 1, f.name);
   d.engine = "reference";
   const auto b = static_cast<std::size_t>(block);

@@ -88,4 +88,13 @@ const char* axis_scale_name(AxisScale s);
 /// The figure as JSON (every field, the data included), kept beside each plot so its numbers can be read back.
 std::string figure_json(const Figure& f);
 
+/// Smooths a series by a centred moving average over `window` points in x order (fewer at the ends; points whose
+/// y is not finite are skipped), keeping the values before smoothing in Series::raw; a window below 2, or a series
+/// of at most 2 points, is left as it is (the plot key `smooth`, and the Training Simulator's smoothing).
+void smooth_series(Series& s, int window);
+
+/// The series minus a reference series: y - y_ref at each x both have (the points of the series without a point of
+/// the reference at the same x are left out), named as the series.
+Series difference(const Series& s, const Series& reference);
+
 }  // namespace mxlab::experiment
