@@ -259,6 +259,10 @@ TEST_CASE("known answers: a promotion boundary", "[gemm][model]") {
   // A promotion interval that cuts a group: groups of 3 end at 3, 4 (promotion), 6 and 8.
   // [8, 8, 0.5] -> 16; [16, 0.5] -> 16 (at 2^1), promoted: 16; [1, 1] -> 2; [2, 0.5, 0.5] -> 3 (at 2^-2); 16 + 3.
   CHECK(dot("acc=aligned:4,group=3,promote=4", a, b) == 19);
+  // An FP32 accumulator that overflows at a promotion stays infinite: 3e38 + 3e38 -> inf, then inf + 2 -> inf.
+  const Operand big = blocked({3e38, 3e38, 1, 1}, {1}, 1, 4), ones = blocked({1, 1, 1, 1}, {1}, 1, 4);
+  CHECK(dot("exact,promote=2", big, ones) == std::numeric_limits<double>::infinity());
+  CHECK(dot("ocp-dot-fp32,promote=2", big, ones) == std::numeric_limits<double>::infinity());
 }
 
 TEST_CASE("known answers: block scales, FP32 across blocks, tensor scales", "[gemm][model]") {

@@ -393,6 +393,7 @@ class ModelDot {
   double promote_into(double outer) const {
     if (overflowed_) return fp32_(outer + *overflowed_);
     if (m_.acc == AccKind::Exact) {
+      if (!std::isfinite(outer)) return fp32_(outer);  // an infinite FP32 accumulator absorbs the finite one
       ExactSum s = exact_acc_;
       s.add(outer);
       return detail::round_sum(fp32_, s);
