@@ -8,6 +8,7 @@
 #include <QDir>
 #include <QLineEdit>
 #include <QSettings>
+#include <QSlider>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTimer>
@@ -143,6 +144,7 @@ int screenshots(QApplication& app, mxlab::gui::MainWindow& window, const QString
     if (index == 3) {
       // A short run of the Training Simulator's settings.
       window.training()->steps()->setValue(150);
+      window.training()->smoothing()->setValue(9);  // as TensorBoard shows curves: smoothed, the steps faint
       QObject::connect(window.training(), &mxlab::gui::TrainingView::finished, &window, [&] {
         QObject::disconnect(window.training(), nullptr, &window, nullptr);
         grab_then_next();

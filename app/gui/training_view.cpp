@@ -334,7 +334,7 @@ void TrainingView::refresh() {
   const train::Role role = parsed ? *parsed : train::Role::G;
   const std::string roleName(train::role_name(role));
   heat.kind = experiment::PlotKind::Heatmap;
-  heat.title = "Underflow of " + roleName + " by layer over the steps";
+  heat.title = "Underflow of " + roleName + " by layer";  // the steps are the x axis
   heat.x.label = "steps";
   heat.y.label = "recipe: layer";
   heat.heatmap.value_label = "underflow ratio";
