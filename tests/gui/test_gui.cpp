@@ -626,6 +626,16 @@ class GuiTest : public QObject {
     QTest::mouseClick(v->upButton(), Qt::LeftButton);
     QCOMPARE(v->readout("class"), QString("inf"));
     QCOMPARE(v->readout("down"), QString::fromUtf8("\u2193 0x7B = 57344"));
+    // E8M0 (no sign, no zero): its smallest value 2^-127 (code 0) has none below; its NaN (0xFF) no neighbours.
+    v->format()->setCurrentText("e8m0");
+    v->showCode(0x00);
+    QCOMPARE(v->readout("down"), QString::fromUtf8("\u2193 none"));
+    QVERIFY(v->readout("up").startsWith(QString::fromUtf8("\u2191 0x01 = ")));
+    QCOMPARE(static_cast<int>(v->bits().size()), 8);
+    v->showCode(0xFF);
+    QCOMPARE(v->readout("class"), QString("nan"));
+    QCOMPARE(v->readout("up"), QString::fromUtf8("\u2191 none"));
+    v->format()->setCurrentText("e5m2");
     // Typing a code; a code past the format's last is refused on its field.
     v->code()->setText("");
     QTest::keyClicks(v->code(), "0x3C");
