@@ -96,6 +96,19 @@ Repeats summarize(std::vector<double> seconds) {
   return r;
 }
 
+/// The note and the last three cells (repeats, spread_pct, stable) of a row measured `repeats` times.
+std::string unstable_note(const Repeats& rep) {
+  return rep.stable() ? "" : "unstable: repeats span " + fixed(rep.spread * 100, 0) + "% of their median";
+}
+std::vector<std::string> repeat_cells(int repeats, const Repeats& rep) {
+  return {std::to_string(repeats), fixed(rep.spread * 100, 1), rep.stable() ? "yes" : "no"};
+}
+/// `note` and `more` joined by "; " (either may be empty).
+std::string joined(std::string note, const std::string& more) {
+  if (!more.empty()) note += (note.empty() ? "" : "; ") + more;
+  return note;
+}
+
 /// A benchmark row: a kernel on n elements with the bytes it reads and writes, and optionally the scalar
 /// reference of the same work.
 struct Case {
@@ -409,11 +422,10 @@ void measure(const std::vector<Case>& cases, const std::vector<std::size_t>& siz
       if (c.kernel == c.baseline) baselines[c.kernel] = {gbs, rep};
       const auto base = baselines.find(c.baseline);
       const double copy_gbs = base != baselines.end() ? base->second.first : 0.0;
-      std::string note;
-      if (!rep.stable()) note = "unstable: repeats span " + fixed(rep.spread * 100, 0) + "% of their median";
+      std::string note = unstable_note(rep);
       if (copy_gbs > 0 && c.kernel != c.baseline && !(rep.stable() && base->second.second.stable()))
-        note += std::string(note.empty() ? "" : "; ") + "ratio_to_copy from an unstable row" +
-                (base->second.second.stable() ? "" : " (" + c.baseline + " spans " + fixed(base->second.second.spread * 100, 0) + "%)");
+        note = joined(note, "ratio_to_copy from an unstable row" +
+                                (base->second.second.stable() ? "" : " (" + c.baseline + " spans " + fixed(base->second.second.spread * 100, 0) + "%)"));
       std::string simd1, scalar1, speedup;
       if (size == sizes.front() && c.scalar) {
         const double s1 = best_seconds([&] { c.simd(n, 1); }, budget, 3);
@@ -424,38 +436,47 @@ void measure(const std::vector<Case>& cases, const std::vector<std::size_t>& siz
       }
       t.rows.push_back({name, c.kernel, c.format, std::to_string(size), std::to_string(n), std::to_string(threads),
                         fixed(s, 6), fixed(eps, 0), fixed(eps / 1e6, 1), fixed(gbs, 2),
-                        copy_gbs > 0 ? fixed(gbs / copy_gbs, 3) : "", simd1, scalar1, speedup, note,
-                        std::to_string(repeats), fixed(rep.spread * 100, 1), rep.stable() ? "yes" : "no"});
+                        copy_gbs > 0 ? fixed(gbs / copy_gbs, 3) : "", simd1, scalar1, speedup, note});
+      for (auto& cell : repeat_cells(repeats, rep)) t.rows.back().push_back(cell);
     }
   }
 }
 
 /// Training steps (mxlab train): the step time of each quantized recipe over the FP32 step time measured in the same
 /// run, and the FP32 GEMM throughput beside one core's nominal peak. One quantization thread, mxlab train's default:
-/// a training step's operands are small, and threads cost more than they save there.
-std::optional<Error> training_rows(bool quick, Table& t) {
+/// a training step's operands are small, and threads cost more than they save there. Each row is measured `repeats`
+/// times (the recipes alternating, so a change of machine load hits them alike): the median and spread.
+std::optional<Error> training_rows(bool quick, int repeats, Table& t) {
   const std::int64_t steps = quick ? 10 : 30;
   const std::vector<std::string> recipes = {"fp32", "mxfp8", "fp8_current", "fp8_delayed"};
   for (const char* model : {"mlp", "cnn"}) {
     train::ModelConfig mc;
     mc.kind = model;
     const std::int64_t batch = mc.kind == "mlp" ? 128 : 64;
-    // The recipes alternate, best of each, so a change of machine load hits them alike.
-    std::vector<double> best(recipes.size(), 1e300);
-    for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
+    std::vector<std::vector<double>> times(recipes.size());
+    for (int rep = 0; rep < repeats; ++rep) {
       for (std::size_t r = 0; r < recipes.size(); ++r) {
         auto s = train::step_seconds(mc, *train::recipe_preset(recipes[r]), batch, steps, 1, 1);
         if (!s) return s.error();
-        best[r] = std::min(best[r], *s);
+        times[r].push_back(*s);
       }
     }
+    std::vector<Repeats> reps;
+    for (const auto& ts : times) reps.push_back(summarize(ts));
     std::string name = "train step ";
     name += model;
     name += " batch ";
     name += std::to_string(batch);
-    for (std::size_t r = 0; r < recipes.size(); ++r)
-      t.rows.push_back({name, "train step", recipes[r], "", std::to_string(batch), "1", fixed(best[r], 6), "", "", "",
-                        "", "", "", "", r == 0 ? "" : "ratio_to_fp32_step=" + fixed(best[r] / best[0], 3)});
+    for (std::size_t r = 0; r < recipes.size(); ++r) {
+      std::string note = unstable_note(reps[r]);
+      if (r > 0) {
+        note = joined(note, "ratio_to_fp32_step=" + fixed(reps[r].median / reps[0].median, 3));
+        if (!reps[0].stable()) note = joined(note, "ratio from an unstable fp32 row");
+      }
+      t.rows.push_back({name, "train step", recipes[r], "", std::to_string(batch), "1", fixed(reps[r].median, 6), "", "",
+                        "", "", "", "", "", note});
+      for (auto& cell : repeat_cells(repeats, reps[r])) t.rows.back().push_back(cell);
+    }
   }
   for (std::int64_t n : {128, 512}) {
     const double gflops = train::fp32_gemm_gflops(n, n, n, quick ? 3 : 10);
@@ -473,7 +494,8 @@ std::optional<Error> training_rows(bool quick, Table& t) {
 /// GEMMs of MXFP8 E4M3 operands (mxlab gemm): the exact product and every accumulation model on the SIMD kernel
 /// (256 x 4096 x 256; 64 x 4096 x 64 with --quick), one thread, in multiply-accumulates per second beside Eigen's
 /// FP32 GEMM (the trainer's) of the same shape in the same run; and the scalar definition of each at 16 x 4096 x 16.
-std::optional<Error> gemm_rows(bool quick, Table& t) {
+/// Each row is measured `repeats` times: the median and spread (Eigen's row too, beside which the ratios stand).
+std::optional<Error> gemm_rows(bool quick, int repeats, Table& t) {
   auto f = parse_block_format("mxfp8_e4m3");
   if (!f) return f.error();
   const Format out = *parse_format("float32");
@@ -489,22 +511,36 @@ std::optional<Error> gemm_rows(bool quick, Table& t) {
     if (!qa) return qa.error();
     if (!qb) return qb.error();
     const double macs = static_cast<double>(m * n * k);
-    const double eigen = train::fp32_gemm_gflops(m, n, k, quick ? 3 : 10) * 1e9 / 2;
+    std::vector<double> eigen_times;
+    for (int r = 0; r < repeats; ++r)
+      eigen_times.push_back(macs / (train::fp32_gemm_gflops(m, n, k, quick ? 3 : 10) * 1e9 / 2));
+    const Repeats eigen_rep = summarize(eigen_times);
+    const double eigen = macs / eigen_rep.median;
     const std::string shape = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
     const std::string path = scalar ? " scalar" : "";
-    auto row = [&](const std::string& what, double seconds) {
+    auto row = [&](const std::string& what, const std::function<void()>& work) {
+      std::vector<double> times;
+      for (int r = 0; r < repeats; ++r) times.push_back(best_seconds(work, budget / repeats, 1));
+      const Repeats rep = summarize(times);
+      const double seconds = rep.median;
+      std::string note = joined(unstable_note(rep), "mac_per_s=" + fixed(macs / seconds, 0) +
+                                                        "; ratio_to_eigen_fp32=" + fixed(macs / seconds / eigen, 4));
+      if (!eigen_rep.stable()) note = joined(note, "ratio from an unstable eigen row");
       t.rows.push_back({"gemm " + what + path + " " + shape, "gemm", "mxfp8_e4m3", "", fixed(macs, 0), "1",
                         fixed(seconds, 6), fixed(macs / seconds, 0), fixed(macs / seconds / 1e6, 3), "", "", "", "", "",
-                        "mac_per_s=" + fixed(macs / seconds, 0) + "; ratio_to_eigen_fp32=" + fixed(macs / seconds / eigen, 4)});
+                        note});
+      for (auto& cell : repeat_cells(repeats, rep)) t.rows.back().push_back(cell);
     };
-    if (!scalar) row("exact reference", best_seconds([&] { (void)gemm::exact_gemm(*qa, *qb, out, 1); }, budget, 1));
+    if (!scalar) row("exact reference", [&] { (void)gemm::exact_gemm(*qa, *qb, out, 1); });
     for (const auto& p : gemm::model_presets()) {
       auto model = gemm::parse_model(p.name);
       if (!model) return model.error();
-      row(p.name, best_seconds([&] { (void)gemm::model_gemm(*model, *qa, *qb, out, 1, nullptr, scalar); }, budget, 1));
+      row(p.name, [&] { (void)gemm::model_gemm(*model, *qa, *qb, out, 1, nullptr, scalar); });
     }
-    t.rows.push_back({"eigen fp32 gemm " + shape, "gemm", "float32", "", fixed(macs, 0), "1", fixed(macs / eigen, 6),
-                      fixed(eigen, 0), fixed(eigen / 1e6, 3), "", "", "", "", "", "mac_per_s=" + fixed(eigen, 0)});
+    t.rows.push_back({"eigen fp32 gemm " + shape, "gemm", "float32", "", fixed(macs, 0), "1", fixed(eigen_rep.median, 6),
+                      fixed(eigen, 0), fixed(eigen / 1e6, 3), "", "", "", "", "",
+                      joined(unstable_note(eigen_rep), "mac_per_s=" + fixed(eigen, 0))});
+    for (auto& cell : repeat_cells(repeats, eigen_rep)) t.rows.back().push_back(cell);
   }
   return std::nullopt;
 }
@@ -512,20 +548,6 @@ std::optional<Error> gemm_rows(bool quick, Table& t) {
 /// The columns a terminal shows first (--columns chooses others; files have every column).
 const std::vector<std::string> kBenchColumns = {"name", "input_bytes", "melem_per_s", "gb_per_s", "ratio_to_copy",
                                                 "speedup_vs_scalar", "spread_pct", "note"};
-
-/// A whole number option in [lo, hi], or an error naming it.
-Result<long> whole_option(const Args& args, const std::string& name, long fallback, long lo, long hi) {
-  const auto v = args.value(name);
-  if (!v) return fallback;
-  try {
-    std::size_t used = 0;
-    const long n = std::stol(*v, &used);
-    if (used == v->size() && n >= lo && n <= hi) return n;
-  } catch (const std::exception&) {
-  }
-  return make_error("option '--" + name + "' needs a whole number " + std::to_string(lo) + ".." + std::to_string(hi) +
-                    ", got '" + *v + "'");
-}
 
 }  // namespace
 
@@ -535,7 +557,7 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   specs.push_back({"train-only", false, "", "only the training rows (step times of the recipes, FP32 GEMM)"});
   specs.push_back({"gemm-only", false, "", "only the GEMM rows (mxlab gemm's models beside Eigen's FP32 GEMM)"});
   specs.push_back({"kernels-only", false, "", "only the kernel rows (casts, block kernels, end to end), not GEMM or training"});
-  specs.push_back({"repeats", true, "N", "times each kernel row is measured (default 5, 3 with --quick): median and spread"});
+  specs.push_back({"repeats", true, "N", "times each row is measured (default 5, 3 with --quick): median and spread"});
   specs.push_back({"threads", true, "N", "worker threads of the SIMD kernels (default: all hardware threads)"});
   specs.push_back({"max-mib", true, "MIB", "largest input size in MiB of float32 (default 256)"});
   auto args = parse_args(argv, 1, specs);
@@ -547,7 +569,8 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
               "Throughput of the SIMD kernels on float32 inputs (bfloat16 in the 'bf16-in' rows) from L2-resident\n"
               "sizes (256 KiB of float32) to main memory:\n"
               "elements/s, GB/s (bytes read + written), the ratio to a memory copy measured in the same run, and\n"
-              "the speed-up over the scalar reference on one thread (at the smallest size). Each kernel row runs\n"
+              "the speed-up over the scalar reference on one thread (at the smallest size). Each row (kernels, GEMM,\n"
+              "training steps) runs\n"
               "--repeats times: its time is their median, spread_pct their range over the median; a row whose\n"
               "repeats span more than 20% is unstable (stable = no), and a ratio from an unstable row or baseline\n"
               "says so in its note. --out FILE.json\n"
@@ -560,11 +583,11 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   const bool quick = args->flag("quick");
   if (args->flag("train-only") + args->flag("gemm-only") + args->flag("kernels-only") > 1)
     return bad_input(io, "bench", "--train-only, --gemm-only and --kernels-only exclude each other");
-  const auto threads_opt = whole_option(*args, "threads", hardware_threads(), 1, 1024);
+  const auto threads_opt = args->integer("threads", 1, 1024, hardware_threads());
   if (!threads_opt) return bad_input(io, "bench", threads_opt.error().message);
-  const auto repeats_opt = whole_option(*args, "repeats", quick ? 3 : 5, 1, 100);
+  const auto repeats_opt = args->integer("repeats", 1, 100, quick ? 3 : 5);
   if (!repeats_opt) return bad_input(io, "bench", repeats_opt.error().message);
-  const auto max_mib_opt = whole_option(*args, "max-mib", 256, 1, 65536);
+  const auto max_mib_opt = args->integer("max-mib", 1, 65536, 256);
   if (!max_mib_opt) return bad_input(io, "bench", max_mib_opt.error().message);
   const auto threads = static_cast<unsigned>(*threads_opt);
   const auto max_mib = static_cast<std::size_t>(*max_mib_opt);
@@ -600,12 +623,13 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   }
   const bool kernels_only = args->flag("kernels-only");
   if (!args->flag("train-only") && !kernels_only) {
-    if (auto e = gemm_rows(quick, t)) return bad_input(io, "bench", e->message);
+    if (auto e = gemm_rows(quick, static_cast<int>(*repeats_opt), t)) return bad_input(io, "bench", e->message);
   }
   if (!args->flag("gemm-only") && !kernels_only)
-    if (const auto trained = training_rows(quick, t)) return bad_input(io, "bench", trained->message);
+    if (const auto trained = training_rows(quick, static_cast<int>(*repeats_opt), t))
+      return bad_input(io, "bench", trained->message);
 
-  for (auto& row : t.rows) row.resize(t.columns.size());  // GEMM and training rows have no repeats
+  for (auto& row : t.rows) row.resize(t.columns.size());  // unsupported rows have no times
   Provenance prov = build_provenance();
   prov.simd_target = active_simd_target();
   prov.inputs.push_back({"cpu", cpu_model()});

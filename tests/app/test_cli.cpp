@@ -988,7 +988,7 @@ TEST_CASE("provenance names the SIMD target that ran, or the reference", "[cli][
 }
 
 // The report's structure only: which rows are unstable depends on the machine, never checked as a threshold.
-TEST_CASE("bench repeats each kernel row, reports median and spread, and marks ratios from unstable rows", "[cli][bench]") {
+TEST_CASE("bench repeats each kernel and GEMM row, reports median and spread, and marks ratios from unstable rows", "[cli][bench]") {
   const Run r = run({"bench", "--quick", "--kernels-only", "--max-mib", "1", "--repeats", "2", "--csv"});
   REQUIRE(r.code == 0);
   const auto ls = lines(r.out);
@@ -1019,6 +1019,31 @@ TEST_CASE("bench repeats each kernel row, reports median and spread, and marks r
   }
   CHECK(measured > 10);
   CHECK(copy_stable.size() == 2);  // 256 KiB and 1 MiB
+  // The GEMM rows too: each model's rate is the median of its repeats, its ratio to Eigen's row marked when
+  // that row is unstable.
+  const Run g = run({"bench", "--quick", "--gemm-only", "--repeats", "2", "--csv"});
+  REQUIRE(g.code == 0);
+  const auto gl = lines(g.out);
+  REQUIRE(gl.size() > 10);
+  bool eigen_stable = true;
+  std::size_t gemm_rows = 0;
+  for (std::size_t i = gl.size() - 1; i >= 1; --i) {  // Eigen's row closes each shape's rows
+    const auto c = split_csv(gl[i]);
+    INFO(gl[i]);
+    REQUIRE(c.size() == split_csv(gl[0]).size());
+    CHECK(c[repeats] == "2");
+    const double s = std::stod(c[spread]);
+    CHECK(c[stable] == (s <= 20 ? "yes" : "no"));
+    CHECK((c[stable] == "no") == (c[note].find("unstable: repeats span") != std::string::npos));
+    if (c[name].rfind("eigen", 0) == 0) {
+      eigen_stable = c[stable] == "yes";
+    } else {
+      ++gemm_rows;
+      CHECK_THAT(c[note], Catch::Contains("ratio_to_eigen_fp32="));
+      CHECK((c[note].find("ratio from an unstable eigen row") != std::string::npos) == !eigen_stable);
+    }
+  }
+  CHECK(gemm_rows >= 13);  // the exact reference and six models on the kernel, six models' scalar definitions
   const Run both = run({"bench", "--gemm-only", "--kernels-only"});
   CHECK(both.code == 2);
   CHECK_THAT(both.err, Catch::Contains("exclude each other"));
