@@ -35,16 +35,46 @@
 
 namespace mxlab::gui {
 
+QString TrainingView::modelSizes(const train::ModelKindTraits& t) {
+  const train::ModelConfig d;
+  QStringList parts;
+  parts << (t.text ? tr("text") : tr("images"));
+  if (t.options & train::kHiddenOption) {
+    QStringList h;
+    for (auto n : d.hidden) h << QString::number(n);
+    parts << tr("hidden %1").arg(h.join(","));
+  }
+  if (t.options & train::kWidthOption) parts << tr("width %1").arg(d.width);
+  if (t.options & train::kBlocksOption)
+    parts << tr("d_model %1, layers %2, heads %3").arg(d.d_model).arg(d.layers).arg(d.heads);
+  if (t.options & train::kContextOption) parts << tr("context %1").arg(d.context);
+  if (t.options & train::kPatchOption) parts << tr("patch %1").arg(d.patch);
+  return parts.join("; ");
+}
+
 TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   auto* form = new QGroupBox(tr("Training"), this);
   auto* f = new QFormLayout(form);
+  // Every model of the engine's traits rows, each with the sizes it reads (the defaults of train::ModelConfig).
   model_ = new QComboBox(form);
-  model_->addItems({"mlp", "cnn", "transformer"});
-  model_->setToolTip(tr("mlp: 784-256-128-10; cnn: two 3x3 convolutions with pooling, then 128 units; transformer: "
-                        "a character-level decoder (text data) (docs/training.md)"));
+  for (const auto& t : train::kModelKinds) {
+    model_->addItem(QString::fromUtf8(t.name.data(), static_cast<int>(t.name.size())));
+    model_->setItemData(model_->count() - 1, modelSizes(t), Qt::ToolTipRole);
+  }
+  model_->setToolTip(tr("The models of mxlab train (docs/training.md), trained at their default sizes"));
+  sizes_ = new QLabel(form);
   data_ = new QComboBox(form);
   data_->addItems({"fashion-mnist", "digits", "text:sherlock", "text:tom-sawyer"});
-  data_->setToolTip(tr("Images for the MLP and CNN, text for the transformer; installed with mxlab data fetch NAME"));
+  data_->setToolTip(tr("Images for the image models, text for the text models; installed with mxlab data fetch NAME"));
+  // A model takes text or images (its traits row): the data follows when it is of the other kind.
+  const auto modelChanged = [this](int index) {
+    if (index < 0 || index >= static_cast<int>(std::size(train::kModelKinds))) return;
+    const auto& t = train::kModelKinds[index];
+    sizes_->setText(modelSizes(t));
+    if (t.text != data_->currentText().startsWith("text:")) data_->setCurrentText(t.text ? "text:sherlock" : "fashion-mnist");
+  };
+  connect(model_, &QComboBox::currentIndexChanged, this, modelChanged);
+  modelChanged(model_->currentIndex());
   recipes_ = new QListWidget(form);
   for (const auto& n : train::recipe_presets()) {
     auto* it = new QListWidgetItem(QString::fromStdString(n), recipes_);
@@ -69,6 +99,7 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   stop_ = new QPushButton(tr("Stop"), form);
   stop_->setEnabled(false);
   f->addRow(tr("model"), model_);
+  f->addRow(tr("sizes"), sizes_);
   f->addRow(tr("data"), data_);
   f->addRow(tr("recipes"), recipes_);
   f->addRow(tr("steps"), steps_);

@@ -47,7 +47,11 @@ class TrainingView : public QWidget {
   /// the form's settings).
   QString experimentText() const;
 
+  /// The models of train::kModelKinds, in their order.
   QComboBox* model() const { return model_; }
+  /// What a model takes and the sizes its traits row says it reads, at their defaults ("images; width 16").
+  static QString modelSizes(const train::ModelKindTraits& t);
+  QLabel* sizes() const { return sizes_; }
   QListWidget* recipes() const { return recipes_; }
   QSpinBox* steps() const { return steps_; }
   QSpinBox* batch() const { return batch_; }
@@ -90,6 +94,7 @@ class TrainingView : public QWidget {
   Settings formSettings() const;
 
   QComboBox* model_ = nullptr;
+  QLabel* sizes_ = nullptr;
   QComboBox* data_ = nullptr;
   QListWidget* recipes_ = nullptr;
   QSpinBox* steps_ = nullptr;

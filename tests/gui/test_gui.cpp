@@ -290,6 +290,28 @@ class GuiTest : public QObject {
     QCOMPARE(ev->figures[0].second.series[0].y, shown.series[0].y);
   }
 
+  void trainingModelsAreTheEnginesModelKinds() {
+    MainWindow w;
+    TrainingView* v = w.training();
+    QStringList shown, expected;
+    for (int i = 0; i < v->model()->count(); ++i) shown << v->model()->itemText(i);
+    for (const auto& t : train::kModelKinds) expected << QString::fromStdString(std::string(t.name));
+    QCOMPARE(shown, expected);
+    // Each model offers the sizes its row reads, and picking a text model picks text data (and back).
+    for (int i = 0; i < v->model()->count(); ++i) {
+      const auto& t = train::kModelKinds[i];
+      v->model()->setCurrentIndex(i);
+      QCOMPARE(v->sizes()->text(), TrainingView::modelSizes(t));
+      QCOMPARE(v->model()->itemData(i, Qt::ToolTipRole).toString(), v->sizes()->text());
+      QCOMPARE(v->sizes()->text().contains("width"), (t.options & train::kWidthOption) != 0);
+      QCOMPARE(v->sizes()->text().contains("hidden"), (t.options & train::kHiddenOption) != 0);
+      QCOMPARE(v->sizes()->text().contains("patch"), (t.options & train::kPatchOption) != 0);
+      QCOMPARE(v->sizes()->text().contains("context"), (t.options & train::kContextOption) != 0);
+      QCOMPARE(v->sizes()->text().contains("d_model"), (t.options & train::kBlocksOption) != 0);
+      QCOMPARE(v->experimentText().contains("data = \"text:"), t.text);
+    }
+  }
+
   void trainingSimulatorShowsTheEnginesLosses() {
     if (!fashion_mnist()) QSKIP("the Debian package dataset-fashion-mnist is not installed");
     MainWindow w;
