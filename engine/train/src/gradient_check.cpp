@@ -258,36 +258,11 @@ Result<std::vector<GradientCheck>> check(const std::string& name, std::uint64_t 
     detail::Batch b;
     b.size = 3;
     std::unique_ptr<detail::Model<double>> m;
-    if (c.kind == ModelKind::Transformer) {
-      b.seq = 5;
-      for (int i = 0; i < 15; ++i) {
-        b.tokens.push_back(static_cast<int>(rng.next_u64() % 7));
-        b.targets.push_back(static_cast<int>(rng.next_u64() % 7));
-      }
-      m = std::make_unique<detail::Transformer<double>>(c, 7, nullptr, seed);
-      // Larger weights than GPT-2's 0.02 so every path carries gradient well above the difference noise.
-      for (auto* p : m->params()) detail::fill_normal(p->value, 0.3, nrm);
-    } else {
-      // 8x8 images; the ResNet's and MobileNetV2's 16x16, so that their last stage (stride 8) still normalises 4
-      // pixels per image (batch normalisation over 3 values is close to singular).
-      const std::int64_t side = c.kind == ModelKind::ResNet || c.kind == ModelKind::MobileNet ? 16 : 8;
-      for (std::int64_t i = 0; i < 3 * side * side; ++i) b.x.push_back(static_cast<float>(rng.uniform()));
-      b.targets = {1, 0, 2};
-      if (c.kind == ModelKind::Mlp) m = std::make_unique<detail::Mlp<double>>(c, 64, 3, nullptr, seed);
-      else if (c.kind == ModelKind::Cnn) m = std::make_unique<detail::Cnn<double>>(c, 8, 8, 1, 3, nullptr, seed);
-      else if (c.kind == ModelKind::ResNet) m = std::make_unique<detail::ResNet<double>>(c, 16, 16, 1, 3, nullptr, seed);
-      else if (c.kind == ModelKind::MobileNet) m = std::make_unique<detail::MobileNetV2<double>>(c, 16, 16, 1, 3, nullptr, seed);
-      else m = std::make_unique<detail::VisionTransformer<double>>(c, 8, 8, 1, 3, nullptr, seed);
-      // The vision transformer's weights start at 0.02: random values of order one instead, so every path
-      // carries gradient well above the difference noise. Batch normalisation's gains and shifts start at 1 and
-      // 0: drawn around them.
-      for (auto* p : m->params()) {
-        if (c.kind == ModelKind::Vit) detail::fill_normal(p->value, 0.3, nrm);
-        if ((c.kind != ModelKind::ResNet && c.kind != ModelKind::MobileNet) || p->decay) continue;
-        detail::fill_normal(p->value, 0.3, nrm);
-        if (p->name.ends_with(".weight")) p->value.array() += 1.0;
-      }
-    }
+    bool deep = false;  // the ResNet's and MobileNetV2's 40 to 70 tensors
+    detail::with_model_def(c.kind.kind(), [&](auto def) {
+      m = def.gradient_model(c, b, rng, nrm, seed);
+      deep = def.kDeepCheck;
+    });
     // The MLP and CNN read float pixels; every computation after that is double.
     m->zero_grad();
     M dlogits;
@@ -300,7 +275,6 @@ Result<std::vector<GradientCheck>> check(const std::string& name, std::uint64_t 
     // statistics: the shifts of the projections' batch norms have no gradient while training. Left out.
     std::erase_if(params, [](const detail::Param<double>* p) { return p->name.ends_with("project_bn.bias"); });
     // The ResNet's and MobileNetV2's 40 to 70 tensors: 4 elements of each, with the five-point stencil.
-    const bool deep = c.kind == ModelKind::ResNet || c.kind == ModelKind::MobileNet;
     add_params(out, name, params, loss, rng, deep ? Sampling{4, true} : Sampling{});
   } else {
     std::string msg = "unknown gradient check '" + name + "' (known:";

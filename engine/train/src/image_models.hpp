@@ -172,6 +172,77 @@ class ResNet final : public Model<T> {
   FloatCount counted_;
 };
 
+/// The ResNet's and MobileNetV2's shared pieces: their width, their names and memory from the model built in float
+/// without quantization (their sizes are fixed: a few megabytes), their gradient check's batch and parameters.
+inline std::optional<Error> check_fixed_width(const ModelConfig& c) {
+  if (c.width < 1 || c.width > 256) return make_error(std::string(c.kind.name()) + " width must be 1..256");
+  return std::nullopt;
+}
+
+template <typename Net>
+std::vector<std::string> fixed_layer_names(const TrainData& data, const ModelConfig& c) {
+  std::vector<std::string> names;
+  const Net net(c, data.rows, data.cols, data.channels, data.classes,
+                [&](const std::string& layer) {
+                  names.push_back(layer);
+                  return LayerFormats{};
+                },
+                0);
+  return names;
+}
+
+template <typename Net>
+void estimate_fixed(const TrainData& data, const ModelConfig& c, double rows, MemoryShapes& s) {
+  // Fixed sizes (a few megabytes of weights): built to count them.
+  Net m(c, data.rows, data.cols, data.channels, data.classes, nullptr, 0);
+  for (auto* p : m.params()) {
+    s.param(static_cast<double>(p->value.size()));
+    if (p->decay) s.weight_copies += 3 * static_cast<double>(p->value.size());
+  }
+  for (auto* b : m.buffers()) s.buffers.push_back(static_cast<double>(b->value.size()));
+  s.floats += rows * (m.floats_per_image() + 2.0 * static_cast<double>(data.features()));
+}
+
+/// 16x16 images, so that the last stage (stride 8) still normalises 4 pixels per image (batch normalisation over
+/// 3 values is close to singular); batch normalisation's gains and shifts start at 1 and 0: drawn around them.
+template <typename Net>
+std::unique_ptr<Model<double>> fixed_gradient_model(const ModelConfig& c, Batch& b, Rng& rng, Normal& nrm,
+                                                    std::uint64_t seed) {
+  gradient_images(b, rng, 16);
+  auto m = std::make_unique<Net>(c, 16, 16, 1, 3, nullptr, seed);
+  for (auto* p : m->params()) {
+    if (p->decay) continue;
+    fill_normal(p->value, 0.3, nrm);
+    if (p->name.ends_with(".weight")) p->value.array() += 1.0;
+  }
+  return m;
+}
+
+/// The ResNet's and MobileNetV2's ModelDef.
+template <template <typename> class Net>
+struct FixedModelDef {
+  static std::optional<Error> check(const TrainData&, const ModelConfig& c) { return check_fixed_width(c); }
+  static std::vector<std::string> layer_names(const TrainData& data, const ModelConfig& c) {
+    return fixed_layer_names<Net<float>>(data, c);
+  }
+  template <typename T>
+  static std::unique_ptr<Model<T>> make(const ModelConfig& c, const TrainData& data, const FormatLookup& lookup,
+                                        std::uint64_t seed) {
+    return std::make_unique<Net<T>>(c, data.rows, data.cols, data.channels, data.classes, lookup, seed);
+  }
+  static void estimate(const TrainData& data, const ModelConfig& c, double rows, MemoryShapes& s) {
+    estimate_fixed<Net<float>>(data, c, rows, s);
+  }
+  static constexpr bool kDeepCheck = true;
+  static std::unique_ptr<Model<double>> gradient_model(const ModelConfig& c, Batch& b, Rng& rng, Normal& nrm,
+                                                       std::uint64_t seed) {
+    return fixed_gradient_model<Net<double>>(c, b, rng, nrm, seed);
+  }
+};
+
+template <>
+struct ModelDef<ModelKind::ResNet> : FixedModelDef<ResNet> {};
+
 /// MobileNetV2's inverted residual (Sandler et al. 2018, table 1): a 1x1 expansion by t (omitted for t = 1) -
 /// BN - ReLU6, a 3x3 depthwise convolution (stride) - BN - ReLU6, a linear 1x1 projection - BN, plus the input
 /// when the stride is 1 and the widths agree. Names: NAME.expand, NAME.expand_bn, NAME.dw, NAME.dw_bn,
@@ -351,6 +422,9 @@ class MobileNetV2 final : public Model<T> {
   FloatCount counted_;
 };
 
+template <>
+struct ModelDef<ModelKind::MobileNet> : FixedModelDef<MobileNetV2> {};
+
 /// Vision transformer in DeiT's layout (Touvron et al. 2021; DeiT-tiny: width 192, 12 blocks, 3 heads of 64):
 /// non-overlapping P x P patches (`patch_embed`, a Linear on each patch's pixels), a class token and learned
 /// positions, pre-norm blocks with bidirectional attention (blocks.I.attn.{qkv,qk,av,proj},
@@ -426,6 +500,39 @@ class VisionTransformer final : public Model<T> {
   BlockStack<T> blocks_;
   LayerNorm<T> ln_f_;
   Linear<T> head_;
+};
+
+template <>
+struct ModelDef<ModelKind::Vit> {
+  static std::optional<Error> check(const TrainData& data, const ModelConfig& c) {
+    if (c.patch < 1 || data.rows % c.patch != 0 || data.cols % c.patch != 0)
+      return make_error("the vision transformer's patches of " + std::to_string(c.patch) + " must divide the image sides (" +
+                        std::to_string(data.rows) + "x" + std::to_string(data.cols) + ")");
+    if (auto e = check_heads(c)) return e;
+    if (c.layers < 1) return make_error("the vision transformer needs layers >= 1");
+    return std::nullopt;
+  }
+  static std::vector<std::string> layer_names(const TrainData&, const ModelConfig& c) {
+    return transformer_layer_names(c, true);
+  }
+  template <typename T>
+  static std::unique_ptr<Model<T>> make(const ModelConfig& c, const TrainData& data, const FormatLookup& lookup,
+                                        std::uint64_t seed) {
+    return std::make_unique<VisionTransformer<T>>(c, data.rows, data.cols, data.channels, data.classes, lookup, seed);
+  }
+  static void estimate(const TrainData& data, const ModelConfig& c, double rows, MemoryShapes& s) {
+    estimate_transformer(data, c, rows, true, s);
+  }
+  static constexpr bool kDeepCheck = false;
+  /// 8x8 images; its weights start at 0.02: random values of order one instead, so every path carries gradient
+  /// well above the difference noise.
+  static std::unique_ptr<Model<double>> gradient_model(const ModelConfig& c, Batch& b, Rng& rng, Normal& nrm,
+                                                       std::uint64_t seed) {
+    gradient_images(b, rng, 8);
+    auto m = std::make_unique<VisionTransformer<double>>(c, 8, 8, 1, 3, nullptr, seed);
+    for (auto* p : m->params()) fill_normal(p->value, 0.3, nrm);
+    return m;
+  }
 };
 
 }  // namespace mxlab::train::detail

@@ -4,10 +4,15 @@
 
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "layers.hpp"
 #include "mxlab/core/random.hpp"
+#include "mxlab/train/data.hpp"
 #include "mxlab/train/model_config.hpp"
 
 namespace mxlab::train::detail {
@@ -77,6 +82,110 @@ class Model {
   std::vector<std::unique_ptr<LayerFormats>> owned_;
 };
 
+/// The memory a model takes, counted by its ModelDef::estimate: tensors, buffers and float32 temporaries.
+struct MemoryShapes {
+  std::vector<double> tensors;
+  std::vector<double> buffers;  ///< state that is not trained (batch normalisation's running statistics)
+  double weight_copies = 0;
+  double floats = 0;
+  void param(double n) { tensors.push_back(n); }
+  /// A Linear layer over `rows` rows: weight and bias; the weight's quantized copies (along rows and down
+  /// columns) and its gradient's temporary; per step its saved input, the input's quantized copies, the output
+  /// and its gradient's copies, and the input gradient.
+  void linear(double rows, double in, double out) {
+    param(in * out);
+    param(out);
+    weight_copies += 3 * in * out;
+    floats += 4 * rows * in + 3 * rows * out;
+  }
+};
+
+/// What the trainer, its memory estimate and the gradient checks need of one model kind, specialised next to the
+/// model's class (a kind without one does not compile). Each specialisation has:
+/// - `check(data, config)`: the error of sizes that do not fit each other or the data (after the checks every
+///   kind shares: a known kind, text or images as its kModelKinds row says), or nullopt;
+/// - `layer_names(data, config)`: its GEMM layer names, without building it where its sizes allow;
+/// - `make<T>(config, data, lookup, seed)`: the model;
+/// - `estimate(data, config, rows, shapes)`: its tensors and one step's floats over `rows` rows;
+/// - `gradient_model(config, batch, rng, normal, seed)`: the small double model of its gradient check, its batch
+///   filled, and `kDeepCheck` (4 elements per tensor with the five-point stencil, for the deep models).
+template <ModelKind K>
+struct ModelDef;
+
+/// f(ModelDef<kind>{}), for the kind of every kModelKinds row.
+template <std::size_t I = 0, typename F>
+decltype(auto) with_model_def(ModelKind kind, const F& f) {
+  constexpr ModelKind k = kModelKinds[I].value;
+  if constexpr (I + 1 < std::size(kModelKinds)) {
+    if (kind != k) return with_model_def<I + 1>(kind, f);
+  }
+  return f(ModelDef<k>{});
+}
+
+/// Gradient checks: `side` x `side` images of 3 uniform pixels each, 3 targets.
+inline void gradient_images(Batch& b, Rng& rng, std::int64_t side) {
+  for (std::int64_t i = 0; i < 3 * side * side; ++i) b.x.push_back(static_cast<float>(rng.uniform()));
+  b.targets = {1, 0, 2};
+}
+
+inline std::optional<Error> check_hidden(const ModelConfig& c) {
+  for (auto h : c.hidden)
+    if (h < 1) return make_error("MLP hidden widths must be positive");
+  return std::nullopt;
+}
+
+inline std::optional<Error> check_heads(const ModelConfig& c) {
+  if (c.d_model < 1 || c.heads < 1 || c.d_model % c.heads != 0)
+    return make_error("transformer width " + std::to_string(c.d_model) + " must be a positive multiple of the heads");
+  return std::nullopt;
+}
+
+/// The GEMM layer names of a transformer (vit: with its patch embedding).
+inline std::vector<std::string> transformer_layer_names(const ModelConfig& c, bool vit) {
+  std::vector<std::string> names;
+  names.push_back("head");
+  if (vit) names.push_back("patch_embed");
+  for (std::int64_t i = 0; i < c.layers; ++i)
+    for (const char* g : {".attn.qkv", ".attn.proj", ".attn.qk", ".attn.av", ".mlp.fc1", ".mlp.fc2"})
+      names.push_back("blocks." + std::to_string(i) + g);
+  return names;
+}
+
+/// The memory of a transformer (vit: the vision transformer, over patches and a class token).
+inline void estimate_transformer(const TrainData& data, const ModelConfig& c, double rows, bool vit, MemoryShapes& s) {
+  const double patches = vit ? static_cast<double>((data.rows / c.patch) * (data.cols / c.patch)) : 0.0;
+  const auto d = static_cast<double>(c.d_model), t = vit ? patches + 1 : static_cast<double>(c.context),
+             v = static_cast<double>(vit ? data.classes : data.vocabulary()), heads = static_cast<double>(c.heads);
+  const double r = rows * t, dh = d / std::max(1.0, heads), units = rows * heads;
+  if (vit) {
+    s.floats += 2 * rows * static_cast<double>(data.features());  // the batch and its patches
+    s.linear(rows * patches, static_cast<double>(c.patch * c.patch * data.channels), d);
+    s.param(d);  // class token
+  } else {
+    s.param(v * d);
+  }
+  s.param(t * d);
+  s.floats += 2 * r * d;  // embedded input and its gradient
+  for (std::int64_t i = 0; i < c.layers; ++i) {
+    for (int k = 0; k < 4; ++k) s.param(d);  // ln1, ln2 gain and bias
+    s.floats += 2 * 5 * r * d;               // the two layer norms
+    s.linear(r, d, 3 * d);
+    s.floats += 3 * r * d * 2 + 2 * r * d;   // qkv output and its gradient, heads' output and gradient
+    s.floats += units * (7 * t * t + 12 * t * dh);  // per (sequence, head): probabilities, Q K^T and P V operands
+    s.linear(r, d, d);
+    s.linear(r, d, 4 * d);
+    s.floats += 3 * r * 4 * d;
+    s.linear(r, 4 * d, d);
+    s.floats += 2 * r * d;  // residual sums
+  }
+  s.param(d);
+  s.param(d);
+  s.floats += 5 * r * d;
+  const double head_rows = vit ? rows : r;  // the vision transformer's head reads the class token only
+  s.linear(head_rows, d, v);
+  s.floats += 2 * head_rows * v;
+}
+
 template <typename T>
 Mat<T> images_matrix(const Batch& b) {
   Mat<T> x(b.size, static_cast<std::int64_t>(b.x.size()) / std::max<std::int64_t>(b.size, 1));
@@ -134,6 +243,40 @@ class Mlp final : public Model<T> {
   std::vector<Activation<T>> acts_;
 };
 
+template <>
+struct ModelDef<ModelKind::Mlp> {
+  static std::optional<Error> check(const TrainData&, const ModelConfig& c) { return check_hidden(c); }
+  static std::vector<std::string> layer_names(const TrainData&, const ModelConfig& c) {
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i <= c.hidden.size(); ++i) names.push_back("fc" + std::to_string(i + 1));
+    return names;
+  }
+  template <typename T>
+  static std::unique_ptr<Model<T>> make(const ModelConfig& c, const TrainData& data, const FormatLookup& lookup,
+                                        std::uint64_t seed) {
+    return std::make_unique<Mlp<T>>(c, data.features(), data.classes, lookup, seed);
+  }
+  static void estimate(const TrainData& data, const ModelConfig& c, double rows, MemoryShapes& s) {
+    double width = static_cast<double>(data.features());
+    s.floats += 2 * rows * width;  // the batch and its matrix
+    std::vector<std::int64_t> widths = c.hidden;
+    widths.push_back(data.classes);
+    for (std::size_t i = 0; i < widths.size(); ++i) {
+      const auto out = static_cast<double>(widths[i]);
+      s.linear(rows, width, out);
+      if (i + 1 < widths.size()) s.floats += 3 * rows * out;  // activation: saved input, output, gradient
+      width = out;
+    }
+    s.floats += 2 * rows * width;  // logits and their gradient
+  }
+  static constexpr bool kDeepCheck = false;
+  static std::unique_ptr<Model<double>> gradient_model(const ModelConfig& c, Batch& b, Rng& rng, Normal&,
+                                                       std::uint64_t seed) {
+    gradient_images(b, rng, 8);
+    return std::make_unique<Mlp<double>>(c, 64, 3, nullptr, seed);
+  }
+};
+
 /// Small CNN: conv1 3x3 - act - pool - conv2 3x3 - act - pool - fc1 - act - fc2 (NHWC activations).
 template <typename T>
 class Cnn final : public Model<T> {
@@ -189,6 +332,48 @@ class Cnn final : public Model<T> {
   Pool2d<T> pool1_, pool2_;
   std::int64_t rows_, cols_, channels_;
   Dims flat_;
+};
+
+template <>
+struct ModelDef<ModelKind::Cnn> {
+  static std::optional<Error> check(const TrainData& data, const ModelConfig& c) {
+    if (auto e = check_hidden(c)) return e;
+    if (data.rows % 4 != 0 || data.cols % 4 != 0)
+      return make_error("the CNN's two 2x2 poolings need image sides divisible by 4");
+    if (c.conv1 < 1 || c.conv2 < 1 || c.fc < 1) return make_error("CNN widths must be positive");
+    return std::nullopt;
+  }
+  static std::vector<std::string> layer_names(const TrainData&, const ModelConfig&) {
+    return {"conv1", "conv2", "fc1", "fc2"};
+  }
+  template <typename T>
+  static std::unique_ptr<Model<T>> make(const ModelConfig& c, const TrainData& data, const FormatLookup& lookup,
+                                        std::uint64_t seed) {
+    return std::make_unique<Cnn<T>>(c, data.rows, data.cols, data.channels, data.classes, lookup, seed);
+  }
+  static void estimate(const TrainData& data, const ModelConfig& c, double rows, MemoryShapes& s) {
+    const auto h = static_cast<double>(data.rows), w = static_cast<double>(data.cols);
+    const auto ch = static_cast<double>(data.channels), c1 = static_cast<double>(c.conv1),
+               c2 = static_cast<double>(c.conv2), fc = static_cast<double>(c.fc);
+    const double p1 = rows * h * w, p2 = p1 / 4, p3 = p2 / 4;  // pixels before each pooling, after the second
+    s.floats += 2 * p1 * ch;  // the batch and its matrix
+    s.floats += p1 * 9 * ch;  // im2col
+    s.linear(p1, 9 * ch, c1);
+    s.floats += 3 * p1 * c1 + 4 * p2 * c1 + p1 * c1;  // activation; pooling output, arg max (8 bytes), gradient
+    s.floats += 2 * p2 * 9 * c1 + p2 * c1;  // im2col, its gradient, col2im
+    s.linear(p2, 9 * c1, c2);
+    s.floats += 3 * p2 * c2 + 4 * p3 * c2 + p2 * c2;
+    s.linear(rows, (h / 4) * (w / 4) * c2, fc);
+    s.floats += 3 * rows * fc;
+    s.linear(rows, fc, data.classes);
+    s.floats += 2 * rows * data.classes;
+  }
+  static constexpr bool kDeepCheck = false;
+  static std::unique_ptr<Model<double>> gradient_model(const ModelConfig& c, Batch& b, Rng& rng, Normal&,
+                                                       std::uint64_t seed) {
+    gradient_images(b, rng, 8);
+    return std::make_unique<Cnn<double>>(c, 8, 8, 1, 3, nullptr, seed);
+  }
 };
 
 /// One pre-norm transformer block: x + attn(ln1(x)), then x + fc2(gelu(fc1(ln2(x)))).
@@ -285,6 +470,39 @@ class Transformer final : public Model<T> {
   BlockStack<T> blocks_;
   LayerNorm<T> ln_f_;
   Linear<T> head_;
+};
+
+template <>
+struct ModelDef<ModelKind::Transformer> {
+  static std::optional<Error> check(const TrainData&, const ModelConfig& c) {
+    if (auto e = check_heads(c)) return e;
+    if (c.layers < 1 || c.context < 2) return make_error("transformer needs layers >= 1 and context >= 2");
+    return std::nullopt;
+  }
+  static std::vector<std::string> layer_names(const TrainData&, const ModelConfig& c) {
+    return transformer_layer_names(c, false);
+  }
+  template <typename T>
+  static std::unique_ptr<Model<T>> make(const ModelConfig& c, const TrainData& data, const FormatLookup& lookup,
+                                        std::uint64_t seed) {
+    return std::make_unique<Transformer<T>>(c, data.vocabulary(), lookup, seed);
+  }
+  static void estimate(const TrainData& data, const ModelConfig& c, double rows, MemoryShapes& s) {
+    estimate_transformer(data, c, rows, false, s);
+  }
+  static constexpr bool kDeepCheck = false;
+  static std::unique_ptr<Model<double>> gradient_model(const ModelConfig& c, Batch& b, Rng& rng, Normal& nrm,
+                                                       std::uint64_t seed) {
+    b.seq = 5;
+    for (int i = 0; i < 15; ++i) {
+      b.tokens.push_back(static_cast<int>(rng.next_u64() % 7));
+      b.targets.push_back(static_cast<int>(rng.next_u64() % 7));
+    }
+    auto m = std::make_unique<Transformer<double>>(c, 7, nullptr, seed);
+    // Larger weights than GPT-2's 0.02 so every path carries gradient well above the difference noise.
+    for (auto* p : m->params()) fill_normal(p->value, 0.3, nrm);
+    return m;
+  }
 };
 
 }  // namespace mxlab::train::detail

@@ -32,66 +32,15 @@ std::optional<Error> check_model(const TrainData& data, const ModelConfig& c) {
   if (!c.kind.known()) return parse_model_kind(c.kind.name()).error();
   const std::string kind(c.kind.name());
   if (!c.kind.traits().text && data.is_text) return make_error("model '" + kind + "' needs image data, not " + data.name);
-  if (c.kind == ModelKind::ResNet || c.kind == ModelKind::MobileNet || c.kind == ModelKind::Vit) {
-    if (c.kind != ModelKind::Vit && (c.width < 1 || c.width > 256)) return make_error(kind + " width must be 1..256");
-    if (c.kind == ModelKind::Vit) {
-      if (c.patch < 1 || data.rows % c.patch != 0 || data.cols % c.patch != 0)
-        return make_error("the vision transformer's patches of " + std::to_string(c.patch) + " must divide the image sides (" +
-                          std::to_string(data.rows) + "x" + std::to_string(data.cols) + ")");
-      if (c.d_model < 1 || c.heads < 1 || c.d_model % c.heads != 0)
-        return make_error("transformer width " + std::to_string(c.d_model) + " must be a positive multiple of the heads");
-      if (c.layers < 1) return make_error("the vision transformer needs layers >= 1");
-    }
-    return std::nullopt;
-  }
-  if (c.kind == ModelKind::Mlp || c.kind == ModelKind::Cnn) {
-    for (auto h : c.hidden)
-      if (h < 1) return make_error("MLP hidden widths must be positive");
-    if (c.kind == ModelKind::Cnn) {
-      if (data.rows % 4 != 0 || data.cols % 4 != 0)
-        return make_error("the CNN's two 2x2 poolings need image sides divisible by 4");
-      if (c.conv1 < 1 || c.conv2 < 1 || c.fc < 1) return make_error("CNN widths must be positive");
-    }
-    return std::nullopt;
-  }
-  // The transformer.
-  if (!data.is_text) return make_error("model 'transformer' needs text data (text:NAME), not " + data.name);
-  if (c.d_model < 1 || c.heads < 1 || c.d_model % c.heads != 0)
-    return make_error("transformer width " + std::to_string(c.d_model) + " must be a positive multiple of the heads");
-  if (c.layers < 1 || c.context < 2) return make_error("transformer needs layers >= 1 and context >= 2");
-  return std::nullopt;
-}
-
-/// A ResNet or MobileNetV2 in float without quantization (their sizes are fixed: a few megabytes), for their
-/// shapes and names.
-std::unique_ptr<Model<float>> build_fixed(const TrainData& data, const ModelConfig& c,
-                                         const detail::FormatLookup& lookup) {
-  if (c.kind == ModelKind::ResNet)
-    return std::make_unique<detail::ResNet<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, 0);
-  return std::make_unique<detail::MobileNetV2<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, 0);
+  if (c.kind.traits().text && !data.is_text)
+    return make_error("model '" + kind + "' needs text data (text:NAME), not " + data.name);
+  return detail::with_model_def(c.kind.kind(), [&](auto def) { return def.check(data, c); });
 }
 
 /// The GEMM layer names of a model, without building it (the order is not the model's; the ResNet and the
 /// MobileNetV2, whose sizes are fixed, are built to list theirs).
 std::vector<std::string> layer_names(const TrainData& data, const ModelConfig& c) {
-  std::vector<std::string> names;
-  if (c.kind == ModelKind::ResNet || c.kind == ModelKind::MobileNet) {
-    build_fixed(data, c, [&](const std::string& layer) {
-      names.push_back(layer);
-      return detail::LayerFormats{};
-    });
-  } else if (c.kind == ModelKind::Mlp) {
-    for (std::size_t i = 0; i <= c.hidden.size(); ++i) names.push_back("fc" + std::to_string(i + 1));
-  } else if (c.kind == ModelKind::Cnn) {
-    names = {"conv1", "conv2", "fc1", "fc2"};
-  } else {
-    names.push_back("head");
-    if (c.kind == ModelKind::Vit) names.push_back("patch_embed");
-    for (std::int64_t i = 0; i < c.layers; ++i)
-      for (const char* g : {".attn.qkv", ".attn.proj", ".attn.qk", ".attn.av", ".mlp.fc1", ".mlp.fc2"})
-        names.push_back("blocks." + std::to_string(i) + g);
-  }
-  return names;
+  return detail::with_model_def(c.kind.kind(), [&](auto def) { return def.layer_names(data, c); });
 }
 
 Result<std::unique_ptr<Model<float>>> make_model(const TrainData& data, const TrainOptions& o,
@@ -120,24 +69,8 @@ Result<std::unique_ptr<Model<float>>> make_model(const TrainData& data, const Tr
     return f;
   };
   if (auto e = check_model(data, c)) return *e;
-  std::unique_ptr<Model<float>> m;
-  switch (c.kind.kind()) {
-    case ModelKind::Mlp: m = std::make_unique<detail::Mlp<float>>(c, data.features(), data.classes, lookup, o.seed); break;
-    case ModelKind::Cnn:
-      m = std::make_unique<detail::Cnn<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
-      break;
-    case ModelKind::ResNet:
-      m = std::make_unique<detail::ResNet<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
-      break;
-    case ModelKind::MobileNet:
-      m = std::make_unique<detail::MobileNetV2<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup, o.seed);
-      break;
-    case ModelKind::Vit:
-      m = std::make_unique<detail::VisionTransformer<float>>(c, data.rows, data.cols, data.channels, data.classes, lookup,
-                                                             o.seed);
-      break;
-    case ModelKind::Transformer: m = std::make_unique<detail::Transformer<float>>(c, data.vocabulary(), lookup, o.seed); break;
-  }
+  std::unique_ptr<Model<float>> m =
+      detail::with_model_def(c.kind.kind(), [&](auto def) { return def.template make<float>(c, data, lookup, o.seed); });
   if (failure) return *failure;
   return m;
 }
@@ -642,23 +575,6 @@ namespace {
 
 /// A model's parameter tensors, the per-step copies of its weights and one step's working floats, from its
 /// shapes alone.
-struct Shapes {
-  std::vector<double> tensors;
-  std::vector<double> buffers;  ///< state that is not trained (batch normalisation's running statistics)
-  double weight_copies = 0;
-  double floats = 0;
-  void param(double n) { tensors.push_back(n); }
-  /// A Linear layer over `rows` rows: weight and bias; the weight's quantized copies (along rows and down
-  /// columns) and its gradient's temporary; per step its saved input, the input's quantized copies, the output
-  /// and its gradient's copies, and the input gradient.
-  void linear(double rows, double in, double out) {
-    param(in * out);
-    param(out);
-    weight_copies += 3 * in * out;
-    floats += 4 * rows * in + 3 * rows * out;
-  }
-};
-
 std::string bytes_text(double bytes) {
   return byte_size_text(bytes >= 9.2e18 ? std::uint64_t{1} << 63 : static_cast<std::uint64_t>(bytes));
 }
@@ -668,83 +584,11 @@ std::string bytes_text(double bytes) {
 Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions& o) {
   const ModelConfig& c = o.model;
   if (auto e = check_model(data, c)) return *e;
-  Shapes s;
+  detail::MemoryShapes s;
   // A training step's rows, or an evaluation chunk's (evaluate(): 256 images, or 64 text windows) where that is
   // larger: evaluation reuses the layers' buffers.
   const double rows = std::max(static_cast<double>(o.batch), data.is_text ? 64.0 : 256.0);
-  if (c.kind == ModelKind::Mlp) {
-    double width = static_cast<double>(data.features());
-    s.floats += 2 * rows * width;  // the batch and its matrix
-    std::vector<std::int64_t> widths = c.hidden;
-    widths.push_back(data.classes);
-    for (std::size_t i = 0; i < widths.size(); ++i) {
-      const auto out = static_cast<double>(widths[i]);
-      s.linear(rows, width, out);
-      if (i + 1 < widths.size()) s.floats += 3 * rows * out;  // activation: saved input, output, gradient
-      width = out;
-    }
-    s.floats += 2 * rows * width;  // logits and their gradient
-  } else if (c.kind == ModelKind::Cnn) {
-    const auto h = static_cast<double>(data.rows), w = static_cast<double>(data.cols);
-    const auto ch = static_cast<double>(data.channels), c1 = static_cast<double>(c.conv1),
-               c2 = static_cast<double>(c.conv2), fc = static_cast<double>(c.fc);
-    const double p1 = rows * h * w, p2 = p1 / 4, p3 = p2 / 4;  // pixels before each pooling, after the second
-    s.floats += 2 * p1 * ch;  // the batch and its matrix
-    s.floats += p1 * 9 * ch;  // im2col
-    s.linear(p1, 9 * ch, c1);
-    s.floats += 3 * p1 * c1 + 4 * p2 * c1 + p1 * c1;  // activation; pooling output, arg max (8 bytes), gradient
-    s.floats += 2 * p2 * 9 * c1 + p2 * c1;  // im2col, its gradient, col2im
-    s.linear(p2, 9 * c1, c2);
-    s.floats += 3 * p2 * c2 + 4 * p3 * c2 + p2 * c2;
-    s.linear(rows, (h / 4) * (w / 4) * c2, fc);
-    s.floats += 3 * rows * fc;
-    s.linear(rows, fc, data.classes);
-    s.floats += 2 * rows * data.classes;
-  } else if (c.kind == ModelKind::ResNet || c.kind == ModelKind::MobileNet) {
-    // Fixed sizes (a few megabytes of weights): built to count them.
-    const auto m = build_fixed(data, c, nullptr);
-    for (auto* p : m->params()) {
-      s.param(static_cast<double>(p->value.size()));
-      if (p->decay) s.weight_copies += 3 * static_cast<double>(p->value.size());
-    }
-    for (auto* b : m->buffers()) s.buffers.push_back(static_cast<double>(b->value.size()));
-    const double per_image = c.kind == ModelKind::ResNet ? static_cast<detail::ResNet<float>&>(*m).floats_per_image()
-                                                : static_cast<detail::MobileNetV2<float>&>(*m).floats_per_image();
-    s.floats += rows * (per_image + 2.0 * static_cast<double>(data.features()));
-  } else if (c.kind == ModelKind::Transformer || c.kind == ModelKind::Vit) {
-    const bool vit = c.kind == ModelKind::Vit;
-    const double patches = vit ? static_cast<double>((data.rows / c.patch) * (data.cols / c.patch)) : 0.0;
-    const auto d = static_cast<double>(c.d_model), t = vit ? patches + 1 : static_cast<double>(c.context),
-               v = static_cast<double>(vit ? data.classes : data.vocabulary()), heads = static_cast<double>(c.heads);
-    const double r = rows * t, dh = d / std::max(1.0, heads), units = rows * heads;
-    if (vit) {
-      s.floats += 2 * rows * static_cast<double>(data.features());  // the batch and its patches
-      s.linear(rows * patches, static_cast<double>(c.patch * c.patch * data.channels), d);
-      s.param(d);  // class token
-    } else {
-      s.param(v * d);
-    }
-    s.param(t * d);
-    s.floats += 2 * r * d;  // embedded input and its gradient
-    for (std::int64_t i = 0; i < c.layers; ++i) {
-      for (int k = 0; k < 4; ++k) s.param(d);  // ln1, ln2 gain and bias
-      s.floats += 2 * 5 * r * d;               // the two layer norms
-      s.linear(r, d, 3 * d);
-      s.floats += 3 * r * d * 2 + 2 * r * d;   // qkv output and its gradient, heads' output and gradient
-      s.floats += units * (7 * t * t + 12 * t * dh);  // per (sequence, head): probabilities, Q K^T and P V operands
-      s.linear(r, d, d);
-      s.linear(r, d, 4 * d);
-      s.floats += 3 * r * 4 * d;
-      s.linear(r, 4 * d, d);
-      s.floats += 2 * r * d;  // residual sums
-    }
-    s.param(d);
-    s.param(d);
-    s.floats += 5 * r * d;
-    const double head_rows = vit ? rows : r;  // the vision transformer's head reads the class token only
-    s.linear(head_rows, d, v);
-    s.floats += 2 * head_rows * v;
-  }
+  detail::with_model_def(c.kind.kind(), [&](auto def) { def.estimate(data, c, rows, s); });
   MemoryEstimate e;
   double params = 0, state = 20 + 8 + 8 + 8 + 8 + 8 + 32 + 8 + 24 + 8;  // kStateMagic and the fixed fields
   for (double n : s.tensors) {
