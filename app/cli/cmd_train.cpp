@@ -282,9 +282,8 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   if (!record) return bad_input(io, "train", record.error().message);
   if (!record->note().empty()) io.err << "mxlab train: " << record->note() << "\n";
   if (syntax == train::RecipeSyntax::KeyValue)
-    io.err << "mxlab train: warning: recipe file " << quote_input(*args->value("recipe"))
-           << " is written in the old 'key = value' lines, which the next release will not read; write it in TOML "
-              "(docs/training.md, \"Recipe files\"): " << *args->value("out") << "/recipe.txt holds this recipe so\n";
+    io.err << "mxlab train: warning: " << train::recipe_syntax_warning(*args->value("recipe")) << ": "
+           << *args->value("out") << "/recipe.txt holds this recipe so\n";
 
   const auto start = std::chrono::steady_clock::now();
   double last_print = -1;

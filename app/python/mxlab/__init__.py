@@ -11,6 +11,7 @@ format, option or value: the engine's message) or ``TypeError`` (an argument of 
 """
 
 import os as _os
+import warnings as _warnings
 
 import numpy as _np
 
@@ -339,8 +340,12 @@ class Quantizer:
 
 def load_recipe(name_or_path):
     """A training recipe as ``mxlab train --recipe`` reads it: a preset name, a recipe file, or a block format
-    for every role (docs/training.md)."""
-    return _mxlab.load_recipe(str(name_or_path))
+    for every role (docs/training.md). A recipe file in the old ``key = value`` lines gives the
+    DeprecationWarning that ``mxlab train`` prints."""
+    recipe, warning = _mxlab.load_recipe(str(name_or_path))
+    if warning is not None:
+        _warnings.warn(warning, DeprecationWarning, stacklevel=2)
+    return recipe
 
 
 def recipe_presets():

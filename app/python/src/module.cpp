@@ -577,7 +577,14 @@ PYBIND11_MODULE(_mxlab, m) {
       .def_readonly("nongemm", &train::Recipe::nongemm)
       .def_property_readonly("text", [](const train::Recipe& r) { return train::recipe_text(r); })
       .def("__repr__", [](const train::Recipe& r) { return "<mxlab recipe " + r.name + ">"; });
-  m.def("load_recipe", [](const std::string& name) { return take(train::load_recipe(name)); });
+  // The recipe, and the warning its file's old "key = value" lines call for (None for TOML, a preset or a format).
+  m.def("load_recipe", [](const std::string& name) {
+    auto syntax = train::RecipeSyntax::Toml;
+    auto r = take(train::load_recipe(name, &syntax));
+    std::optional<std::string> warning;
+    if (syntax == train::RecipeSyntax::KeyValue) warning = train::recipe_syntax_warning(name);
+    return std::make_pair(std::move(r), warning);
+  });
   m.def("recipe_presets", &train::recipe_presets);
   m.def("layer_formats", &mxlab::python::layer_formats);
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "mxlab/core/quote.hpp"
 #include "mxlab/core/small_file.hpp"
 #include "mxlab/core/text.hpp"
 #include "mxlab/formats/parse.hpp"
@@ -343,6 +344,12 @@ Result<Recipe> parse_recipe(std::string_view text, const std::string& origin, Re
   auto old = lines ? apply_settings(*lines, origin) : Result<Recipe>(lines.error());
   if (old && syntax) *syntax = RecipeSyntax::KeyValue;
   return old;
+}
+
+std::string recipe_syntax_warning(const std::string& path) {
+  return "recipe file " + quote_input(path) +
+         " is written in the old 'key = value' lines, which the next release will not read; write it in TOML "
+         "(docs/training.md, \"Recipe files\")";
 }
 
 Result<Recipe> load_recipe(const std::string& name_or_path, RecipeSyntax* syntax) {

@@ -139,6 +139,11 @@ inline constexpr std::uint64_t kMaxRecipeFileBytes = std::uint64_t{1} << 20;
 /// least one setting (an empty recipe is refused, not taken as FP32).
 Result<Recipe> load_recipe(const std::string& name_or_path, RecipeSyntax* syntax = nullptr);
 
+/// What whoever reads a recipe file in the old "key = value" lines says: "recipe file 'PATH' is written in the
+/// old 'key = value' lines, which the next release will not read; write it in TOML (docs/training.md, \"Recipe
+/// files\")" (mxlab train's warning, Python's DeprecationWarning).
+std::string recipe_syntax_warning(const std::string& path);
+
 /// The block format of a role's format text: a block spec (parse_block_format), or an element format for a
 /// per-tensor cast without scale ("fp16", "bf16", "e4m3"; overflow to Inf where the format has one, so loss
 /// scaling sees it). Empty or "fp32" gives no format (FP32, no quantization).
