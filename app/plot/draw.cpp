@@ -1,9 +1,11 @@
 // Drawing figure descriptions with QCustomPlot.
 #include "mxlab/plot/draw.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <vector>
 
 #include <qcustomplot.h>
 
@@ -341,6 +343,18 @@ void fit_axis_label(QCustomPlot& plot, QCPAxis* axis) {
   axis->setLabelFont(font);
 }
 
+/// A title on one line in the figure's width, shrunk for that down to the tick labels' size, else on several
+/// lines (QCPTextElement sizes itself by its explicit lines only).
+void fit_title(QCustomPlot& plot, QCPTextElement* title, const QString& text, double font_px) {
+  QFont font = title->font();
+  font.setPixelSize(static_cast<int>(std::lround(font_px * 1.2)));
+  const int width = plot.viewport().width() > 0 ? plot.viewport().width() - 8 : 0;
+  while (width > 0 && font.pixelSize() > static_cast<int>(font_px) && QFontMetrics(font).horizontalAdvance(text) > width)
+    font.setPixelSize(font.pixelSize() - 1);
+  title->setFont(font);
+  title->setText(wrap_words(text, font, width));
+}
+
 /// The legend's entries: one per name (a series drawn in several panels is listed once).
 void fill_legend(QCustomPlot& plot, QCPLegend* legend) {
   QSet<QString> listed;
@@ -449,6 +463,10 @@ void draw_heatmap(QCustomPlot& plot, const Figure& f, double font_px, QCPLayoutG
   hy.tick_labels = h.y_labels;
   set_scale(x, hx, font_px);
   set_scale(y, hy, font_px * (ny > 24 ? 0.75 : 1.0));
+  // Many rows take smaller row labels; the axis label keeps the size of every axis label.
+  QFont axis_label;
+  axis_label.setPixelSize(static_cast<int>(std::lround(font_px * 1.1)));
+  y->setLabelFont(axis_label);
   // Row labels: the parts every row shares go to the axis label; rows stay upright (one label per row).
   CategoryFit rows = fit_categories(h.y_labels, y->tickLabelFont(), 1e9, 0);
   show_categories(y, rows, label(f.y.label));
@@ -505,6 +523,90 @@ void draw_heatmap(QCustomPlot& plot, const Figure& f, double font_px, QCPLayoutG
   }
 }
 
+/// A histogram drawn as its outline: the series' graph and its non-empty bins (centre, count) in x order.
+struct Outline {
+  QCPGraph* graph = nullptr;
+  std::vector<std::pair<double, double>> bins;
+  double width = 1;
+};
+
+/// The outline's vertices: up from `base` at the first bin's left edge, across each bin at its count, down to
+/// `base` and along it over empty bins (bins whose left edge is not the previous one's right edge), down at the
+/// end. Vertical edges are two vertices at one key, in drawing order.
+void trace_outline(QCPGraph& g, const std::vector<std::pair<double, double>>& bins, double width, double base) {
+  QVector<double> keys, values;
+  auto to = [&](double k, double v) { keys.push_back(k), values.push_back(v); };
+  const double half = width / 2, tolerance = 1e-9 * std::max(width, 1.0);
+  for (std::size_t i = 0; i < bins.size(); ++i) {
+    const auto [centre, count] = bins[i];
+    const bool joined = i > 0 && std::fabs(bins[i - 1].first + half - (centre - half)) <= tolerance;
+    if (i > 0 && !joined) to(bins[i - 1].first + half, base);
+    if (!joined) to(centre - half, base);
+    to(centre - half, count);
+    to(centre + half, count);
+  }
+  if (!bins.empty()) to(bins.back().first + half, base);
+  g.setData(keys, values, true);
+}
+
+/// What draw fits to the plot's size (the title's lines, axis labels, category labels, margins, the legend's place)
+/// is fitted again when the plot is resized: a widget drawn before it has its size (a tab not shown yet) is drawn
+/// again at its own size when it is shown (QCustomPlot replots on a resize), keeping the ranges the user has zoomed
+/// to.
+class Redraw : public QObject {
+ public:
+  static Redraw& of(QCustomPlot& plot) {
+    static const char* kName = "mxlab-plot-redraw";
+    // Found by name (the class has no meta-object of its own).
+    if (auto* r = plot.findChild<QObject*>(kName, Qt::FindDirectChildrenOnly)) return *static_cast<Redraw*>(r);
+    auto* r = new Redraw(plot);
+    r->setObjectName(kName);
+    return *r;
+  }
+  /// Called as draw starts: the figure drawn and the size it is drawn at.
+  void drawn(const Figure& f, double font_px) {
+    if (&f != &figure_) figure_ = f;
+    font_px_ = font_px;
+    size_ = plot_.rect().size();
+    ranges_.clear();
+  }
+  /// Called as draw ends: the ranges it gave the axes.
+  void ranged() { ranges_ = ranges(); }
+
+ private:
+  explicit Redraw(QCustomPlot& plot) : QObject(&plot), plot_(plot) {
+    connect(&plot, &QCustomPlot::beforeReplot, this, [this] {
+      if (plot_.viewport().size() == size_ || plot_.viewport().isEmpty() || drawing_) return;
+      const std::vector<QCPRange> before = ranges();
+      const bool zoomed = before != ranges_;
+      drawing_ = true;
+      const Figure f = figure_;
+      draw(plot_, f, font_px_);
+      drawing_ = false;
+      const std::vector<QCPAxis*> axes = plot_.axisRectCount() > 0 ? all_axes() : std::vector<QCPAxis*>{};
+      if (zoomed && axes.size() == before.size())
+        for (std::size_t i = 0; i < axes.size(); ++i) axes[i]->setRange(before[i]);
+    });
+  }
+  std::vector<QCPAxis*> all_axes() const {
+    std::vector<QCPAxis*> out;
+    for (int i = 0; i < plot_.axisRectCount(); ++i)
+      for (QCPAxis* a : plot_.axisRect(i)->axes()) out.push_back(a);
+    return out;
+  }
+  std::vector<QCPRange> ranges() const {
+    std::vector<QCPRange> out;
+    for (QCPAxis* a : all_axes()) out.push_back(a->range());
+    return out;
+  }
+  QCustomPlot& plot_;
+  Figure figure_;
+  double font_px_ = 11;
+  QSize size_;
+  std::vector<QCPRange> ranges_;
+  bool drawing_ = false;
+};
+
 /// A ring around a marked point (a crossover): a shape no series uses.
 QCPScatterStyle ring(double size) {
   // A custom shape is drawn scaled by size / 6: a circle of radius 3, its pen scaled back to 1.6 pixels.
@@ -524,19 +626,17 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
   // the layout here must be the one the file gets.
   plot.setViewport(plot.rect());
 
+  Redraw::of(plot).drawn(f, font_px);
+
   QFont title_font;
   title_font.setPixelSize(static_cast<int>(std::lround(font_px * 1.2)));
   title_font.setBold(true);
   int row = 0;
   if (!f.title.empty()) {
-    // A long title shrinks to fit the width (down to the tick labels' size), then goes on several lines.
-    const QString t = label(f.title);
-    const int width = plot.width() > 0 ? plot.width() - 8 : 0;
-    while (width > 0 && title_font.pixelSize() > static_cast<int>(font_px) && QFontMetrics(title_font).horizontalAdvance(t) > width)
-      title_font.setPixelSize(title_font.pixelSize() - 1);
-    auto* title = new QCPTextElement(&plot, wrap_words(t, title_font, width), title_font);
+    auto* title = new QCPTextElement(&plot, label(f.title), title_font);
     title->setTextFlags(Qt::AlignCenter);
     plot.plotLayout()->addElement(row++, 0, title);
+    fit_title(plot, title, label(f.title), font_px);
   }
   if (f.kind == PlotKind::Heatmap) {
     // The map and its colour scale side by side in one cell, so the title spans both.
@@ -545,6 +645,7 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
     auto* rect = new QCPAxisRect(&plot);
     body->addElement(0, 0, rect);
     draw_heatmap(plot, f, font_px, body, rect);
+    Redraw::of(plot).ranged();
     plot.replot();
     return;
   }
@@ -592,6 +693,7 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
   double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
   std::vector<QCPBarsGroup*> bar_groups(panels, nullptr);
   std::map<std::string, std::size_t> series_style;
+  std::vector<Outline> outlines;
   for (std::size_t i = 0; i < f.series.size(); ++i) {
     const auto& s = f.series[i];
     QCPAxisRect* rect = rects[std::min(s.facet, panels - 1)];
@@ -632,13 +734,18 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
       bars_of->setData(below, above);
     };
     if (f.kind == PlotKind::Histogram && f.series.size() > 1) {
-      // Overlaid histograms as step outlines (translucent bars over each other hide which is which).
+      // Overlaid histograms as step outlines (translucent bars over each other hide which is which); their
+      // vertices are set once the value axis has its range (the outline goes down to its bottom).
       auto* g = new QCPGraph(x, y);
       g->setName(label(s.name));
       g->setPen(QPen(c, 1.6));
-      g->setLineStyle(QCPGraph::lsStepCenter);
+      g->setLineStyle(QCPGraph::lsLine);
       g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssNone));
-      g->setData(xs, ys, true);
+      g->setAdaptiveSampling(false);
+      std::vector<std::pair<double, double>> bins;
+      for (qsizetype k = 0; k < xs.size(); ++k) bins.emplace_back(xs[k], ys[k]);
+      std::sort(bins.begin(), bins.end());
+      outlines.push_back({g, std::move(bins), s.bin_width});
       continue;
     }
     if (f.kind == PlotKind::Histogram || f.kind == PlotKind::Bar) {
@@ -719,6 +826,10 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
     if (f.y.scale != AxisScale::Linear)
       for (int i = 0; i < plot.plottableCount(); ++i)
         if (auto* b = qobject_cast<QCPBars*>(plot.plottable(i)); b && b->valueAxis() == y) b->setBaseValue(y->range().lower);
+  }
+  for (const Outline& o : outlines) {
+    const QCPRange r = o.graph->valueAxis()->range();
+    trace_outline(*o.graph, o.bins, o.width, f.y.scale == AxisScale::Linear ? std::max(0.0, r.lower) : r.lower);
   }
   // The legend below the panels when it cannot sit inside (facets: always; one legend for every panel).
   const int legend_row = static_cast<int>(row + 1);
@@ -814,6 +925,7 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
     }
     if (!inside) legend_below(plot, f, font_px, legend_row);
   }
+  Redraw::of(plot).ranged();
   plot.replot();
 }
 

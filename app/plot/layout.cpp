@@ -2,9 +2,12 @@
 // (the same painting the PNG and PDF get), the plot's objects give the legends, data and colour scales.
 #include "mxlab/plot/layout.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
+#include <vector>
 
 #include <QPaintDevice>
 #include <QPaintEngine>
@@ -26,7 +29,13 @@ struct TextBox {
   QRectF bounds;
 };
 
-/// Records every text drawn with its box in device pixels; draws nothing.
+/// A straight line drawn (a piece of a polyline) in device pixels, with its pen's colour.
+struct Segment {
+  QLineF line;
+  QColor colour;
+};
+
+/// Records every text drawn with its box, and every line, in device pixels; draws nothing.
 class Recorder : public QPaintEngine {
  public:
   Recorder() : QPaintEngine(QPaintEngine::AllFeatures) {}
@@ -34,13 +43,24 @@ class Recorder : public QPaintEngine {
   bool end() override { return true; }
   void updateState(const QPaintEngineState& s) override {
     if (s.state() & QPaintEngine::DirtyTransform) transform_ = s.transform();
+    if (s.state() & QPaintEngine::DirtyPen) pen_ = s.pen().color();
   }
   void drawPixmap(const QRectF&, const QPixmap&, const QRectF&) override {}
   void drawPath(const QPainterPath&) override {}
-  void drawPolygon(const QPointF*, int, PolygonDrawMode) override {}
-  void drawPolygon(const QPoint*, int, PolygonDrawMode) override {}
-  void drawLines(const QLineF*, int) override {}
-  void drawLines(const QLine*, int) override {}
+  void drawPolygon(const QPointF* p, int n, PolygonDrawMode mode) override {
+    if (mode != PolylineMode) return;
+    for (int i = 1; i < n; ++i) line(QLineF(p[i - 1], p[i]));
+  }
+  void drawPolygon(const QPoint* p, int n, PolygonDrawMode mode) override {
+    if (mode != PolylineMode) return;
+    for (int i = 1; i < n; ++i) line(QLineF(p[i - 1], p[i]));
+  }
+  void drawLines(const QLineF* l, int n) override {
+    for (int i = 0; i < n; ++i) line(l[i]);
+  }
+  void drawLines(const QLine* l, int n) override {
+    for (int i = 0; i < n; ++i) line(QLineF(l[i]));
+  }
   void drawRects(const QRectF*, int) override {}
   void drawRects(const QRect*, int) override {}
   void drawEllipse(const QRectF&) override {}
@@ -57,9 +77,15 @@ class Recorder : public QPaintEngine {
   Type type() const override { return QPaintEngine::User; }
 
   std::vector<TextBox> texts;
+  std::vector<Segment> lines;
 
  private:
+  void line(const QLineF& l) {
+    if (std::isfinite(l.x1()) && std::isfinite(l.y1()) && std::isfinite(l.x2()) && std::isfinite(l.y2()))
+      lines.push_back({transform_.map(l), pen_});
+  }
   QTransform transform_;
+  QColor pen_;
 };
 
 class RecordingDevice : public QPaintDevice {
@@ -115,6 +141,66 @@ void legends_in(QCPLayout* layout, std::vector<QCPLegend*>& out) {
   }
 }
 
+
+/// Where a histogram's outline, drawn as `lines`, leaves its bins: samples at a quarter, half and three quarters
+/// of every bin from the one before the first to the one after the last, each where the horizontal lines of the
+/// graph's colour cross it; a non-empty bin must show its count alone there, an empty bin between non-empty ones
+/// the bottom of the plot (zero) alone, the bins outside the bottom or nothing.
+std::vector<QString> outline_faults(QCPGraph& g, const experiment::Series& s, experiment::AxisScale scale,
+                                    const std::vector<Segment>& lines, const std::vector<QCPLegend*>& legends) {
+  std::vector<QString> out;
+  QCPAxis* kx = g.keyAxis();
+  QCPAxis* vy = g.valueAxis();
+  const QRectF area = QRectF(kx->axisRect()->rect()).adjusted(-1, -1, 1, 1);
+  std::vector<QLineF> flat;  // the graph's horizontal lines inside its plot, legends (their icons) aside
+  for (const Segment& seg : lines) {
+    if (seg.colour.rgb() != g.pen().color().rgb() || std::fabs(seg.line.dy()) > 0.5 || std::fabs(seg.line.dx()) < 0.5) continue;
+    if (!area.contains(seg.line.p1()) || !area.contains(seg.line.p2())) continue;
+    const bool icon = std::any_of(legends.begin(), legends.end(), [&](QCPLegend* l) {
+      return QRectF(l->outerRect()).contains(seg.line.center());
+    });
+    if (!icon) flat.push_back(seg.line);
+  }
+  const double w = s.bin_width > 0 ? s.bin_width : 1;
+  std::map<long long, double> counts;  // bin index from the first bin's left edge -> count
+  double first = std::numeric_limits<double>::infinity();
+  for (std::size_t k = 0; k < s.x.size() && k < s.y.size(); ++k)
+    if (std::isfinite(s.x[k])) first = std::min(first, s.x[k]);
+  for (std::size_t k = 0; k < s.x.size() && k < s.y.size(); ++k) {
+    const bool usable = std::isfinite(s.x[k]) && std::isfinite(s.y[k]) && (scale == experiment::AxisScale::Linear ? s.y[k] != 0 : s.y[k] > 0);
+    if (usable) counts[std::llround((s.x[k] - first) / w)] = s.y[k];
+  }
+  if (counts.empty()) return out;
+  const double bottom = std::min(QRectF(kx->axisRect()->rect()).bottom(),
+                                 scale == experiment::AxisScale::Linear ? vy->coordToPixel(0) : std::numeric_limits<double>::infinity());
+  const long long lo = counts.begin()->first, hi = counts.rbegin()->first;
+  for (long long b = lo - 1; b <= hi + 1; ++b) {
+    const auto c = counts.find(b);
+    const bool inside = b >= lo && b <= hi;
+    for (double at : {0.25, 0.5, 0.75}) {
+      const double px = kx->coordToPixel(first + (static_cast<double>(b) + at) * w);
+      std::vector<double> ys;
+      for (const QLineF& l : flat)
+        if (std::min(l.x1(), l.x2()) < px && px < std::max(l.x1(), l.x2())) ys.push_back(l.y1());
+      const QString where = "bin " + QString::number(first + static_cast<double>(b) * w, 'g', 6);
+      if (c != counts.end()) {
+        const double want = vy->coordToPixel(c->second);
+        const bool ok = !ys.empty() && std::all_of(ys.begin(), ys.end(), [&](double y) { return std::fabs(y - want) <= 1.5; });
+        if (!ok) {
+          out.push_back(where + " (" + QString::number(c->second, 'g', 6) + ") is not drawn at its count");
+          break;
+        }
+      } else {
+        const bool ok = (!inside || !ys.empty()) && std::all_of(ys.begin(), ys.end(), [&](double y) { return y >= bottom - 1.5; });
+        if (!ok) {
+          out.push_back(where + " is empty but its outline " + (ys.empty() ? QString("is missing") : QString("is not at zero")));
+          break;
+        }
+      }
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -178,12 +264,22 @@ int data_under(QCustomPlot& plot, const QRectF& box) {
   return n;
 }
 
-LayoutReport check_layout(const experiment::Figure& f, const SaveOptions& o) {
+LayoutReport check_layout(const experiment::Figure& f, const SaveOptions& o) { return check_layout_after_resize(f, 0, 0, o); }
+
+LayoutReport check_layout_after_resize(const experiment::Figure& f, int drawn_width, int drawn_height, const SaveOptions& o) {
   LayoutReport r;
   ensure_application();
   QCustomPlot plot;
   plot.setPlottingHint(QCP::phCacheLabels, false);
   const Canvas c = prepare(plot, f, o);
+  if (drawn_width > 0 && drawn_height > 0) {
+    // Drawn at another size, then resized as a widget is when it is shown (QCustomPlot replots on the event).
+    plot.resize(drawn_width, drawn_height);
+    draw(plot, f, c.font_px);
+    plot.resize(c.width, c.height);
+    QResizeEvent resized(QSize(c.width, c.height), QSize(drawn_width, drawn_height));
+    QCoreApplication::sendEvent(&plot, &resized);
+  }
   RecordingDevice device(c.width, c.height);
   {
     QCPPainter painter(&device);
@@ -227,6 +323,58 @@ LayoutReport check_layout(const experiment::Figure& f, const SaveOptions& o) {
   for (QCPLegend* legend : legends) {
     ++r.checks;
     if (const int n = data_under(plot, QRectF(legend->outerRect()))) fault("the legend covers data (" + QString::number(n) + " points or samples)");
+  }
+  // The title in the figure's width: no line of it could take the next line's first word and still fit.
+  for (int i = 0; i < plot.plotLayout()->elementCount(); ++i) {
+    auto* title = qobject_cast<QCPTextElement*>(plot.plotLayout()->elementAt(i));
+    if (!title) continue;
+    const QStringList lines = title->text().split('\n');
+    const QFontMetricsF m(title->font());
+    for (qsizetype k = 0; k + 1 < lines.size(); ++k) {
+      ++r.checks;
+      const QString longer = lines[k] + " " + lines[k + 1].section(' ', 0, 0);
+      if (m.horizontalAdvance(longer) <= c.width - 8)
+        fault("the title is wrapped narrower than the figure: " + shown(lines[k]) + " then " + shown(lines[k + 1]));
+    }
+  }
+  // Axis labels at their size (a tenth larger than the tick labels), but for a vertical one too long for its axis
+  // on two lines.
+  const int label_px = static_cast<int>(std::lround(c.font_px * 1.1));
+  for (int i = 0; i < plot.axisRectCount(); ++i) {
+    QCPAxisRect* rect = plot.axisRect(i);
+    if (qobject_cast<QCPColorScaleAxisRectPrivate*>(rect)) continue;  // a colour scale's title: tick-label size
+    for (QCPAxis* axis : {rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft)}) {
+      if (!axis || !axis->visible() || axis->label().isEmpty()) continue;
+      ++r.checks;
+      if (axis->labelFont().pixelSize() == label_px) continue;
+      QFont normal = axis->labelFont();
+      normal.setPixelSize(label_px);
+      const QFontMetricsF m(normal);
+      double widest = 0;
+      for (const QString& line : axis->label().split('\n')) widest = std::max(widest, m.horizontalAdvance(line));
+      const bool too_long = axis->orientation() == Qt::Vertical && widest > rect->rect().height() - 4;
+      if (!too_long)
+        fault("axis label " + shown(axis->label()) + " is " + QString::number(axis->labelFont().pixelSize()) + " px, not " +
+              QString::number(label_px));
+    }
+  }
+  // Overlaid histograms: each outline runs across every non-empty bin at its count and along the bottom of the
+  // plot (zero) over the empty bins between them; read from the lines drawn in the series' colour.
+  if (f.kind == experiment::PlotKind::Histogram && f.series.size() > 1) {
+    std::map<QString, int> taken;  // a series drawn in several panels: its k-th graph is its k-th series
+    for (const auto& s : f.series) {
+      const QString name = QString::fromStdString(s.name);
+      QCPGraph* g = nullptr;
+      for (int i = 0, k = 0; i < plot.plottableCount() && !g; ++i)
+        if (auto* gi = qobject_cast<QCPGraph*>(plot.plottable(i)); gi && gi->name() == name && k++ == taken[name]) g = gi;
+      ++taken[name];
+      ++r.checks;
+      if (!g) {
+        fault("histogram " + shown(name) + " has no outline");
+        continue;
+      }
+      for (const QString& why : outline_faults(*g, s, f.y.scale, device.engine.lines, legends)) fault("histogram " + shown(name) + ": " + why);
+    }
   }
   // Every series its own colour and marker (series of one name in several panels are one series).
   std::map<QString, std::pair<QColor, int>> seen;

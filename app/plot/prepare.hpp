@@ -14,6 +14,7 @@ void ensure_application();
 /// The figure's layout size in logical pixels (150 per inch).
 struct Canvas {
   int width = 0, height = 0;
+  double font_px = 0;  ///< the tick labels' size in logical pixels, as drawn
 };
 inline constexpr double kLogicalPerInch = 150;
 

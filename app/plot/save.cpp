@@ -56,7 +56,8 @@ Canvas prepare(QCustomPlot& plot, const experiment::Figure& f, const SaveOptions
   c.height = static_cast<int>(std::lround(height_in * kLogicalPerInch));
   plot.resize(c.width, c.height);
   // 8 pt tick labels (or the figure's size): 8/72 inch.
-  draw(plot, f, (f.font_pt > 0 ? f.font_pt : 8.0) / 72.0 * kLogicalPerInch);
+  c.font_px = (f.font_pt > 0 ? f.font_pt : 8.0) / 72.0 * kLogicalPerInch;
+  draw(plot, f, c.font_px);
   return c;
 }
 

@@ -326,3 +326,66 @@ TEST_CASE("crossover rings and category indexes keep the layout rules", "[plot]"
   INFO(faults_of(r));
   CHECK(r.faults.empty());
 }
+
+TEST_CASE("overlaid histograms are outlined bin by bin, down to zero at empty bins", "[plot]") {
+  // Exponent gaps as the direct_cast experiment counts them: MobileFaceNet's gaps stop at 19, then one bin at
+  // 22 and one at 27 (empty bins between them), listed out of order; PoseNet's run on to 53.
+  for (const AxisScale scale : {AxisScale::Log10, AxisScale::Linear}) {
+    Figure f;
+    f.kind = PlotKind::Histogram;
+    f.title = "Exponent gaps of pretrained weights";
+    f.x.label = "exponent gap";
+    f.y.label = "elements";
+    f.y.scale = scale;
+    f.legend_title = "input";
+    Series m;
+    m.name = "mobilefacenet";
+    m.bin_width = 1;
+    for (int g : {27, 22}) m.x.push_back(g), m.y.push_back(2);
+    for (int g = 0; g <= 19; ++g) m.x.push_back(g), m.y.push_back(std::round(2e5 * std::exp2(-0.9 * g)) + 3);
+    Series p;
+    p.name = "posenet";
+    p.bin_width = 1;
+    for (int g = 0; g <= 53; ++g) {
+      if (g == 34) continue;  // an empty bin inside
+      p.x.push_back(g), p.y.push_back(g < 20 ? std::round(2e5 * std::exp2(-0.8 * g)) + 20 : 30 + 20 * std::sin(g / 3.0));
+    }
+    f.series = {m, p};
+    const auto r = plot::check_layout(f);
+    INFO((scale == AxisScale::Linear ? "linear" : "log10") + faults_of(r));
+    CHECK(r.faults.empty());
+    if (const char* out = std::getenv("MXLAB_LAYOUT_OUT"))
+      REQUIRE(!plot::save_figure(f, (fs::path(out) / (std::string("outline-") + (scale == AxisScale::Linear ? "linear" : "log10"))).string(),
+                                 {3.5, 2.6, 300, true, false}));
+  }
+}
+
+TEST_CASE("a heatmap drawn before its widget has its size is laid out again at that size", "[plot]") {
+  // The Training Simulator draws its underflow heatmap into a tab not shown yet (a widget of its first, small
+  // size) and shows it later: the title must then use the figure's width, the row axis' label the size of
+  // every axis label. Many rows (smaller row labels) and a long title as well.
+  Figure f;
+  f.kind = PlotKind::Heatmap;
+  f.title = "Underflow of g by layer";
+  for (int i = 0; i < 15; ++i) f.heatmap.x_labels.push_back(std::to_string(10 * i + 1) + "-" + std::to_string(10 * i + 10));
+  for (const char* recipe : {"mxfp8", "mxint8"})
+    for (const char* layer : {"fc1", "fc2", "fc3"}) f.heatmap.y_labels.push_back(std::string(recipe) + ": " + layer);
+  f.x.label = "steps";
+  f.y.label = "recipe: layer";
+  f.heatmap.value_label = "underflow ratio";
+  for (std::size_t k = 0; k < f.heatmap.x_labels.size() * f.heatmap.y_labels.size(); ++k) f.heatmap.values.push_back(0.01 * static_cast<double>(k % 50));
+  Figure many = f;
+  many.title = "Output-gradient underflow by layer and recipe, ResNet-18 on Fashion-MNIST over 1500 steps";
+  many.heatmap.y_labels.clear();
+  many.heatmap.values.clear();
+  for (int j = 0; j < 30; ++j) many.heatmap.y_labels.push_back("resnet/block_" + std::to_string(j / 2) + (j % 2 ? "/conv_b" : "/conv_a"));
+  for (std::size_t k = 0; k < many.heatmap.x_labels.size() * many.heatmap.y_labels.size(); ++k) many.heatmap.values.push_back(0.01 * static_cast<double>(k % 97));
+  for (const Figure* x : {&f, &many}) {
+    const auto r = plot::check_layout_after_resize(*x, 100, 30, {7, 4, 150, true, false});
+    INFO(x->title + faults_of(r));
+    CHECK(r.faults.empty());
+    const auto direct = plot::check_layout(*x, {7, 4, 150, true, false});
+    INFO(faults_of(direct));
+    CHECK(direct.faults.empty());
+  }
+}
