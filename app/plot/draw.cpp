@@ -523,29 +523,24 @@ void draw_heatmap(QCustomPlot& plot, const Figure& f, double font_px, QCPLayoutG
   }
 }
 
-/// A histogram drawn as its outline: the series' graph and its non-empty bins (centre, count) in x order.
-struct Outline {
-  QCPGraph* graph = nullptr;
-  std::vector<std::pair<double, double>> bins;
-  double width = 1;
-};
-
-/// The outline's vertices: up from `base` at the first bin's left edge, across each bin at its count, down to
-/// `base` and along it over empty bins (bins whose left edge is not the previous one's right edge), down at the
-/// end. Vertical edges are two vertices at one key, in drawing order.
-void trace_outline(QCPGraph& g, const std::vector<std::pair<double, double>>& bins, double width, double base) {
+/// The outline as QCustomPlot's centred steps through the bins' centres, with a zero between bins that have empty
+/// bins between them and a bin's width before the first and after the last, so that each bin is drawn across its
+/// whole width at its count and the outline goes down to zero at the ends and over empty bins (on a log axis,
+/// below the plot). The graph's values are the counts and zeros.
+void trace_outline(QCPGraph& g, const std::vector<std::pair<double, double>>& bins, double width) {
   QVector<double> keys, values;
   auto to = [&](double k, double v) { keys.push_back(k), values.push_back(v); };
-  const double half = width / 2, tolerance = 1e-9 * std::max(width, 1.0);
+  const double tolerance = 1e-6 * width;
   for (std::size_t i = 0; i < bins.size(); ++i) {
     const auto [centre, count] = bins[i];
-    const bool joined = i > 0 && std::fabs(bins[i - 1].first + half - (centre - half)) <= tolerance;
-    if (i > 0 && !joined) to(bins[i - 1].first + half, base);
-    if (!joined) to(centre - half, base);
-    to(centre - half, count);
-    to(centre + half, count);
+    const double before = i > 0 ? bins[i - 1].first + width : centre - width;  // the next bin of the previous one
+    if (i == 0 || centre - before > tolerance) {
+      to(before, 0);
+      if (centre - width - before > tolerance) to(centre - width, 0);
+    }
+    to(centre, count);
   }
-  if (!bins.empty()) to(bins.back().first + half, base);
+  if (!bins.empty()) to(bins.back().first + width, 0);
   g.setData(keys, values, true);
 }
 
@@ -693,7 +688,6 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
   double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
   std::vector<QCPBarsGroup*> bar_groups(panels, nullptr);
   std::map<std::string, std::size_t> series_style;
-  std::vector<Outline> outlines;
   for (std::size_t i = 0; i < f.series.size(); ++i) {
     const auto& s = f.series[i];
     QCPAxisRect* rect = rects[std::min(s.facet, panels - 1)];
@@ -734,18 +728,17 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
       bars_of->setData(below, above);
     };
     if (f.kind == PlotKind::Histogram && f.series.size() > 1) {
-      // Overlaid histograms as step outlines (translucent bars over each other hide which is which); their
-      // vertices are set once the value axis has its range (the outline goes down to its bottom).
+      // Overlaid histograms as step outlines (translucent bars over each other hide which is which).
       auto* g = new QCPGraph(x, y);
       g->setName(label(s.name));
       g->setPen(QPen(c, 1.6));
-      g->setLineStyle(QCPGraph::lsLine);
+      g->setLineStyle(QCPGraph::lsStepCenter);
       g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssNone));
       g->setAdaptiveSampling(false);
       std::vector<std::pair<double, double>> bins;
       for (qsizetype k = 0; k < xs.size(); ++k) bins.emplace_back(xs[k], ys[k]);
       std::sort(bins.begin(), bins.end());
-      outlines.push_back({g, std::move(bins), s.bin_width});
+      trace_outline(*g, bins, s.bin_width > 0 ? s.bin_width : 1);
       continue;
     }
     if (f.kind == PlotKind::Histogram || f.kind == PlotKind::Bar) {
@@ -826,10 +819,6 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
     if (f.y.scale != AxisScale::Linear)
       for (int i = 0; i < plot.plottableCount(); ++i)
         if (auto* b = qobject_cast<QCPBars*>(plot.plottable(i)); b && b->valueAxis() == y) b->setBaseValue(y->range().lower);
-  }
-  for (const Outline& o : outlines) {
-    const QCPRange r = o.graph->valueAxis()->range();
-    trace_outline(*o.graph, o.bins, o.width, f.y.scale == AxisScale::Linear ? std::max(0.0, r.lower) : r.lower);
   }
   // The legend below the panels when it cannot sit inside (facets: always; one legend for every panel).
   const int legend_row = static_cast<int>(row + 1);

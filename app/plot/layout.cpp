@@ -152,9 +152,11 @@ std::vector<QString> outline_faults(QCPGraph& g, const experiment::Series& s, ex
   QCPAxis* kx = g.keyAxis();
   QCPAxis* vy = g.valueAxis();
   const QRectF area = QRectF(kx->axisRect()->rect()).adjusted(-1, -1, 1, 1);
-  std::vector<QLineF> flat;  // the graph's horizontal lines inside its plot, legends (their icons) aside
+  std::vector<QLineF> flat, upright;  // the graph's horizontal lines inside its plot, legends (their icons) aside; its vertical lines
   for (const Segment& seg : lines) {
-    if (seg.colour.rgb() != g.pen().color().rgb() || std::fabs(seg.line.dy()) > 0.5 || std::fabs(seg.line.dx()) < 0.5) continue;
+    if (seg.colour.rgb() != g.pen().color().rgb()) continue;
+    if (std::fabs(seg.line.dx()) <= 0.5 && std::fabs(seg.line.dy()) > 0.5) upright.push_back(seg.line);
+    if (std::fabs(seg.line.dy()) > 0.5 || std::fabs(seg.line.dx()) < 0.5) continue;
     if (!area.contains(seg.line.p1()) || !area.contains(seg.line.p2())) continue;
     const bool icon = std::any_of(legends.begin(), legends.end(), [&](QCPLegend* l) {
       return QRectF(l->outerRect()).contains(seg.line.center());
@@ -191,12 +193,27 @@ std::vector<QString> outline_faults(QCPGraph& g, const experiment::Series& s, ex
           break;
         }
       } else {
-        const bool ok = (!inside || !ys.empty()) && std::all_of(ys.begin(), ys.end(), [&](double y) { return y >= bottom - 1.5; });
+        // Zero: the bottom of the plot, or below it on a log axis (drawn outside the plot, so not seen here).
+        const bool ok = (!inside || !ys.empty() || scale != experiment::AxisScale::Linear) &&
+                        std::all_of(ys.begin(), ys.end(), [&](double y) { return y >= bottom - 1.5; });
         if (!ok) {
           out.push_back(where + " is empty but its outline " + (ys.empty() ? QString("is missing") : QString("is not at zero")));
           break;
         }
       }
+    }
+    // A non-empty bin beside an empty one (or at an end): a vertical line at their edge from its count to zero.
+    if (c == counts.end()) continue;
+    for (const int side : {-1, 1}) {
+      if (counts.count(b + side)) continue;
+      const double edge = kx->coordToPixel(first + static_cast<double>(side < 0 ? b : b + 1) * w);
+      const double top = vy->coordToPixel(c->second);
+      if (top >= bottom - 1.5) continue;  // a count as low as zero in pixels: no edge to see
+      const bool down = std::any_of(upright.begin(), upright.end(), [&](const QLineF& l) {
+        return std::fabs(l.x1() - edge) <= 1.5 && std::min(l.y1(), l.y2()) <= top + 1.5 && std::max(l.y1(), l.y2()) >= bottom - 1.5;
+      });
+      if (!down) out.push_back("bin " + QString::number(first + static_cast<double>(b) * w, 'g', 6) + " has no edge down to zero on its " +
+                               (side < 0 ? "left" : "right"));
     }
   }
   return out;
