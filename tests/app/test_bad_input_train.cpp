@@ -110,6 +110,7 @@ TEST_CASE("train: bad options, recipe files and output folders exit 2 naming the
   write_data(dir);
   const std::string d = dir.string();
   write_all(dir / "empty.recipe", "");
+  write_all(dir / "accumulate.recipe", "preset = \"mxfp8\"\naccumulate = \"tensorcore-trunc99\"\n");
   write_all(dir / "comments.recipe", "# only a comment\n\n   # and another\n");
   fs::create_directories(dir / "folder.recipe");
   REQUIRE(::mkfifo((dir / "fifo.recipe").c_str(), 0600) == 0);
@@ -131,6 +132,8 @@ TEST_CASE("train: bad options, recipe files and output folders exit 2 naming the
   const mxlab_test::BadInput cases[] = {
       // recipe files: empty, no settings, not regular files, too large
       {with(mlp, {"--steps", "10", "--recipe", d + "/empty.recipe"}), "empty.recipe' holds no settings"},
+      {with(mlp, {"--steps", "10", "--recipe", d + "/accumulate.recipe"}),
+       "accumulate.recipe:2: accumulate: model 'tensorcore-trunc99'"},
       {with(mlp, {"--steps", "10", "--recipe", d + "/comments.recipe"}), "comments.recipe' holds no settings"},
       {with(mlp, {"--steps", "10", "--recipe", d + "/folder.recipe"}), "folder.recipe': is a directory"},
       {with(mlp, {"--steps", "10", "--recipe", d + "/fifo.recipe"}), "fifo.recipe': is a FIFO"},

@@ -84,6 +84,34 @@ TEST_CASE("delayed scaling and numbers in TOML recipes", "[train][recipe]") {
   CHECK_THAT(recipe_text(*d), Catch::Contains("loss_scale = 0.1\n"));
 }
 
+TEST_CASE("an accumulation model in a recipe reads, writes back and refuses bad models", "[train][recipe]") {
+  auto r = parse_recipe("preset = \"mxfp8\"\naccumulate = \"tensorcore-trunc14,promote=128\"\n", "a.toml");
+  REQUIRE(r);
+  CHECK(r->accumulate == "tensorcore-trunc14,promote=128");
+  CHECK_THAT(recipe_text(*r), Catch::Contains("accumulate = \"tensorcore-trunc14,promote=128\"\n"));
+  auto back = parse_recipe(recipe_text(*r), "recipe.txt");
+  REQUIRE(back);
+  CHECK(back->accumulate == r->accumulate);
+  CHECK(recipe_text(*back) == recipe_text(*r));
+  // Without the key the recipe has no model, and its text has no accumulate line.
+  auto plain = parse_recipe("preset = \"mxfp8\"\n", "p.toml");
+  REQUIRE(plain);
+  CHECK(plain->accumulate.empty());
+  CHECK_THAT(recipe_text(*plain), !Catch::Contains("accumulate"));
+  // A bad model: the model parser's message, after the file, line and key.
+  auto bad = parse_recipe("preset = \"fp32\"\naccumulate = \"acc=aligned:40\"\n", "bad.toml");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message, Catch::StartsWith("bad.toml:2: accumulate: model setting 'acc=aligned:40': the bits kept "
+                                                    "must be an integer from 2 to 30"));
+  Recipe set;
+  CHECK(apply_recipe_setting(set, "accumulate", "fp32-seq") == std::nullopt);
+  CHECK(set.accumulate == "fp32-seq");
+  auto e = apply_recipe_setting(set, "accumulate", "no-such-model");
+  REQUIRE(e);
+  CHECK_THAT(e->message, Catch::StartsWith("accumulate: model 'no-such-model'"));
+  CHECK(set.accumulate == "fp32-seq");
+}
+
 TEST_CASE("bad TOML recipes: the file, the line and the problem", "[train][recipe]") {
   const std::pair<const char*, const char*> cases[] = {
       {"w = \"not-a-format\"\n", "bad.toml:1: "},

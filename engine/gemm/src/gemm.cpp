@@ -128,6 +128,18 @@ Operand plain_operand(std::string name, std::span<const double> x, std::int64_t 
   return op;
 }
 
+Operand values_operand(std::string name, const BlockFormat* f, std::span<const double> x, std::int64_t rows,
+                       std::int64_t depth) {
+  Operand op = plain_operand(std::move(name), x, rows, depth);
+  if (f == nullptr || !f->layout.scale || depth <= 0) return op;
+  const std::vector<std::int64_t> shape = {rows, depth};
+  const std::vector<std::int64_t> block_of = BlockIndexer(shape, f->layout).block_of_all();
+  const std::vector<std::int64_t> sub_of = BlockIndexer::subtiles(shape, f->layout).block_of_all();
+  for (std::size_t i = 1; i < block_of.size(); ++i)
+    if (block_of[i] != block_of[i - 1] || sub_of[i] != sub_of[i - 1]) op.block_start[i] = 1;
+  return op;
+}
+
 Special dot_special(const Operand& a, std::int64_t row_a, const Operand& b, std::int64_t row_b) {
   bool pos = false, neg = false;
   for (std::int64_t k = 0; k < a.depth; ++k) {

@@ -86,6 +86,22 @@ void quantized_both(const Mat<T>& x, const ops::FakeQuantizer& fr, Mat<T>& rows_
   }
 }
 
+/// out (a's rows x b's rows, after the reads) = A B^T under ctx.accumulate (model_product): A read from a (its
+/// transpose when ta), B^T from b (when tb), each with the quantizer of its role; false without a model, when
+/// the caller's Eigen product runs. The double path of the gradient checks has no accumulation model.
+template <typename T>
+bool accumulated(Mat<T>& out, const Mat<T>& a, const ops::FakeQuantizer* fa, bool ta, const Mat<T>& b,
+                 const ops::FakeQuantizer* fb, bool tb, const QuantContext& ctx, const std::string& key) {
+  if (ctx.accumulate == nullptr) return false;
+  if constexpr (std::is_same_v<T, float>) {
+    out.resize(ta ? a.cols() : a.rows(), tb ? b.cols() : b.rows());
+    model_product({a.data(), a.rows(), a.cols(), fa, ta}, {b.data(), b.rows(), b.cols(), fb, tb}, out.data(), ctx, key);
+    return true;
+  } else {
+    throw std::logic_error("accumulation models run on float32 GEMM operands");
+  }
+}
+
 /// The three GEMMs of one weight-like product Y = X Wt^T (X: M x K, Wt: N x K, both row-major with the
 /// reduction axis K last), each operand quantized with its role's format along that GEMM's reduction axis:
 ///   forward   Y   = q_a(X) q_w(Wt)^T           (reduction K: blocks along rows)
@@ -94,7 +110,8 @@ void quantized_both(const Mat<T>& x, const ops::FakeQuantizer& fr, Mat<T>& rows_
 /// Operands quantized down their columns keep their layout (no transposed copies); Eigen's products read them
 /// transposed. An operand quantized both ways (X while training, dY when the layer has dX) is read once for
 /// both. 2-D tile formats are quantized once and reused when forward and backward share them. The buffers
-/// persist across steps, so a layer allocates its quantized operands once.
+/// persist across steps, so a layer allocates its quantized operands once. With an accumulation model
+/// (ctx.accumulate) each product of the quantized operands is computed under it (accumulated) instead of Eigen.
 template <typename T>
 struct QGemm {
   std::string name;
@@ -123,7 +140,7 @@ struct QGemm {
     const Mat<T>& qx = have_xc ? bx : quantized(x, fa, bx, ctx, key(Role::A));
     const Mat<T>& qw = quantized(wt, f(w_role), bw, ctx, key(w_role));
     Mat<T> y(x.rows(), wt.rows());
-    y.noalias() = qx * qw.transpose();
+    if (!accumulated(y, qx, fa, false, qw, f(w_role), false, ctx, name + " forward")) y.noalias() = qx * qw.transpose();
     return y;
   }
 
@@ -141,16 +158,18 @@ struct QGemm {
     if (dx != nullptr) {
       // Forward's 2-D tiles of Wt are the tiles of W.
       const Mat<T>& qw = saved_w ? bw : quantized_columns(wt, f(w_bp_role), bwc, ctx, key(w_bp_role));
-      dx->noalias() = qg * qw;
+      if (!accumulated(*dx, qg, fg, false, qw, f(saved_w ? w_role : w_bp_role), true, ctx, name + " backward dX"))
+        dx->noalias() = qg * qw;
     }
     if (dwt != nullptr) {
       if (fg == nullptr && fa == nullptr) {
-        dwt->noalias() = dy.transpose() * x;
+        if (!accumulated(*dwt, dy, fg, true, x, fa, true, ctx, name + " backward dW")) dwt->noalias() = dy.transpose() * x;
         return;
       }
       const Mat<T>& qgc = g_2d ? qg : g_both ? bgc : quantized_columns(dy, fg, bgc, ctx, key(Role::G));
       const Mat<T>& qxc = saved_x ? bx : have_xc ? bxc : quantized_columns(x, fa, bxc, ctx, key(Role::ABp));
-      dwt->noalias() = qgc.transpose() * qxc;
+      if (!accumulated(*dwt, qgc, fg, true, qxc, saved_x ? f(Role::A) : fa, true, ctx, name + " backward dW"))
+        dwt->noalias() = qgc.transpose() * qxc;
     }
   }
 };

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "mxlab/gemm/model.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/quantize/block_format.hpp"
 #include "mxlab/train/recipe.hpp"
@@ -40,6 +41,8 @@ struct QuantContext {
   const ops::FakeQuantizer* nongemm = nullptr;
   /// Delayed scaling states (none: no operand has one); casts record their amax only while training.
   DelayedStates* delayed = nullptr;
+  /// The accumulation model of every GEMM (docs/gemm.md, "In training"); none: Eigen's float32 product.
+  const gemm::Model* accumulate = nullptr;
   std::vector<std::pair<std::string, OperandStats>> stats;  ///< "layer.role", in first-use order
 
   OperandStats& at(const std::string& key);
@@ -76,6 +79,26 @@ void quantize_rows_and_columns(const ops::FakeQuantizer& rows_q, const ops::Fake
                                std::span<const float> x, std::int64_t rows, std::int64_t cols, std::span<float> out_rows,
                                std::span<float> out_columns, QuantContext& ctx, const std::string& rows_key,
                                const std::string& columns_key);
+
+/// The accumulation model a recipe names (none when its `accumulate` is empty), or the model parser's error.
+Result<std::optional<gemm::Model>> accumulation_model(const Recipe& recipe);
+
+/// One operand of a product under an accumulation model: a rows x cols float32 matrix (row-major) as QGemm holds
+/// it, the quantizer of its role (null: unquantized), and whether the product reads it transposed. Its 1-D blocks
+/// run along the product's reduction axis either way (QGemm quantizes each operand along it); 2-D tiles lie in
+/// the matrix as it is, so a transposed read turns R x C tiles into C x R.
+struct ModelOperand {
+  const float* data = nullptr;
+  std::int64_t rows = 0, cols = 0;
+  const ops::FakeQuantizer* quantizer = nullptr;
+  bool transposed = false;
+};
+
+/// out (M x N, row-major) = A B^T under ctx.accumulate through gemm::model_gemm, where A (M x K) and B^T (N x K)
+/// are the operands as read by the product: each value an element with scale 1 and its role's block starts along
+/// K (gemm::values_operand), C rounded to float32. Throws std::runtime_error with the engine's message.
+void model_product(const ModelOperand& a, const ModelOperand& bt, float* out, const QuantContext& ctx,
+                   const std::string& key);
 
 /// Adds the counts of one quantization of x to out (count, nonzero inputs, underflows, squared error).
 void add_counts(OperandStats& s, std::span<const float> x, std::span<const float> out);

@@ -11,6 +11,7 @@
 #include "mxlab/core/small_file.hpp"
 #include "mxlab/core/text.hpp"
 #include "mxlab/formats/parse.hpp"
+#include "mxlab/gemm/model.hpp"
 #include "mxlab/io/weights.hpp"
 #include "recipe_detail.hpp"
 
@@ -153,7 +154,7 @@ namespace {
 /// The keys of a recipe, for the message of an unknown one.
 constexpr const char* kKnownKeys =
     "preset, name, all, fwd, bwd, w, a, g, w_bp, a_bp, nongemm, loss_scaling, loss_scale, growth_interval, growth, "
-    "backoff, min_scale, scaling, amax_history_len, amax_compute_algo, margin";
+    "backoff, min_scale, scaling, amax_history_len, amax_compute_algo, margin, accumulate";
 
 /// The format of `text`, parsed once, or why it is not one.
 Result<RoleFormat> checked_format(const std::string& text) {
@@ -189,6 +190,11 @@ std::optional<Error> apply_setting(Recipe& r, bool& named, const std::string& ke
   if (key == "nongemm") {
     if (auto f = checked_format(value); !f) return f.error();
     r.nongemm = value == "fp32" ? "" : value;
+    return std::nullopt;
+  }
+  if (key == "accumulate") {
+    if (auto m = gemm::parse_model(value); !m) return make_error("accumulate: " + m.error().message);
+    r.accumulate = value;
     return std::nullopt;
   }
   if (key == "loss_scaling") {
@@ -396,6 +402,7 @@ std::string recipe_text(const Recipe& r) {
     s << "scaling = \"delayed\"\namax_history_len = " << r.delayed.history_len << "\namax_compute_algo = \""
       << (r.delayed.algo == DelayedScaling::Algo::Max ? "max" : "most_recent") << "\"\nmargin = " << r.delayed.margin
       << "\n";
+  if (!r.accumulate.empty()) s << "accumulate = " << toml_quote(r.accumulate) << "\n";
   for (const auto& o : r.overrides)
     s << "\n[[layer]]\npattern = " << toml_quote(o.pattern) << "\n" << role_name(o.role) << " = " << toml_quote(o.format.text())
       << "\n";

@@ -359,12 +359,14 @@ void load_state(std::string_view text, LoopState& loop, const std::vector<Param<
 
 /// Forward-only evaluation over a split (images) or consecutive windows (text), quantized as in training.
 EvalMetrics evaluate(Model<float>& model, const TrainData& d, const TrainOptions& o, bool test, std::int64_t limit,
-                     const ops::FakeQuantizer* nongemm, detail::DelayedStates* delayed) {
+                     const ops::FakeQuantizer* nongemm, detail::DelayedStates* delayed,
+                     const gemm::Model* accumulate = nullptr) {
   QuantContext ctx;
   ctx.threads = o.threads;
   ctx.training = false;  // the casts use the delayed scales but record no amax
   ctx.nongemm = nongemm;
   ctx.delayed = delayed;
+  ctx.accumulate = accumulate;
   EvalMetrics e;
   double loss_sum = 0;
   std::int64_t correct_sum = 0, rows = 0;
@@ -457,6 +459,9 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
   std::optional<ops::FakeQuantizer> nongemm;
   if (*nongemm_format) nongemm.emplace(**nongemm_format);
   const ops::FakeQuantizer* ctx_nongemm = nongemm ? &*nongemm : nullptr;
+  auto accumulate = detail::accumulation_model(o.recipe);
+  if (!accumulate) return accumulate.error();
+  const gemm::Model* ctx_accumulate = *accumulate ? &**accumulate : nullptr;
   Model<float>& model = **made;
   const auto params = model.params();
   const auto buffers = model.buffers();
@@ -486,6 +491,7 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     ctx.collect = o.metrics_every > 0 && step % o.metrics_every == 0;
     ctx.nongemm = ctx_nongemm;
     ctx.delayed = &delayed;
+    ctx.accumulate = ctx_accumulate;
     model.zero_grad();
     const Mat<float> logits = model.forward(batch, ctx);
     Mat<float> dlogits;
@@ -530,10 +536,10 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     m.seconds = loop.train_seconds;
     if (ctx.collect) m.operands = operand_metrics(ctx);
     const bool last = step + 1 == o.steps;
-    if (last && o.final_eval) m.validation = evaluate(model, data, o, false, 0, ctx_nongemm, &delayed);
+    if (last && o.final_eval) m.validation = evaluate(model, data, o, false, 0, ctx_nongemm, &delayed, ctx_accumulate);
     else if (const std::int64_t every = o.eval_every < 0 ? std::max<std::int64_t>(1, o.steps / 10) : o.eval_every;
              every > 0 && (step + 1) % every == 0)
-      m.validation = evaluate(model, data, o, false, o.eval_limit, ctx_nongemm, &delayed);
+      m.validation = evaluate(model, data, o, false, o.eval_limit, ctx_nongemm, &delayed, ctx_accumulate);
     if (last && m.validation) result.validation = m.validation;
     loop.losses.push_back(loss);
     loop.steps_done = step + 1;
@@ -545,8 +551,9 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
   if (result.cancelled && o.checkpoint_every > 0 && checkpointed != loop.steps_done)
     if (auto e = checkpoint()) return *e;
   if (!result.cancelled && o.final_eval && !data.is_text && data.test.count() > 0)
-    result.test = evaluate(model, data, o, true, 0, ctx_nongemm, &delayed);
-  if (result.cancelled && o.final_eval && o.eval_on_cancel) result.validation = evaluate(model, data, o, false, 0, ctx_nongemm, &delayed);
+    result.test = evaluate(model, data, o, true, 0, ctx_nongemm, &delayed, ctx_accumulate);
+  if (result.cancelled && o.final_eval && o.eval_on_cancel)
+    result.validation = evaluate(model, data, o, false, 0, ctx_nongemm, &delayed, ctx_accumulate);
   result.losses = std::move(loop.losses);
   result.steps_done = loop.steps_done;
   result.skipped = loop.skipped;

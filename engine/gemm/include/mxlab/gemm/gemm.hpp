@@ -41,6 +41,13 @@ Result<Operand> quantize_operand(const BlockFormat& f, std::span<const double> x
 /// An operand of unquantized values: each value an element with scale 1, one block per row.
 Operand plain_operand(std::string name, std::span<const double> x, std::int64_t rows, std::int64_t depth);
 
+/// An operand of values already quantized with f along its rows (a fake quantization's output: each value the
+/// dequantized value of its element): each value an element with scale 1 and tensor scale 1, and a block start
+/// wherever f's blocks (or subtiles) along the rows begin; without f, or for a format without block scales, one
+/// block per row. The models then act on the values with f's block boundaries (docs/gemm.md, "In training").
+Operand values_operand(std::string name, const BlockFormat* f, std::span<const double> x, std::int64_t rows,
+                       std::int64_t depth);
+
 /// x (rows x cols, row-major) transposed.
 std::vector<double> transpose(std::span<const double> x, std::int64_t rows, std::int64_t cols);
 

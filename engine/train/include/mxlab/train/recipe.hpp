@@ -99,6 +99,10 @@ struct Recipe {
   /// layer norm, attention softmax; not the loss, the residual sums or the optimizer): "" or "fp32" keeps
   /// FP32, "bf16" simulates BF16 elementwise arithmetic.
   std::string nongemm;
+  /// The accumulation model of every GEMM, forward and backward (a model string of docs/gemm.md such as
+  /// "tensorcore-trunc14"): the products of the quantized operands are computed under it by the gemm module.
+  /// "" keeps float32 products (Eigen).
+  std::string accumulate;
 };
 
 /// Names of the presets.
@@ -117,8 +121,8 @@ enum class RecipeSyntax : std::uint8_t { Toml, KeyValue };
 /// Parses a recipe file's text: TOML (docs/training.md) with the keys preset (start from a preset), name, all /
 /// fwd / bwd / w / a / g / w_bp / a_bp (formats), nongemm (format), loss_scaling (none|static|dynamic), loss_scale,
 /// growth_interval, growth, backoff, min_scale (numbers), scaling (none|delayed), amax_history_len (number),
-/// amax_compute_algo (max|most_recent), margin (number), and [[layer]] tables of a pattern and role = format
-/// overrides; or, text TOML does not read, the old "key = value" lines ('#' comments, "layer PATTERN ROLE =
+/// amax_compute_algo (max|most_recent), margin (number), accumulate (an accumulation model, docs/gemm.md), and
+/// [[layer]] tables of a pattern and role = format overrides; or, text TOML does not read, the old "key = value" lines ('#' comments, "layer PATTERN ROLE =
 /// FORMAT"), which `syntax` reports. `origin` names the file in messages. Text without any setting (empty, or
 /// comments only) is an error.
 Result<Recipe> parse_recipe(std::string_view text, const std::string& origin, RecipeSyntax* syntax = nullptr);
