@@ -198,6 +198,7 @@ double ratio(std::int64_t a, std::int64_t b) { return b == 0 ? 0.0 : static_cast
 void add_stats(Row& r, const ErrorStats& s) {
   r.add("elements", static_cast<double>(s.count));
   r.add("mse", s.mse());
+  r.add("sse", s.sse.to_double());  // summed over layers (aggregate = "sum") for a whole model's MSE
   r.add("rmse", s.rmse());
   r.add("sqnr_db", s.sqnr_db());
   r.add("bias", s.count ? s.error_sum.to_double() / static_cast<double>(s.count) : 0.0);
@@ -319,6 +320,7 @@ Result<PointResult> run_analyze(const Experiment& e, const Point& p, const Point
       auto s = fa.by_gap.find(g);
       const ErrorStats stats = s == fa.by_gap.end() ? ErrorStats{} : s->second;
       row.add("mse", stats.mse());
+      row.add("sse", stats.sse.to_double());
       row.add("max_abs_error", stats.max_abs_error);
       row.add("max_rel_error", stats.max_rel_error);
       row.add("underflow_ratio", stats.underflow_ratio());
