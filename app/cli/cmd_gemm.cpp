@@ -6,6 +6,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/inputs.hpp"
+#include "cli/interrupt.hpp"
 #include "cli/progress_bar.hpp"
 #include "cli/quant_options.hpp"
 #include "mxlab/core/bits.hpp"
@@ -188,11 +189,19 @@ int cmd_gemm(const std::vector<std::string>& argv, Io io) {
     r.b = tb->exact_values();
   }
 
-  // Long GEMMs show each product's progress on a terminal (Ctrl-C stops the command; nothing is written).
-  ProgressBar bar(io.err, "entries of C", true);
-  if (r.m * r.k * r.n >= (std::int64_t{1} << 30) && ProgressBar::stderr_is_tty()) r.reporter = bar.reporter();
+  // Long GEMMs show each product's progress (a bar on a terminal, otherwise a line every few seconds). Ctrl-C
+  // stops the command after the running panels of C: nothing is written.
+  const bool tty = ProgressBar::stderr_is_tty();
+  ProgressBar bar(io.err, "entries of C", tty);
+  InterruptGuard guard;
+  r.reporter.cancel = InterruptGuard::flag();
+  if (r.m * r.k * r.n >= (std::int64_t{1} << 30)) r.reporter = bar.reporter(InterruptGuard::flag());
   auto report = gemm::run(r);
   bar.finish();
+  if (!report && r.reporter.cancelled()) {
+    io.err << "mxlab gemm: cancelled; nothing written\n";
+    return kExitInterrupted;
+  }
   if (!report) return bad_input(io, "gemm", report.error().message);
   Table table = gemm_header();
   table.rows.push_back(gemm_row("exact product", "fp32", "", r, report->exact_vs_fp32));

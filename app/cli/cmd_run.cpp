@@ -8,6 +8,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/inputs.hpp"
+#include "cli/interrupt.hpp"
 #include "cli/progress_bar.hpp"
 #include "mxlab/core/atomic_file.hpp"
 #include "mxlab/core/small_file.hpp"
@@ -21,29 +22,6 @@
 namespace mxlab::cli {
 
 namespace {
-
-std::atomic<bool> g_interrupted{false};
-void on_run_interrupt(int) { g_interrupted.store(true); }
-
-/// Ctrl-C stops after the running points while this lives (a second Ctrl-C ends the process).
-class InterruptGuard {
- public:
-  InterruptGuard() {
-    g_interrupted = false;
-    previous_ = std::signal(SIGINT, on_run_interrupt);
-    previous_term_ = std::signal(SIGTERM, on_run_interrupt);
-  }
-  ~InterruptGuard() {
-    std::signal(SIGINT, previous_);
-    std::signal(SIGTERM, previous_term_);
-  }
-  InterruptGuard(const InterruptGuard&) = delete;
-  InterruptGuard& operator=(const InterruptGuard&) = delete;
-
- private:
-  void (*previous_)(int) = nullptr;
-  void (*previous_term_)(int) = nullptr;
-};
 
 experiment::Renderer renderer() {
 #ifdef MXLAB_HAVE_PLOT
@@ -246,7 +224,7 @@ int run_files(Io io, const std::string& command, const Args& args, std::vector<s
       io.err << "mxlab " << command << ": stopped; " << s->run + s->kept << " of " << s->points
              << " points are saved. Continue with: mxlab " << command << " " << e.path << " --out " << s->out_dir
              << " --resume\n";
-      return 130;
+      return kExitInterrupted;
     }
     if (!s->complete)
       io.out << e.name << ": shard " << shard.first << "/" << shard.second << " done (" << s->run << " run, " << s->kept

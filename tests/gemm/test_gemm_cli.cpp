@@ -1,15 +1,19 @@
 // Checks `mxlab gemm` in-process: its rows, files with provenance, and the bad-input contract of
-// tests/support/cli_run.hpp (exit code 2, one line naming the input, nothing written).
+// tests/support/cli_run.hpp (exit code 2, one line naming the input, nothing written); and the binary stopped by
+// Ctrl-C (exit code 130, nothing written).
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 
 #include "gemm_test_files.hpp"
 #include "support/cli_run.hpp"
+#include "support/spawn.hpp"
 
 namespace fs = std::filesystem;
 using namespace mxlab_test;
@@ -124,5 +128,33 @@ TEST_CASE("mxlab gemm: a model's layer as B", "[gemm][cli]") {
       {{"gemm", "mxfp4", "mxfp4", "--accumulate", "exact", "--shape", "3", "--out", out}, "MxKxN"},
   };
   check_bad_inputs(dir, rows);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("mxlab gemm: Ctrl-C stops it after its first progress line, exit 130, nothing written", "[gemm][cli]") {
+  const auto dir = fs::temp_directory_path() / ("mxlab_test_gemm_interrupt_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string csv = (dir / "c.csv").string(), err_file = (dir / "err.txt").string();
+  // 2^31 multiply-accumulates per product, several products: far longer than the wait for the first line.
+  const pid_t pid = spawn_mxlab({"gemm", "mxfp8_e4m3", "mxfp8_e4m3", "--accumulate", "fp32-seq;safe-mac", "--shape",
+                                 "1024x2048x1024", "--threads", "1", "--csv", "--out", csv},
+                                {err_file, {}});
+  REQUIRE(pid > 0);
+  // Standard error is a file, not a terminal: progress comes as lines, the first with the first report.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (read(err_file).find("progress: ") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE_THAT(read(err_file), Catch::Contains("entries of C"));
+  REQUIRE(::kill(pid, SIGINT) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK_THAT(read(err_file), Catch::Contains("mxlab gemm: cancelled; nothing written\n"));
+  // Neither the table nor its provenance, nor a temporary file beside them.
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  CHECK(left == std::vector<std::string>{"err.txt"});
   fs::remove_all(dir);
 }
