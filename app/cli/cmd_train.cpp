@@ -72,6 +72,7 @@ std::vector<OptionSpec> train_options() {
           {"context", true, "T", "transformer context length (default 64)"},
           {"checkpoint-every", true, "N", "save DIR/checkpoint.bin every N steps (default 500; 0 = never)"},
           {"resume", false, "", "continue from DIR/checkpoint.bin (without one: start at step 1)"},
+          {"keep-checkpoint", false, "", "keep DIR/checkpoint.bin after the last step: the trained model, for direct casts"},
           {"no-timing", false, "", "leave the times out of metrics.csv and summary.json (byte-comparable files)"}};
 }
 
@@ -111,7 +112,9 @@ std::string duration(double s) {
 std::string run_identity(const Args& args, const std::vector<OptionSpec>& specs, const std::string& recipe_text) {
   std::string s;
   for (const auto& spec : specs) {
-    if (spec.name == "out" || spec.name == "threads" || spec.name == "checkpoint-every" || spec.name == "resume") continue;
+    if (spec.name == "out" || spec.name == "threads" || spec.name == "checkpoint-every" || spec.name == "resume" ||
+        spec.name == "keep-checkpoint")
+      continue;
     if (spec.takes_value) {
       if (auto v = args.value(spec.name)) s += spec.name + "=" + *v + "\n";
     } else if (args.flag(spec.name)) {
@@ -232,7 +235,8 @@ void print_result(Io io, const train::TrainOptions& o, const train::TrainData& d
                                                : "accuracy " + fixed_digits(r.validation->accuracy, 4));
   if (r.test) io.out << ", test accuracy " << fixed_digits(r.test->accuracy, 4);
   io.out << "\nwrote " << out_dir << "/metrics.csv, summary.json, recipe.txt"
-         << (r.cancelled && o.checkpoint_every > 0 ? ", checkpoint.bin (--resume continues)" : "") << "\n";
+         << (r.cancelled && o.checkpoint_every > 0 ? ", checkpoint.bin (--resume continues)" : "")
+         << (!r.cancelled && o.checkpoint_last ? ", checkpoint.bin (the trained model)" : "") << "\n";
 }
 
 /// Checks the options against the data and the memory budget, and opens the run's record.
@@ -251,6 +255,8 @@ Result<train::RunRecord> open_record(const Args& args, const std::vector<OptionS
   settings.identity = run_identity(args, specs, train::recipe_text(o.recipe));
   settings.timing = !args.flag("no-timing");
   settings.resume = args.flag("resume");
+  settings.keep_checkpoint = args.flag("keep-checkpoint");
+  o.checkpoint_last = settings.keep_checkpoint;
   return train::RunRecord::open(data, o, settings, *plan, *estimate);
 }
 

@@ -28,6 +28,7 @@
 #include "mxlab/ops/weight_tensors.hpp"
 #include "file_kind.hpp"
 #include "mxlab/train/data.hpp"
+#include "mxlab/train/direct_cast.hpp"
 #include "mxlab/train/recipe.hpp"
 #include "mxlab/train/run_record.hpp"
 #include "mxlab/train/trainer.hpp"
@@ -978,8 +979,113 @@ Result<PointResult> run_train(const Point& p, const PointRun& run) {
   return out;
 }
 
+/// The inference recipes of a direct_cast point and their casts: FP32 first, then every format (but fp32) under
+/// every cast.
+Result<std::vector<std::pair<std::string, train::Recipe>>> cast_recipes(const Experiment& e, const std::string& nongemm) {
+  std::vector<std::pair<std::string, train::Recipe>> out;
+  auto fp32 = train::cast_recipe("fp32", train::CastOperands::Weights, nongemm);
+  if (!fp32) return fp32.error();
+  out.emplace_back("none", *fp32);
+  for (const auto& f : e.formats) {
+    auto none = train::role_format(f);
+    if (!none) return make_error("formats: " + none.error().message);
+    if (!*none) continue;  // fp32: the baseline
+    for (const auto& c : e.cast) {
+      auto operands = train::parse_cast_operands(c);
+      if (!operands) return make_error(operands.error().message);
+      auto r = train::cast_recipe(f, *operands, nongemm);
+      if (!r) return make_error("formats: " + r.error().message);
+      out.emplace_back(c, *r);
+    }
+  }
+  return out;
+}
+
+/// A direct_cast point: the model of a checkpoint (or one trained here in FP32 from the point's training keys),
+/// evaluated with its GEMM weights (and activations) cast to each format, next to FP32.
+Result<PointResult> run_direct_cast(const Experiment& e, const Point& p, const PointRun& run) {
+  train::TrainOptions o;
+  std::string data_spec;
+  train::DataOptions dopt;
+  const auto checkpoint = p.param("checkpoint");
+  if (checkpoint) {
+    auto m = train::read_model_checkpoint(resolve(e, *checkpoint));
+    if (!m) return m.error();
+    o = std::move(m->options);
+    data_spec = m->data;
+    dopt.dir = m->data_dir;
+  } else {
+    auto job = train_config(p);
+    if (!job) return job.error();
+    o = std::move(job->options);
+    data_spec = job->data;
+  }
+  o.threads = run.threads;
+  dopt.seed = o.seed;
+  auto data = train::load_train_data(data_spec, dopt);
+  if (!data) return data.error();
+  if (auto err = train::check_data_fit(*data, o)) return *err;
+  Reporter r;
+  r.cancel = run.reporter.cancel;
+  r.on_progress = run.reporter.on_progress;
+  std::optional<train::TrainResult> trained;
+  if (!checkpoint) {
+    // The trained model's state after the last step, as `mxlab train --keep-checkpoint` keeps it.
+    o.metrics_every = 0;
+    o.checkpoint_last = true;
+    o.on_checkpoint = [&](std::int64_t, const std::string& state) -> std::optional<Error> {
+      o.resume_state = state;
+      return std::nullopt;
+    };
+    auto t = train::run_training(*data, o, {}, r);
+    if (!t) return t.error();
+    if (t->cancelled) return make_error(ops::kCancelled);
+    trained = std::move(*t);
+    o.on_checkpoint = {};
+    o.checkpoint_last = false;
+  }
+  auto recipes = cast_recipes(e, o.recipe.nongemm);
+  if (!recipes) return recipes.error();
+  std::vector<train::Recipe> inference;
+  for (const auto& [cast, recipe] : *recipes) inference.push_back(recipe);
+  auto evals = train::evaluate_casts(*data, o, inference, r);
+  if (!evals) return evals.error();
+  const bool text = data->is_text;
+  const std::string split = text || data->test.count() == 0 ? "val" : "test";
+  const std::string metric = split + (text ? "_bpc" : "_accuracy");
+  auto score = [&](const train::EvalMetrics& m) { return text ? m.bpc : m.accuracy; };
+  PointResult out;
+  const double fp32 = score((*evals)[0]);
+  auto add_row = [&](const std::string& format, const std::string& cast, const train::EvalMetrics& m) {
+    Row row = param_row(p);
+    row.add("format", format);
+    row.add("cast", cast);
+    row.add(split + "_loss", m.loss);
+    row.add(metric, score(m));
+    row.add("delta", score(m) - fp32);  // against FP32: accuracy (a fraction) or bits per character
+    row.add("examples", static_cast<double>(m.examples));
+    out["cast"].push_back(std::move(row));
+  };
+  for (const auto& c : e.cast) add_row("fp32", c, (*evals)[0]);  // FP32 is evaluated once, shown under every cast
+  for (std::size_t i = 1; i < evals->size(); ++i) add_row((*recipes)[i].second.formats.w.text(), (*recipes)[i].first, (*evals)[i]);
+  Row s = param_row(p);
+  if (!p.param("model")) s.add("model", std::string(o.model.kind.name()));  // a checkpoint's, or the default
+  if (!p.param("data")) s.add("data", data->name);
+  s.add("trained_recipe", o.recipe.name);
+  s.add("fp32_" + metric, fp32);
+  // The trainer's own evaluation of the model it trained (empty for a checkpoint read from a file): the FP32 cast
+  // must give it exactly.
+  const auto& own = trained ? (split == "test" ? trained->test : trained->validation) : std::nullopt;
+  s.add("trainer_" + metric, own ? Cell(score(*own)) : Cell(std::string("")));
+  s.add("fp32_equals_trainer", own ? Cell(score(*own) == fp32 ? 1.0 : 0.0) : Cell(std::string("")));
+  s.add("parameters", trained ? Cell(static_cast<double>(trained->parameters)) : Cell(std::string("")));
+  out["summary"].push_back(std::move(s));
+  return out;
+}
+
 Result<PointResult> run_point(const Experiment& e, const Point& p, const PointRun& run) {
   if (e.job == "train") return run_train(p, run);
+  if (e.job == "direct_cast") return run_direct_cast(e, p, run);
   if (e.job == "analyze") return run_analyze(e, p, run);
   if (e.job == "profiles") return run_profiles(e, p, run);
   if (e.job == "bounds") return run_bounds(e, p);
@@ -991,6 +1097,26 @@ Result<PointResult> run_point(const Experiment& e, const Point& p, const PointRu
 std::optional<Error> check_point(const Experiment& e, const Point& p) {
   auto in_point = [&](const Error& err) { return make_error(e.path + ": " + err.message); };
   if (e.job == "train") {
+    auto c = train_config(p);
+    if (!c) return in_point(make_error("point " + p.key() + ": " + c.error().message));
+    return std::nullopt;
+  }
+  if (e.job == "direct_cast") {
+    if (auto r = cast_recipes(e, ""); !r) return in_point(r.error());
+    if (auto c = p.param("checkpoint")) {
+      for (const char* key : {"recipe", "set", "model", "data", "seed", "steps", "batch", "lr", "optimizer", "warmup",
+                              "weight_decay", "eval_every", "hidden"})
+        if (p.param(key))
+          return in_point(make_error("point " + p.key() + ": '" + key +
+                                     "' trains a model; a checkpoint's model is taken as it was trained"));
+      const std::string path = resolve(e, *c);
+      std::error_code ec;
+      const std::string file = fs::is_directory(path, ec) ? path + "/checkpoint.bin" : path;
+      if (auto why = not_a_file(file))
+        return in_point(make_error("checkpoint " + quote_input(file) + *why +
+                                   " (mxlab train --keep-checkpoint keeps the trained model's)"));
+      return std::nullopt;
+    }
     auto c = train_config(p);
     if (!c) return in_point(make_error("point " + p.key() + ": " + c.error().message));
     return std::nullopt;
@@ -1038,6 +1164,19 @@ std::optional<Error> check_point(const Experiment& e, const Point& p) {
 
 std::vector<std::string> input_files(const Experiment& e) {
   std::vector<std::string> files;
+  if (e.job == "direct_cast") {  // the checkpoints the points read
+    auto add = [&](const std::string& axis, const std::string& value) {
+      if (axis != "checkpoint") return;
+      const std::string path = resolve(e, value);
+      std::error_code ec;
+      const std::string file = fs::is_directory(path, ec) ? path + "/checkpoint.bin" : path;
+      if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
+    };
+    for (const auto& [axis, values] : e.axes)
+      for (const auto& v : values) add(axis, v);
+    for (const auto& pt : e.points)
+      for (const auto& [axis, v] : pt) add(axis, v);
+  }
   for (const auto& in : e.inputs) {
     if (!in.weights.empty()) {
       if (auto src = find_data_source(in.weights)) {

@@ -185,10 +185,10 @@ bool is_name(const std::string& s) {
 /// Axes every job understands, besides the format options.
 bool known_axis(const std::string& job, const std::string& axis) {
   if (job == "catalogue") return axis == "format" || axis == "codes";
-  if (job == "train") {
+  if (job == "train" || job == "direct_cast") {
     static const std::set<std::string> kTrain = {"recipe", "set", "seed", "model", "data", "steps", "batch", "lr",
                                                  "optimizer", "warmup", "weight_decay", "eval_every", "hidden"};
-    return kTrain.count(axis) > 0;
+    return kTrain.count(axis) > 0 || (job == "direct_cast" && axis == "checkpoint");
   }
   if (axis == "format" || axis == "block") return true;
   if (job == "bounds") {
@@ -408,7 +408,7 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
       return e;
     }
     r.only(root, "", {"name", "description", "job", "inputs", "sweep", "points", "metrics", "gaps", "histogram_bins", "baseline_profile",
-                      "max_gap", "table", "plot", "expect", "batch"});
+                      "max_gap", "formats", "cast", "table", "plot", "expect", "batch"});
     Experiment e;
     e.path = path;
     e.text = text;
@@ -419,8 +419,8 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
     if (auto n = root.get("job")) {
       e.job = r.string(*n, "job");
       if (e.job != "analyze" && e.job != "catalogue" && e.job != "bounds" && e.job != "profiles" && e.job != "train" &&
-          e.job != "gemm")
-        r.fail(n, "job", "expected analyze, catalogue, bounds, profiles, train or gemm");
+          e.job != "gemm" && e.job != "direct_cast")
+        r.fail(n, "job", "expected analyze, catalogue, bounds, profiles, train, gemm or direct_cast");
     }
     if (auto n = root.get("inputs")) {
       for (const auto& [k, v] : ordered(r.table(*n, "inputs"))) read_input(r, k, r.table(*v, "inputs." + k), e);
@@ -444,6 +444,16 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
     if (auto n = root.get("histogram_bins")) e.histogram_bins = static_cast<int>(r.integer(*n, "histogram_bins", 0, 4096));
     if (auto n = root.get("baseline_profile")) e.baseline_profile = r.string(*n, "baseline_profile");
     if (auto n = root.get("max_gap")) e.max_gap = static_cast<int>(r.integer(*n, "max_gap", 0, 512));
+    for (const char* key : {"formats", "cast"}) {
+      const toml::node* n = root.get(key);
+      if (!n) continue;
+      if (e.job != "direct_cast") r.fail(n, key, "applies to job 'direct_cast' only");
+      auto& field = std::string(key) == "formats" ? e.formats : e.cast;
+      field = r.strings(*n, key);
+      if (field.empty()) r.fail(n, key, "an empty list casts nothing");
+      for (const auto& v : field)
+        if (std::count(field.begin(), field.end(), v) > 1) r.fail(n, key, "'" + v + "' is listed twice");
+    }
     if (auto n = root.get("table")) {
       auto ts = r.tables(*n, "table");
       for (std::size_t i = 0; i < ts.size(); ++i) read_table(r, *ts[i], i, e);
@@ -476,8 +486,10 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
     for (const auto& x : e.expects)
       if (!x.table.empty() && !names.count("table:" + x.table))
         r.fail(nullptr, "expect.table", "no table named '" + x.table + "'");
-    const std::string needed = e.job == "train" ? "recipe" : "format";
-    const bool has = [&] {
+    if (e.job == "direct_cast" && e.formats.empty())
+      r.fail(nullptr, "formats", "job 'direct_cast' needs formats = [...], the formats to cast the models to");
+    const std::string needed = e.job == "train" ? "recipe" : e.job == "direct_cast" ? "model" : "format";
+    const bool has = e.job == "direct_cast" || [&] {
       for (const auto& [a, v] : e.axes) if (a == needed || a == "a") return true;
       for (const auto& pt : e.points) for (const auto& [a, v] : pt) if (a == needed || a == "a") return true;
       return false;

@@ -739,6 +739,8 @@ std::optional<std::string> computation_difference(const Experiment& a, const Exp
   if (a.histogram_bins != b.histogram_bins) return "histogram_bins";
   if (a.baseline_profile != b.baseline_profile) return "baseline_profile";
   if (a.max_gap != b.max_gap) return "max_gap";
+  if (a.formats != b.formats) return "formats";
+  if (a.cast != b.cast) return "cast";
   if (a.batch != b.batch) return "batch";
   return std::nullopt;
 }

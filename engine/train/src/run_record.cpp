@@ -373,6 +373,9 @@ std::optional<Error> RunRecord::State::resume(TrainOptions& o, const RecordPlan&
   if (!done) return make_error(cp_name + ": " + done.error().message);
   auto cols = parse_columns(cp->sections["columns"], *done);
   if (!cols) return make_error(cp_name + " is damaged (its operand columns)");
+  if (*done == o.steps)
+    return make_error(cp_name + " holds a finished run (step " + std::to_string(*done) + " of " + std::to_string(o.steps) +
+                      "): nothing to resume");
   for (const auto& [c, t] : *cols) {
     columns.push_back(c);
     totals.set(c, t);
@@ -482,6 +485,12 @@ void RunRecord::discard() {
 
 void add_run_inputs(Provenance& prov, const TrainData& data, const TrainOptions& o) {
   prov.inputs.emplace_back("seed", std::to_string(o.seed));
+Result<CheckpointContents> read_checkpoint_file(const std::string& path, std::uint64_t max_bytes) {
+  auto cp = read_checkpoint(path, max_bytes);
+  if (!cp) return cp.error();
+  return CheckpointContents{std::move(cp->sections["identity"]), std::move(cp->sections["state"])};
+}
+
   prov.inputs.emplace_back("model", std::string(o.model.kind.name()));
   prov.inputs.emplace_back("data", data.name);
   for (std::size_t i = 0; i < data.files.size(); ++i) prov.inputs.emplace_back("file" + std::to_string(i + 1), data.files[i]);
@@ -543,7 +552,7 @@ std::optional<Error> RunRecord::finish(const TrainResult& result, Provenance pro
   if (auto w = write_file_atomic(s.settings.out_dir + "/summary.json", summary, "JSON"); !w) return w.error();
   // A finished run's checkpoint is spent; a stopped run keeps it for --resume.
   std::error_code ec;
-  if (!result.cancelled) std::filesystem::remove(s.checkpoint_path(), ec);
+  if (!result.cancelled && !s.settings.keep_checkpoint) std::filesystem::remove(s.checkpoint_path(), ec);
   return std::nullopt;
 }
 

@@ -12,6 +12,7 @@
 
 #include "mxlab/core/memory.hpp"
 #include "mxlab/core/small_file.hpp"
+#include "mxlab/ops/ops.hpp"
 #include "image_models.hpp"
 
 namespace mxlab::train {
@@ -545,7 +546,7 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     loop.steps_done = step + 1;
     if (on_step) on_step(m);
     reporter.report(step + 1, o.steps, "train");
-    if (o.checkpoint_every > 0 && !last && loop.steps_done % o.checkpoint_every == 0)
+    if (last ? o.checkpoint_last : o.checkpoint_every > 0 && loop.steps_done % o.checkpoint_every == 0)
       if (auto e = checkpoint()) return *e;
   }
   if (result.cancelled && o.checkpoint_every > 0 && checkpointed != loop.steps_done)
@@ -658,6 +659,48 @@ Result<std::int64_t> check_resume_state(const TrainData& data, const TrainOption
 Result<double> step_seconds(const ModelConfig& model, const Recipe& recipe, std::int64_t batch, std::int64_t steps,
                             int reps, unsigned threads) {
   TrainData d;
+Result<std::vector<EvalMetrics>> evaluate_casts(const TrainData& data, const TrainOptions& o,
+                                                const std::vector<Recipe>& inference, const Reporter& reporter) {
+  // The checkpoint is read into the model the training options build (its recipe decides the delayed-scaling
+  // histories the state holds), then its weights and statistics go into a model built per inference recipe.
+  detail::DelayedStates delayed;
+  auto trained = make_model(data, o, &delayed);
+  if (!trained) return trained.error();
+  const auto params = (*trained)->params();
+  const auto buffers = (*trained)->buffers();
+  Optimizer opt(o.optimizer, params);
+  Batcher batcher(data, o);
+  LoopState loop;
+  try {
+    load_state(o.resume_state, loop, params, buffers, opt, batcher, delayed, o.steps);
+  } catch (const std::runtime_error& e) {
+    return make_error(e.what());
+  }
+  const bool test = !data.is_text && data.test.count() > 0;
+  std::vector<EvalMetrics> out;
+  for (std::size_t i = 0; i < inference.size(); ++i) {
+    if (reporter.cancelled()) return make_error(ops::kCancelled);
+    TrainOptions io = o;
+    io.recipe = inference[i];
+    auto nongemm_format = role_format(io.recipe.nongemm);
+    if (!nongemm_format) return make_error("recipe '" + io.recipe.name + "', nongemm: " + nongemm_format.error().message);
+    std::optional<ops::FakeQuantizer> nongemm;
+    if (*nongemm_format) nongemm.emplace(**nongemm_format);
+    detail::DelayedStates cast_delayed;
+    auto made = make_model(data, io, &cast_delayed);
+    if (!made) return made.error();
+    const auto cast_params = (*made)->params();
+    const auto cast_buffers = (*made)->buffers();
+    if (cast_params.size() != params.size() || cast_buffers.size() != buffers.size())
+      return make_error("recipe '" + io.recipe.name + "' builds another model than the checkpoint's");
+    for (std::size_t k = 0; k < params.size(); ++k) cast_params[k]->value = params[k]->value;
+    for (std::size_t k = 0; k < buffers.size(); ++k) cast_buffers[k]->value = buffers[k]->value;
+    out.push_back(evaluate(**made, data, io, test, 0, nongemm ? &*nongemm : nullptr, &cast_delayed));
+    reporter.report(static_cast<std::int64_t>(i + 1), static_cast<std::int64_t>(inference.size()), "cast");
+  }
+  return out;
+}
+
   d.name = "random images";
   d.rows = d.cols = 28;
   d.classes = 10;

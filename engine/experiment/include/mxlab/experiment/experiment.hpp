@@ -111,6 +111,8 @@ struct Experiment {
   int histogram_bins = 0;            ///< analyze: histograms of inputs and values, errors by binade (0 = none)
   std::string baseline_profile = "ocp";  ///< profiles: the profile every other is compared with
   int max_gap = -1;                  ///< bounds: last gap (-1: where both formats have fully underflowed)
+  std::vector<std::string> formats;  ///< direct_cast: the formats each point's model is cast to (FP32 always first)
+  std::vector<std::string> cast = {"weights"};  ///< direct_cast: weights, weights+activations
   std::vector<TableDef> tables;
   std::vector<PlotDef> plots;
   std::vector<ExpectDef> expects;

@@ -79,7 +79,20 @@ struct RecordSettings {
                          ///< the same ones
   bool timing = true;    ///< false: no times in metrics.csv and summary.json (byte-comparable files)
   bool resume = false;   ///< continue from out_dir/checkpoint.bin when there is one
+  bool keep_checkpoint = false;  ///< a finished run keeps its checkpoint (the trained model's state after the last
+                                 ///< step; TrainOptions::checkpoint_last writes it) instead of removing it
 };
+
+/// What a checkpoint file holds for whoever evaluates its model: the settings of the run that wrote it
+/// (RecordSettings::identity) and the trainer's state.
+struct CheckpointContents {
+  std::string identity;
+  std::string state;
+};
+
+/// Reads a checkpoint file written by a RunRecord: a regular file of at most max_bytes whose SHA-256 matches
+/// (as --resume checks it). Errors name the file.
+Result<CheckpointContents> read_checkpoint_file(const std::string& path, std::uint64_t max_bytes);
 
 /// Checks the output folder before the data is read: a name, not a file, and no folder or device under the name
 /// of one of the run's files. Errors name --out.

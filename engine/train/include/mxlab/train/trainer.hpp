@@ -50,6 +50,9 @@ struct TrainOptions {
   /// step count, loss-scale state, delayed-scaling histories, data order position, losses so far). An error
   /// it returns stops the run with that error.
   std::int64_t checkpoint_every = 0;
+  /// Also a checkpoint after the last step (whatever checkpoint_every says): the trained model's state, for
+  /// evaluate_casts and `mxlab train --keep-checkpoint`.
+  bool checkpoint_last = false;
   std::function<std::optional<Error>(std::int64_t steps_done, const std::string& state)> on_checkpoint;
   /// A state on_checkpoint received: the run continues from it bit-identically (empty: from step 0). The
   /// options and data must be the run's that wrote it; a state that does not fit the model is an error.
@@ -146,6 +149,15 @@ std::optional<Error> check_memory_budget(const MemoryEstimate& estimate, const s
 /// optimizer, the data position and the delayed-scaling histories must all fit. Returns the steps it has done;
 /// errors name what does not fit.
 Result<std::int64_t> check_resume_state(const TrainData& data, const TrainOptions& options);
+
+/// Evaluates the model of a checkpoint state (TrainOptions::resume_state, read under the options that wrote it:
+/// model, sizes, optimizer, steps and recipe) once per recipe of `inference`, each in place of the training recipe:
+/// its formats quantize the GEMM operands of the forward pass (w the weights, a the activations) and its nongemm
+/// rounds the non-GEMM outputs. Images: the whole test split (the validation split when there is no test split);
+/// text: the whole validation text, as the trainer's final evaluation. Reports progress ("cast", recipes done)
+/// and stops with ops::kCancelled when the reporter asks.
+Result<std::vector<EvalMetrics>> evaluate_casts(const TrainData& data, const TrainOptions& options,
+                                                const std::vector<Recipe>& inference, const Reporter& reporter = {});
 
 /// Seconds per training step (best of `reps` runs of `steps` steps, after one untimed step) of the model on
 /// seeded random 28x28 images in 10 classes, without operand metrics or evaluation: what `mxlab bench`

@@ -1,0 +1,159 @@
+// The direct_cast job: a trained model's weights (and activations) cast to formats at inference, next to FP32.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "experiment/experiment_support.hpp"
+#include "support/train_data.hpp"
+
+namespace fs = std::filesystem;
+using mxlab_test::run_cli;
+using mxlab_test::Scratch;
+
+namespace {
+
+using CsvRow = std::map<std::string, std::string>;
+
+std::vector<CsvRow> read_csv(const fs::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::vector<std::string> header;
+  std::getline(in, line);
+  std::stringstream hs(line);
+  for (std::string c; std::getline(hs, c, ',');) header.push_back(c);
+  std::vector<CsvRow> rows;
+  while (std::getline(in, line)) {
+    CsvRow r;
+    std::stringstream ls(line);
+    std::string c;
+    for (const auto& name : header) {
+      if (!std::getline(ls, c, ',')) c.clear();
+      r[name] = c;
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+const CsvRow& find_row(const std::vector<CsvRow>& rows, const std::string& format, const std::string& cast) {
+  for (const auto& r : rows)
+    if (r.at("format") == format && r.at("cast") == cast) return r;
+  FAIL("no row " << format << " " << cast);
+  return rows.front();
+}
+
+/// A number of summary.json: "KEY": {"loss": X, "accuracy": Y, ...}.
+double json_field(const std::string& json, const std::string& object, const std::string& key) {
+  const auto at = json.find("\"" + object + "\": {");
+  REQUIRE(at != std::string::npos);
+  const auto k = json.find("\"" + key + "\": ", at);
+  REQUIRE(k != std::string::npos);
+  return std::strtod(json.c_str() + k + key.size() + 4, nullptr);
+}
+
+struct DigitsData {
+  Scratch dir;
+  DigitsData() {
+    mxlab_test::write_digits(dir.dir / "data");
+    ::setenv("MXLAB_DATA_DIR", (dir.dir / "data").c_str(), 1);
+  }
+  ~DigitsData() { ::unsetenv("MXLAB_DATA_DIR"); }
+};
+
+}  // namespace
+
+TEST_CASE("direct_cast of a checkpoint: FP32 gives the trainer's own evaluation, a lossless cast gives FP32",
+          "[experiment][direct_cast]") {
+  DigitsData d;
+  const fs::path run = d.dir.dir / "run";
+  std::string out, err;
+  int rc = run_cli({"train", "--model", "mlp", "--data", "digits", "--recipe", "fp32", "--steps", "12", "--batch", "16",
+                    "--hidden", "16,8", "--seed", "3", "--metrics-every", "0", "--out", run.string(), "--keep-checkpoint"},
+                   &out, &err);
+  INFO(err);
+  REQUIRE(rc == 0);
+  REQUIRE(fs::exists(run / "checkpoint.bin"));
+  const std::string summary = mxlab_test::read_file(run / "summary.json");
+  // A kept checkpoint holds a finished run: it is not resumed.
+  rc = run_cli({"train", "--model", "mlp", "--data", "digits", "--recipe", "fp32", "--steps", "12", "--batch", "16",
+                "--hidden", "16,8", "--seed", "3", "--metrics-every", "0", "--out", run.string(), "--resume"},
+               &out, &err);
+  CHECK(rc == 2);
+  CHECK_THAT(err, Catch::Contains("finished run"));
+
+  const std::string file = d.dir.put("cast.toml", "name = \"cast\"\njob = \"direct_cast\"\n"
+                                                  "formats = [\"fp32\", \"e8m23\", \"mxint8\", \"mxfp4\"]\n"
+                                                  "cast = [\"weights\", \"weights+activations\"]\n"
+                                                  "[sweep]\ncheckpoint = \"run\"\n");
+  rc = run_cli({"run", file, "--out", (d.dir.dir / "r").string(), "--quiet"}, &out, &err);
+  INFO(err);
+  REQUIRE(rc == 0);
+  const auto rows = read_csv(d.dir.dir / "r" / "results" / "cast.csv");
+  REQUIRE(rows.size() == 8);  // FP32 under both casts, three formats under both
+  for (const char* cast : {"weights", "weights+activations"}) {
+    const CsvRow& fp32 = find_row(rows, "fp32", cast);
+    // summary.json prints 9 significant digits: the same accuracy (a count of 80 images) and loss.
+    CHECK(std::abs(std::strtod(fp32.at("test_accuracy").c_str(), nullptr) - json_field(summary, "test", "accuracy")) < 1e-9);
+    CHECK(std::abs(std::strtod(fp32.at("test_loss").c_str(), nullptr) - json_field(summary, "test", "loss")) < 1e-6);
+    // float32 elements hold every float32 weight and activation: the cast changes nothing, to the last bit.
+    const CsvRow& lossless = find_row(rows, "e8m23", cast);
+    CHECK(lossless.at("test_accuracy") == fp32.at("test_accuracy"));
+    CHECK(lossless.at("test_loss") == fp32.at("test_loss"));
+    CHECK(lossless.at("delta") == "0");
+    // MXFP4 changes the model's outputs.
+    CHECK(find_row(rows, "mxfp4", cast).at("test_loss") != fp32.at("test_loss"));
+  }
+}
+
+TEST_CASE("direct_cast trains its model when no checkpoint is given: FP32 equals the trainer's evaluation exactly",
+          "[experiment][direct_cast]") {
+  DigitsData d;
+  const std::string file = d.dir.put("cast.toml", "name = \"cast\"\njob = \"direct_cast\"\n"
+                                                  "formats = [\"mxint8\"]\n"
+                                                  "[sweep]\nmodel = [\"mlp\", \"cnn\"]\ndata = \"digits\"\nsteps = 6\n"
+                                                  "batch = 16\nhidden = 8\n"
+                                                  "[[expect]]\nfrom = \"summary\"\nmetric = \"fp32_equals_trainer\"\n"
+                                                  "equals = 1\n");
+  std::string out, err;
+  const int rc = run_cli({"check", file, "--out", (d.dir.dir / "r").string(), "--quiet"}, &out, &err);
+  INFO(err << out);
+  REQUIRE(rc == 0);
+  const auto summary = read_csv(d.dir.dir / "r" / "results" / "summary.csv");
+  REQUIRE(summary.size() == 2);
+  for (const auto& s : summary) CHECK(s.at("fp32_test_accuracy") == s.at("trainer_test_accuracy"));
+}
+
+TEST_CASE("direct_cast refuses a missing checkpoint and an unknown format before anything runs", "[experiment][direct_cast]") {
+  DigitsData d;
+  std::string out, err;
+  const std::string missing = d.dir.put("m.toml", "name = \"m\"\njob = \"direct_cast\"\nformats = [\"mxint8\"]\n"
+                                                  "[sweep]\ncheckpoint = \"nowhere/checkpoint.bin\"\n");
+  int rc = run_cli({"run", missing, "--out", (d.dir.dir / "m").string(), "--quiet"}, &out, &err);
+  CHECK(rc == 2);
+  CHECK_THAT(err, Catch::Contains("checkpoint") && Catch::Contains("nowhere/checkpoint.bin") &&
+                      Catch::Contains("does not exist"));
+  CHECK(!fs::exists(d.dir.dir / "m"));
+  const std::string unknown = d.dir.put("u.toml", "name = \"u\"\njob = \"direct_cast\"\nformats = [\"mxint8\", \"mxfp9\"]\n"
+                                                  "[sweep]\nmodel = \"mlp\"\ndata = \"digits\"\nsteps = 2\n");
+  rc = run_cli({"run", unknown, "--out", (d.dir.dir / "u").string(), "--quiet"}, &out, &err);
+  CHECK(rc == 2);
+  CHECK_THAT(err, Catch::Contains("'mxfp9'"));
+  CHECK(!fs::exists(d.dir.dir / "u"));
+  const std::string cast = d.dir.put("c.toml", "name = \"c\"\njob = \"direct_cast\"\nformats = [\"mxint8\"]\n"
+                                               "cast = [\"activations\"]\n[sweep]\nmodel = \"mlp\"\ndata = \"digits\"\n");
+  rc = run_cli({"run", cast, "--out", (d.dir.dir / "c").string(), "--quiet"}, &out, &err);
+  CHECK(rc == 2);
+  CHECK_THAT(err, Catch::Contains("'activations'") && Catch::Contains("weights or weights+activations"));
+  // A file that is not a checkpoint is named as such.
+  const std::string junk = d.dir.put("junk.bin", "not a checkpoint\n");
+  const std::string bad = d.dir.put("b.toml", "name = \"b\"\njob = \"direct_cast\"\nformats = [\"mxint8\"]\n"
+                                              "[sweep]\ncheckpoint = \"junk.bin\"\n");
+  rc = run_cli({"run", bad, "--out", (d.dir.dir / "b").string(), "--quiet"}, &out, &err);
+  CHECK(rc != 0);
+  CHECK_THAT(err, Catch::Contains("junk.bin") && Catch::Contains("not a training checkpoint"));
+}
