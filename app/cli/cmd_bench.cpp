@@ -310,7 +310,7 @@ Result<std::vector<Case>> block_rows(Bench& b) {
     auto k = BlockKernel::make(f);
     if (k) c->kernel = std::make_shared<BlockKernel>(*k);
     if (!k) c->why = k.error().message;
-    const std::int64_t subtile = f.layout.tiles[0].subtile;
+    const std::int64_t subtile = f.layout.geometry().tile(0).subtile;
     c->packed_bytes = f.element.bits() / 8.0 + 1.0 / static_cast<double>(f.block_elements()) +
                       (subtile > 0 ? 1.0 / static_cast<double>(subtile) : 0.0);
     const bool standard = *profile == 0 && subtile == 0 && f.element.kind() != FormatKind::Codebook &&

@@ -149,10 +149,11 @@ BlockFormat cast_format(const std::string& text, const std::string& round, const
 /// (1-D tiles on it), 2-D tiles, a tensor scale or none; per-channel scales and other block axes go through
 /// ops::quantize_fake, which moves them.
 bool runs_in_place(const BlockFormat& f, std::size_t rank) {
-  if (f.layout.channel_axis != ScaleLayout::kNoAxis) return false;
-  if (f.layout.tiles.size() != 1) return true;
+  const BlockGeometry geometry = f.layout.geometry();
+  if (geometry.per_channel()) return false;
+  if (!geometry.one_d()) return true;
   const int r = static_cast<int>(rank);
-  return rank <= 1 || f.layout.axis == -1 || f.layout.axis == r - 1;
+  return rank <= 1 || geometry.axis() == -1 || geometry.axis() == r - 1;
 }
 
 /// Fake quantization of x into out (float32), engine name returned.

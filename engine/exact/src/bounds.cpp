@@ -189,9 +189,8 @@ std::optional<Error> check_bounds_support(const BlockFormat& f) {
   if (f.layout.sparse_m > 0)
     return unsupported(f, "N:M sparsity zeroes elements by their rank in a group, so the error of x is not a "
                           "function of (amax, x)");
-  for (const TileDim& t : f.layout.tiles)
-    if (t.subtile > 0)
-      return unsupported(f, "subtile microexponents make an element's scale depend on its subtile's amax");
+  if (f.layout.geometry().has_subtiles())
+    return unsupported(f, "subtile microexponents make an element's scale depend on its subtile's amax");
   const QuantOptions& qo = f.options;
   // Peer arithmetic that rounds inputs, quotients or log2 in float32 changes q away from the
   // definitions the closed forms solve; the bound is defined for the exact defaults.
@@ -539,7 +538,7 @@ struct Quantized {
 /// The reference quantizer on x and -x, each in a block whose amax is `amax`: the block {amax, x, -x}, or with
 /// blocks of two elements {amax, x} and {amax, -x} (with one-element blocks x is its own amax).
 Quantized run_quantizer(const BlockFormat& f, double amax, double x) {
-  if (f.block_elements() <= 2 && f.layout.tiles.size() == 1) {
+  if (f.block_elements() <= 2 && f.layout.geometry().one_d()) {
     const std::vector<double> t = {amax, x, amax, -x};
     auto r = quantize(f, t, {4});
     if (!r) throw std::logic_error("bounds: quantize failed: " + r.error().message);

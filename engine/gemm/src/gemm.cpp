@@ -83,7 +83,7 @@ Result<Operand> quantize_operand(const BlockFormat& f, std::span<const double> x
   op.tensor_scale = q->tensor_scale;
   // One scale over the whole tensor (e4m3:float32) multiplies once at the end, as a tensor scale: FP8 GEMMs
   // with per-tensor scaling apply them to the result (cuBLAS's scale_a * scale_b).
-  const bool per_tensor = f.layout.scale && f.layout.tiles.empty() && f.layout.channel_axis == ScaleLayout::kNoAxis &&
+  const bool per_tensor = f.layout.scale && f.layout.geometry().per_tensor() &&
                           !f.layout.tensor_scale && q->scale_values.size() == 1 && std::isfinite(q->scale_values[0]) &&
                           q->scale_values[0] > 0;
   if (per_tensor) {

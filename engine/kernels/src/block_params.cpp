@@ -98,7 +98,7 @@ bool needs_plan(const BlockFormat& f) {
   const bool plain_policy = o.specials == SpecialsPolicy::BlockNan || o.specials == SpecialsPolicy::BlockNanAny ||
                             o.specials == SpecialsPolicy::Element;
   // A scale exponent above the scale's largest is a NaN block under --scale-overflow nan (the plan's decision).
-  return f.layout.tiles[0].subtile > 0 || !plain_policy || !is_default_peer(o, &why) ||
+  return f.layout.geometry().tile(0).subtile > 0 || !plain_policy || !is_default_peer(o, &why) ||
          o.scale.overflow == Overflow::Nan;
 }
 
@@ -266,7 +266,7 @@ void pow2_path_params(const BlockFormat& f, BlockParams* p) {
   p->zero_block_exponent = std::clamp(zx, p->x_min, p->x_max);
   if (needs_plan(f)) {
     p->planned = true;
-    p->subtile = f.layout.tiles[0].subtile;
+    p->subtile = f.layout.geometry().tile(0).subtile;
     p->subtile_dmax = (1 << f.layout.subtile_bits) - 1;
     p->plan_negative_zeros = negative_zero_values(f) && p->subtile == 0;
   }
@@ -282,11 +282,12 @@ std::string unsupported_reason_of(const BlockFormat& f, bool check_scale_table) 
   if (l.tensor_scale && !float_scales) return "a tensor scale needs float block scales (rule amax)";
   if (l.tensor_scale && (l.tensor_scale->kind() != FormatKind::Float || l.tensor_scale->spec().mantissa_bits > 23))
     return "tensor scale format '" + l.tensor_scale->name() + "' is not a float format of at most 24 significant bits";
-  if (l.channel_axis != ScaleLayout::kNoAxis) return "per-channel scales are not supported";
-  if (l.tiles.empty()) return "a per-tensor scale is not supported (1-D blocks along the last axis only)";
-  if (l.tiles.size() != 1) return "2-D tiles are not supported (1-D blocks along the last axis only)";
-  if (l.axis != -1) return "blocks along an axis other than the last are not supported";
-  if (l.tiles[0].subtile > 0 && float_scales) return "subtiles need a power-of-two scale rule";
+  const BlockGeometry g = l.geometry();
+  if (g.per_channel()) return "per-channel scales are not supported";
+  if (g.per_tensor()) return "a per-tensor scale is not supported (1-D blocks along the last axis only)";
+  if (!g.one_d()) return "2-D tiles are not supported (1-D blocks along the last axis only)";
+  if (!g.along_last_axis()) return "blocks along an axis other than the last are not supported";
+  if (g.has_subtiles() && float_scales) return "subtiles need a power-of-two scale rule";
   const Format& e = f.element;
   const bool codebook = e.kind() == FormatKind::Codebook;
   if (e.kind() != FormatKind::Float && e.kind() != FormatKind::Integer && !codebook)
@@ -359,7 +360,7 @@ Result<BlockKernel> BlockKernel::make(const BlockFormat& f) {
     p->cast = element_params(e, eo, o.specials);
   }
   p->bits = e.bits();
-  p->block = f.layout.tiles[0].size;
+  p->block = f.layout.geometry().block_size();
   p->float_scales = scale_rule_traits(o.rule).float_scale;
   p->four_over_six = o.rule == ScaleRule::FourOverSix;
   p->scale_target_alt = e.max_finite() * 2.0 / 3.0;  // the reference's expression

@@ -336,7 +336,7 @@ std::optional<Result<FormatAnalysis>> gathered_analysis(const BlockFormat& f, co
   auto value = [&](std::size_t i) { return t != nullptr ? t->data()[i] : static_cast<float>(input.value(i)); };
   std::vector<float> gathered(input.size());
   std::vector<detail::TileClass> classes{{1, static_cast<std::int64_t>(input.size())}};
-  if (f.layout.tiles.size() == 2) {
+  if (f.layout.geometry().two_d()) {
     std::size_t at = 0;
     classes = detail::for_each_tile_row(input.shape(), f.layout, [&](std::size_t first, std::size_t len) {
       for (std::size_t k = 0; k < len; ++k) gathered[at + k] = value(first + k);
@@ -432,8 +432,9 @@ Result<std::vector<FormatAnalysis>> analyze(const std::vector<BlockFormat>& form
     // 1-D blocks along another axis than the last: the same blocks, in the same element order, along the last
     // axis of the tensor with that axis moved last (stochastic rounding keys on element positions, so not then).
     const auto rank = static_cast<int>(input.shape().size());
-    const int axis = f.layout.axis < 0 ? f.layout.axis + rank : f.layout.axis;
-    if (f.layout.tiles.size() == 1 && f.layout.channel_axis == ScaleLayout::kNoAxis && rank > 1 && axis != rank - 1 &&
+    const BlockGeometry geometry = f.layout.geometry();
+    const int axis = geometry.axis_in(rank);
+    if (geometry.one_d() && !geometry.per_channel() && rank > 1 && axis != rank - 1 &&
         f.options.element.rounding != Rounding::Stochastic && !options.per_block) {
       auto moved = block_axes_last(input, {axis});
       if (!moved) return moved.error();

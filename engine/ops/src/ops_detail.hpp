@@ -46,8 +46,8 @@ std::vector<TileClass> for_each_tile_row(const std::vector<std::int64_t>& shape,
   const std::int64_t cols = n >= 1 ? shape[n - 1] : 1;
   std::int64_t matrices = 1;
   for (std::size_t a = 0; a + 2 < n; ++a) matrices *= shape[a];
-  const std::int64_t th = l.tiles[0].size == 0 ? std::max<std::int64_t>(rows, 1) : l.tiles[0].size;
-  const std::int64_t tw = l.tiles[1].size == 0 ? std::max<std::int64_t>(cols, 1) : l.tiles[1].size;
+  const std::pair<std::int64_t, std::int64_t> tile = l.geometry().tile_shape(rows, cols);
+  const std::int64_t th = tile.first, tw = tile.second;
   const std::int64_t full_rows = rows / th, full_cols = cols / tw;
   std::vector<TileClass> classes;
   // Tile rows [i0, i1) of height h by tile columns [j0, j1) of width w.
@@ -103,18 +103,19 @@ Result<BlockTensorFacts> facts_for(const BlockKernel& k, const TensorSource& inp
 /// An error when the format's block axis is outside the tensor (1-D tiles only).
 inline std::optional<Error> check_axis(const BlockFormat& f, const TensorSource& input) {
   const auto rank = static_cast<int>(input.shape().size());
-  if (f.layout.channel_axis != ScaleLayout::kNoAxis) {
-    const int c = f.layout.channel_axis < 0 ? f.layout.channel_axis + rank : f.layout.channel_axis;
+  const BlockGeometry geometry = f.layout.geometry();
+  if (geometry.per_channel()) {
+    const int c = geometry.channel_axis_in(rank);
     if (c < 0 || c >= rank)
-      return make_error("format '" + f.name + "': channel axis " + std::to_string(f.layout.channel_axis) +
+      return make_error("format '" + f.name + "': channel axis " + std::to_string(geometry.channel_axis()) +
                         " is outside the tensor's " + std::to_string(rank) + " axes (shape " +
                         format_shape(input.shape()) + ")");
     return std::nullopt;
   }
-  if (f.layout.tiles.size() != 1) return std::nullopt;
-  const int a = f.layout.axis < 0 ? f.layout.axis + rank : f.layout.axis;
+  if (!geometry.one_d()) return std::nullopt;
+  const int a = geometry.axis_in(rank);
   if (rank > 0 && (a < 0 || a >= rank))
-    return make_error("format '" + f.name + "': block axis " + std::to_string(f.layout.axis) +
+    return make_error("format '" + f.name + "': block axis " + std::to_string(geometry.axis()) +
                       " is outside the tensor's " + std::to_string(rank) + " axes (shape " +
                       format_shape(input.shape()) + ")");
   return std::nullopt;

@@ -59,9 +59,7 @@ Result<std::vector<std::uint8_t>> array(std::string_view bytes, const std::strin
   return std::move(a->data);
 }
 
-bool has_subtiles(const BlockFormat& f) {
-  return std::any_of(f.layout.tiles.begin(), f.layout.tiles.end(), [](const TileDim& t) { return t.subtile > 0; });
-}
+bool has_subtiles(const BlockFormat& f) { return f.layout.geometry().has_subtiles(); }
 
 /// Size in bytes of the swizzled, zero-padded cuBLAS layout of a rows x cols grid of one-byte scales.
 std::uint64_t cublas_bytes(std::int64_t rows, std::int64_t cols) {
@@ -194,7 +192,7 @@ Result<Metadata> parse_metadata(const BlockFormat& f, const std::string& json, c
   if (doc->contains("block_axis")) {
     auto axis = meta.int_field("block_axis", -32, 31);
     if (!axis) return axis.error();
-    if (f.layout.tiles.size() != 1 && *axis != f.layout.axis)
+    if (!f.layout.geometry().one_d() && *axis != f.layout.geometry().axis())
       return meta.fail("\"block_axis\" is " + std::to_string(*axis) + ", but " + f.name + " has no 1-D tiles");
     m.format.layout.axis = static_cast<int>(*axis);
   }
@@ -217,9 +215,9 @@ Result<Metadata> parse_metadata(const BlockFormat& f, const std::string& json, c
   for (auto d : m.shape) extents.push_back(std::max<std::int64_t>(d, 1));
   if (!bounded_product(extents, std::uint64_t{1} << 48)) return meta.fail("shape is too large");
   const ScaleLayout& sl = m.format.layout;
-  if (const auto rank = static_cast<int>(m.shape.size()); sl.tiles.size() == 1 && rank > 0) {
-    if (sl.axis < -rank || sl.axis >= rank)
-      return meta.fail("\"block_axis\" " + std::to_string(sl.axis) + " is outside the tensor's " + std::to_string(rank) +
+  if (const auto rank = static_cast<int>(m.shape.size()); sl.geometry().one_d() && rank > 0) {
+    if (const int axis = sl.geometry().axis(); axis < -rank || axis >= rank)
+      return meta.fail("\"block_axis\" " + std::to_string(axis) + " is outside the tensor's " + std::to_string(rank) +
                        " axes");
   }
   if (*scale != want_scale || BlockIndexer(m.shape, sl).grid() != m.grid)
@@ -234,8 +232,7 @@ Result<Metadata> parse_metadata(const BlockFormat& f, const std::string& json, c
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> describe_packing(const BlockFormat& f, std::size_t rank) {
-  int axis = f.layout.axis;
-  if (rank > 0 && axis < 0) axis += static_cast<int>(rank);
+  const int axis = f.layout.geometry().axis_in(static_cast<int>(rank));
   return {{"nibble-order", std::string(to_string(f.options.nibble_order))},
           {"int-encoding", std::string(to_string(f.options.int_encoding))},
           {"block-axis", std::to_string(axis)},
@@ -274,7 +271,7 @@ Result<PackedFileBytes> packed_file_bytes(const BlockFormat& f, const PackedTens
   json += ",\n  \"tensor_scale\": " + name_or_null(f.layout.tensor_scale);
   json += ",\n  \"nibble_order\": " + str(to_string(f.options.nibble_order));
   json += ",\n  \"int_encoding\": " + str(to_string(f.options.int_encoding));
-  json += ",\n  \"block_axis\": " + std::to_string(f.layout.axis);
+  json += ",\n  \"block_axis\": " + std::to_string(f.layout.geometry().axis());
   json += ",\n  \"subtile_bits\": " + std::to_string(f.layout.subtile_bits);
   json += ",\n  \"provenance\": " + str(provenance) + "\n}\n";
   files.json = std::move(json);

@@ -222,9 +222,9 @@ namespace detail {
 /// whole gathered tensor, the same elements as the reference's.
 std::optional<BlockFormat> whole_row_format(const BlockFormat& f) {
   const ScaleLayout& l = f.layout;
-  if (!l.scale || l.channel_axis != ScaleLayout::kNoAxis || l.sparse_m > 0 || l.tiles.size() == 1) return std::nullopt;
-  if (l.tiles.size() == 2 &&
-      (l.tiles[0].subtile > 0 || l.tiles[1].subtile > 0 || f.options.element.rounding == Rounding::Stochastic))
+  const BlockGeometry geometry = l.geometry();
+  if (!l.scale || geometry.per_channel() || l.sparse_m > 0 || geometry.one_d()) return std::nullopt;
+  if (geometry.two_d() && (geometry.has_subtiles() || f.options.element.rounding == Rounding::Stochastic))
     return std::nullopt;
   BlockFormat g = f;
   g.layout.tiles = {TileDim{0, 0}};
@@ -330,7 +330,7 @@ Result<std::size_t> FakeQuantizer::run_columns(std::span<const float> x, std::in
   if (auto e = matrix_call_error(x.size(), rows, cols, out.size())) return *e;
   const auto n = x.size();
   const ScaleLayout& l = format_.layout;
-  const bool positionless = (!l.scale || (rows_ && l.tiles.empty())) && l.sparse_m == 0 &&
+  const bool positionless = (!l.scale || (rows_ && l.geometry().tile_dims() == 0)) && l.sparse_m == 0 &&
                             format_.options.element.rounding != Rounding::Stochastic;
   if (positionless) return this->run(x, {rows, cols}, out, run);
   if (kernel_) {
@@ -374,7 +374,7 @@ Result<std::size_t> FakeQuantizer::run_rows_and_columns(std::span<const float> x
 Result<std::size_t> FakeQuantizer::run_gathered(std::span<const float> x, const std::vector<std::int64_t>& shape,
                                                 std::span<float> out, const Run& run, QuantizeResult* result) const {
   const BlockKernel& kernel = *rows_;
-  const bool tiles = format_.layout.tiles.size() == 2;
+  const bool tiles = format_.layout.geometry().two_d();
   // A per-tensor scale: the tensor is one row as it lies. 2-D tiles: each tile's rows one after the other.
   std::span<const float> in = x;
   std::span<float> values = out.first(x.size());

@@ -124,7 +124,7 @@ std::optional<Error> set_option(BlockFormat& f, std::string_view name, std::stri
   if (name == "block-axis") {
     auto r = parse_whole_in<int>(v, -32, 31);
     if (!r) return make_error("'" + std::string(v) + "': expected an axis such as 0, 1 or -1");
-    if (f.layout.tiles.size() != 1) return make_error("the format has no 1-D tiles");
+    if (!f.layout.geometry().one_d()) return make_error("the format has no 1-D tiles");
     f.layout.axis = *r;
     return std::nullopt;
   }

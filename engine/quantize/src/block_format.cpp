@@ -155,7 +155,7 @@ Result<BlockFormat> parse_tensorcast(std::string_view text, std::string_view ele
       bf.layout.channel_axis = static_cast<int>(axis);
       continue;
     }
-    if (!bf.layout.tiles.empty() || bf.layout.channel_axis != ScaleLayout::kNoAxis)
+    if (!bf.layout.geometry().per_tensor())
       return spec_error(text, "number spec '" + std::string(seg) + "' after a tile segment (numbers come first)");
     std::string name(seg);
     if (name == "e8m0") name = "float8_e8m0fnu";
@@ -168,13 +168,13 @@ Result<BlockFormat> parse_tensorcast(std::string_view text, std::string_view ele
   for (const Format& n : numbers)
     if (n.kind() == FormatKind::Codebook)
       return spec_error(text, "the codebook " + quote_input(n.name()) + " cannot be a scale (scales are float or integer formats)");
-  if (bf.layout.tiles.size() > 2) return spec_error(text, "at most two tile segments (1-D or 2-D tiles)");
-  if (!bf.layout.tiles.empty() && bf.layout.channel_axis != ScaleLayout::kNoAxis)
+  const BlockGeometry geometry = bf.layout.geometry();
+  if (geometry.tile_dims() > 2) return spec_error(text, "at most two tile segments (1-D or 2-D tiles)");
+  if (geometry.tiled() && geometry.per_channel())
     return spec_error(text, "a channel segment (cA) cannot be combined with tile segments");
   if (numbers.size() == 2 && elem->kind() == FormatKind::Integer && !elem->is_signed())
     return spec_error(text, "a zero point for unsigned data (asymmetric scaling) is not supported");
-  bool subtiles = false;
-  for (const auto& t : bf.layout.tiles) subtiles = subtiles || t.subtile > 0;
+  const bool subtiles = geometry.has_subtiles();
   const FormatSpec& first = numbers[0].spec();
   if (subtiles && !(first.kind == FormatKind::Float && first.mantissa_bits == 0))
     return spec_error(text, "subtiles carry exponent offsets and need a power-of-two scale such as e8m0");
@@ -240,13 +240,7 @@ std::vector<std::string> block_format_names() {
 }
 
 std::int64_t BlockFormat::block_elements() const {
-  if (!layout.scale || layout.tiles.empty() || layout.channel_axis != ScaleLayout::kNoAxis) return 0;
-  std::int64_t n = 1;
-  for (const auto& t : layout.tiles) {
-    if (t.size == 0) return 0;
-    n *= t.size;
-  }
-  return n;
+  return layout.scale ? layout.geometry().tile_elements() : 0;
 }
 
 double BlockFormat::bits_per_element(std::int64_t tensor_elements) const {
@@ -260,13 +254,9 @@ double BlockFormat::bits_per_element(std::int64_t tensor_elements) const {
       bits += static_cast<double>(layout.scale->bits()) / static_cast<double>(tensor_elements);
     }
   }
-  std::int64_t sub = 1;
-  bool has_sub = false;
-  for (const auto& t : layout.tiles) {
-    if (t.subtile > 0) has_sub = true;
-    sub *= t.subtile > 0 ? t.subtile : (t.size > 0 ? t.size : 1);
-  }
-  if (has_sub && sub > 0) bits += static_cast<double>(layout.subtile_bits) / static_cast<double>(sub);
+  const BlockGeometry g = layout.geometry();
+  if (const std::int64_t sub = g.subtile_elements(); g.has_subtiles() && sub > 0)
+    bits += static_cast<double>(layout.subtile_bits) / static_cast<double>(sub);
   if (layout.tensor_scale && tensor_elements > 0)
     bits += static_cast<double>(layout.tensor_scale->bits()) / static_cast<double>(tensor_elements);
   return bits;
@@ -280,9 +270,7 @@ double BlockFormat::stored_bits_per_element(const std::vector<std::int64_t>& sha
   if (layout.scale)
     bits += static_cast<double>(BlockIndexer(shape, layout).block_count()) *
             static_cast<double>(ceil_div(layout.scale->bits(), 8) * 8);
-  bool has_sub = false;
-  for (const auto& t : layout.tiles) has_sub = has_sub || t.subtile > 0;
-  if (has_sub)
+  if (layout.geometry().has_subtiles())
     bits += static_cast<double>(BlockIndexer::subtiles(shape, layout).block_count()) *
             static_cast<double>(layout.subtile_bits);
   if (layout.tensor_scale) bits += static_cast<double>(layout.tensor_scale->bits());

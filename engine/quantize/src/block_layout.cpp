@@ -10,33 +10,28 @@
 
 namespace mxlab {
 
-bool quantize_detail::has_subtiles(const ScaleLayout& l) {
-  for (const auto& t : l.tiles)
-    if (t.subtile > 0) return true;
-  return false;
-}
+bool quantize_detail::has_subtiles(const ScaleLayout& l) { return l.geometry().has_subtiles(); }
 
-BlockIndexer::BlockIndexer(const std::vector<std::int64_t>& shape, const ScaleLayout& layout) : shape_(shape) {
+BlockIndexer::BlockIndexer(const std::vector<std::int64_t>& shape, const ScaleLayout& layout)
+    : BlockIndexer(shape, layout.geometry()) {}
+
+BlockIndexer::BlockIndexer(const std::vector<std::int64_t>& shape, const BlockGeometry& g) : shape_(shape) {
   const auto n = static_cast<int>(shape_.size());
   tile_.assign(shape_.size(), 1);
   auto whole = [&](int a) { return std::max<std::int64_t>(shape_[static_cast<std::size_t>(a)], 1); };
-  if (layout.channel_axis != ScaleLayout::kNoAxis) {
-    const int c = layout.channel_axis < 0 ? layout.channel_axis + n : layout.channel_axis;
+  if (g.per_channel()) {
+    const int c = g.channel_axis_in(n);
     for (int a = 0; a < n; ++a) tile_[static_cast<std::size_t>(a)] = a == c ? 1 : whole(a);
-  } else if (layout.tiles.empty()) {
+  } else if (g.per_tensor()) {
     for (int a = 0; a < n; ++a) tile_[static_cast<std::size_t>(a)] = whole(a);
-  } else if (layout.tiles.size() == 1) {
-    const int ax = layout.axis < 0 ? layout.axis + n : layout.axis;
-    if (ax >= 0 && ax < n) {
-      const std::int64_t t = layout.tiles[0].size;
-      tile_[static_cast<std::size_t>(ax)] = t == 0 ? whole(ax) : t;
-    }
+  } else if (g.one_d()) {
+    const int ax = g.axis_in(n);
+    if (ax >= 0 && ax < n) tile_[static_cast<std::size_t>(ax)] = g.tile_extent(0, shape_[static_cast<std::size_t>(ax)]);
   } else {
     for (int k = 0; k < 2; ++k) {
       const int ax = n - 2 + k;
       if (ax < 0) continue;  // a 1-D tensor under 2-D tiles: the missing axis has extent 1
-      const std::int64_t t = layout.tiles[static_cast<std::size_t>(k)].size;
-      tile_[static_cast<std::size_t>(ax)] = t == 0 ? whole(ax) : t;
+      tile_[static_cast<std::size_t>(ax)] = g.tile_extent(k, shape_[static_cast<std::size_t>(ax)]);
     }
   }
   grid_.resize(shape_.size());
@@ -48,10 +43,7 @@ BlockIndexer::BlockIndexer(const std::vector<std::int64_t>& shape, const ScaleLa
 }
 
 BlockIndexer BlockIndexer::subtiles(const std::vector<std::int64_t>& shape, const ScaleLayout& layout) {
-  ScaleLayout sub = layout;
-  for (auto& t : sub.tiles)
-    if (t.subtile > 0) t.size = t.subtile;
-  return BlockIndexer(shape, sub);
+  return BlockIndexer(shape, layout.geometry().subtiles());
 }
 
 std::vector<std::int64_t> BlockIndexer::block_of_all() const {

@@ -22,24 +22,20 @@ bool element_is_one_of(const BlockFormat& f, std::initializer_list<std::string_v
 }
 bool mx_scaled(const BlockFormat& f) {
   return f.layout.scale && is_catalogue(*f.layout.scale, "float8_e8m0fnu") && !f.layout.tensor_scale &&
-         f.layout.channel_axis == ScaleLayout::kNoAxis && !f.layout.tiles.empty();
+         f.layout.geometry().tiled() && !f.layout.geometry().per_channel();
 }
 bool nvfp4_scaled(const BlockFormat& f) {
   return is_catalogue(f.element, "float4_e2m1fn") && f.layout.scale && is_catalogue(*f.layout.scale, "ue4m3") &&
          f.layout.tensor_scale && is_catalogue(*f.layout.tensor_scale, "float32") &&
-         f.layout.channel_axis == ScaleLayout::kNoAxis && !f.layout.tiles.empty();
+         f.layout.geometry().tiled() && !f.layout.geometry().per_channel();
 }
 bool has_subtiles_or_sparsity(const BlockFormat& f) {
-  for (const auto& t : f.layout.tiles)
-    if (t.subtile > 0) return true;
-  return f.layout.sparse_m > 0;
+  return f.layout.geometry().has_subtiles() || f.layout.sparse_m > 0;
 }
 /// 1-D tiles of any size along any axis (size > 0: a tile of a whole axis is a channel scale).
-bool one_d(const BlockFormat& f) { return f.layout.tiles.size() == 1 && f.layout.tiles[0].size > 0; }
-bool one_d_of(const BlockFormat& f, std::int64_t k) { return one_d(f) && f.layout.tiles[0].size == k; }
-bool square_of(const BlockFormat& f, std::int64_t k) {
-  return f.layout.tiles.size() == 2 && f.layout.tiles[0].size == k && f.layout.tiles[1].size == k;
-}
+bool one_d(const BlockFormat& f) { return f.layout.geometry().one_d_sized(); }
+bool one_d_of(const BlockFormat& f, std::int64_t k) { return one_d(f) && f.layout.geometry().block_size() == k; }
+bool square_of(const BlockFormat& f, std::int64_t k) { return f.layout.geometry().square_of(k); }
 
 QuantOptions reset_options(const QuantOptions& old, ScaleRule rule) {
   QuantOptions o;
@@ -76,7 +72,7 @@ bool covers_microxcaling(const BlockFormat& f) {
 }
 bool covers_torchao(const BlockFormat& f) {
   // to_mx: blocks along the last dimension only.
-  return mx_scaled(f) && one_d(f) && f.layout.axis == -1 && !has_subtiles_or_sparsity(f) &&
+  return mx_scaled(f) && one_d(f) && f.layout.geometry().along_last_axis() && !has_subtiles_or_sparsity(f) &&
          element_is_one_of(f, {"float8_e4m3fn", "float8_e5m2", "float6_e3m2fn", "float6_e2m3fn", "float4_e2m1fn"});
 }
 bool covers_te_mxfp8(const BlockFormat& f) {
@@ -91,14 +87,14 @@ bool covers_te_nvfp4_4over6(const BlockFormat& f) {
   return nvfp4_scaled(f) && one_d_of(f, 16) && !has_subtiles_or_sparsity(f);
 }
 bool covers_modelopt_nvfp4(const BlockFormat& f) {
-  return nvfp4_scaled(f) && one_d(f) && f.layout.axis == -1 && !has_subtiles_or_sparsity(f);
+  return nvfp4_scaled(f) && one_d(f) && f.layout.geometry().along_last_axis() && !has_subtiles_or_sparsity(f);
 }
 bool covers_modelopt_mxfp8(const BlockFormat& f) {
-  return mx_scaled(f) && one_d_of(f, 32) && f.layout.axis == -1 && !has_subtiles_or_sparsity(f) &&
+  return mx_scaled(f) && one_d_of(f, 32) && f.layout.geometry().along_last_axis() && !has_subtiles_or_sparsity(f) &&
          element_is_one_of(f, {"float8_e4m3fn"});
 }
 bool covers_modelopt_mxfp4(const BlockFormat& f) {
-  return mx_scaled(f) && one_d(f) && f.layout.axis == -1 && !has_subtiles_or_sparsity(f) &&
+  return mx_scaled(f) && one_d(f) && f.layout.geometry().along_last_axis() && !has_subtiles_or_sparsity(f) &&
          element_is_one_of(f, {"float4_e2m1fn"});
 }
 bool covers_any(const BlockFormat&) { return true; }

@@ -89,10 +89,10 @@ std::optional<Error> check_options(const BlockFormat& f, bool pow2_rule) {
     if (o.rule == ScaleRule::FourOverSix && o.nvfp4_arith != Nvfp4Arith::Te)
       return make_error("the 4over6 rule is defined for NVFP4 arithmetic 'exact' and 'te' only");
   }
-  for (const auto& t : f.layout.tiles)
-    if (t.subtile > 0 && (o.code0_multiplier != Code0Multiplier::Exact || o.specials != SpecialsPolicy::BlockNan ||
-                          o.amax_subnormal != AmaxSubnormal::Keep))
-      return make_error("subtiles are defined for the exact code-0 multiplier, block-nan and no block flush only");
+  if (f.layout.geometry().has_subtiles() &&
+      (o.code0_multiplier != Code0Multiplier::Exact || o.specials != SpecialsPolicy::BlockNan ||
+       o.amax_subnormal != AmaxSubnormal::Keep))
+    return make_error("subtiles are defined for the exact code-0 multiplier, block-nan and no block flush only");
   return std::nullopt;
 }
 

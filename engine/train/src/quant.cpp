@@ -105,7 +105,7 @@ gemm::Operand read_operand(const ModelOperand& op, const std::string& name) {
     }
   if (op.quantizer == nullptr) return gemm::values_operand(name, nullptr, v, rows, depth);
   BlockFormat f = op.quantizer->format();
-  if (op.transposed && f.layout.tiles.size() == 2) std::swap(f.layout.tiles[0], f.layout.tiles[1]);
+  if (op.transposed && f.layout.geometry().two_d()) std::swap(f.layout.tiles[0], f.layout.tiles[1]);
   return gemm::values_operand(name, &f, v, rows, depth);
 }
 

@@ -58,7 +58,7 @@ struct LayerFormats {
 };
 
 /// Whether the quantizer's blocks are 2-D tiles over the last two axes.
-inline bool is_2d(const ops::FakeQuantizer* q) { return q != nullptr && q->format().layout.tiles.size() == 2; }
+inline bool is_2d(const ops::FakeQuantizer* q) { return q != nullptr && q->format().layout.geometry().two_d(); }
 
 /// x rounded in place with ctx.nongemm (no metrics).
 void round_nongemm(std::span<float> x, std::int64_t rows, std::int64_t cols, QuantContext& ctx);

@@ -12,6 +12,7 @@
 #include "mxlab/core/error.hpp"
 #include "mxlab/formats/cast.hpp"
 #include "mxlab/formats/format.hpp"
+#include "mxlab/quantize/block_geometry.hpp"
 
 namespace mxlab {
 
@@ -182,14 +183,6 @@ enum class NibbleOrder : std::uint8_t {
   HighFirst,  ///< element 2i in bits 4-7 (seed 004's packing)
 };
 
-/// One dimension of a tile: size 0 means the whole extent of the axis (a channel scale).
-struct TileDim {
-  std::int64_t size = 0;
-  /// Subtile size along this axis (0: no subtiles). Subtiles carry shared microexponents: each subtile
-  /// of a block scaled by 2^X uses 2^(X - d) with a d of subtile_bits bits (docs/quantization.md).
-  std::int64_t subtile = 0;
-};
-
 /// How scales cover a tensor.
 struct ScaleLayout {
   std::optional<Format> scale;         ///< none: no scaling (plain elementwise cast)
@@ -205,7 +198,10 @@ struct ScaleLayout {
   /// N:M structured sparsity along the last axis before quantization (0 = none).
   int sparse_n = 0;
   int sparse_m = 0;
+  /// The blocks' shape (tiles, axis, channel axis) as one value: code reads the geometry, not the fields.
+  constexpr BlockGeometry geometry() const { return BlockGeometry(tiles, axis, channel_axis); }
 };
+static_assert(ScaleLayout::kNoAxis == BlockGeometry::kNoAxis);
 
 /// Every option of a block conversion.
 struct QuantOptions {

@@ -19,6 +19,7 @@ namespace mxlab {
 class BlockIndexer {
  public:
   BlockIndexer(const std::vector<std::int64_t>& shape, const ScaleLayout& layout);
+  BlockIndexer(const std::vector<std::int64_t>& shape, const BlockGeometry& geometry);
   /// Per-axis tile extent (the whole axis where the layout does not tile it... see .cpp).
   const std::vector<std::int64_t>& tile() const { return tile_; }
   /// Number of blocks along each axis.
