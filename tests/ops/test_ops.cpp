@@ -692,6 +692,22 @@ TEST_CASE("ops: several formats read the input in one pass and equal each format
   }
 }
 
+namespace {
+
+/// The packed quantizations of two sources of the same values are the same bytes.
+void check_same_packed(const BlockFormat& f, const ops::TensorSource& a, const ops::TensorSource& b, const ops::Run& run) {
+  auto pa = ops::quantize_packed(f, a, run);
+  auto pb = ops::quantize_packed(f, b, run);
+  REQUIRE(pa.ok());
+  REQUIRE(pb.ok());
+  CHECK(pa->elements == pb->elements);
+  CHECK(pa->scales == pb->scales);
+  CHECK(pa->tensor_scale == pb->tensor_scale);
+  CHECK(pa->subtile_offsets == pb->subtile_offsets);
+}
+
+}  // namespace
+
 TEST_CASE("ops: a mapped file gives the same results as the tensor in memory, tensor scales found chunk by chunk",
           "[ops]") {
   const std::vector<std::int64_t> shape = {48, 200};
@@ -723,15 +739,63 @@ TEST_CASE("ops: a mapped file gives the same results as the tensor in memory, te
   }
   for (const BlockFormat& f : formats) {
     INFO(f.name);
-    auto pa = ops::quantize_packed(f, file, run);
-    auto pb = ops::quantize_packed(f, memory, run);
-    REQUIRE(pa.ok());
-    REQUIRE(pb.ok());
-    CHECK(pa->elements == pb->elements);
-    CHECK(pa->scales == pb->scales);
-    CHECK(pa->tensor_scale == pb->tensor_scale);
+    check_same_packed(f, file, memory, run);
   }
   std::filesystem::remove(path);
+}
+
+TEST_CASE("ops: a mapped float64 file gives the results of its float64 tensor in memory", "[ops]") {
+  // The mapped file's kernels narrow the doubles a few blocks at a time per thread; the tensor in memory holds
+  // their float32 roundings (Tensor::from_f64). Values float32 holds, and values it does not (the reference on
+  // the doubles, read in place from the file).
+  const std::vector<std::int64_t> shape = {40, 203};
+  const std::vector<float> xf = corner_input(17, 40 * 203, true);
+  for (const bool exact : {true, false}) {
+    INFO((exact ? "float32 values" : "values float32 cannot hold"));
+    std::vector<double> x(xf.begin(), xf.end());
+    if (!exact) x[77] = 1.0 + 0x1p-40;
+    const auto path = (std::filesystem::temp_directory_path() / "mxlab_test_ops_mapped_f64.npy").string();
+    REQUIRE(write_npy(path, std::span<const double>(x), shape).ok());
+    auto mapped = MappedTensor::open_npy(path);
+    REQUIRE(mapped.ok());
+    CHECK(mapped->dtype() == DType::F64);
+    const auto file = ops::TensorSource::of(std::move(*mapped));
+    auto t = Tensor::from_f64(shape, x);
+    REQUIRE(t.ok());
+    const auto memory = ops::TensorSource::of(*t);
+    CHECK(file.float32_exact() == exact);
+    ops::Run run;
+    run.chunk_elements = 1000;
+    run.threads = 2;
+    for (const char* name : {"mxfp4", "nvfp4", "mxint8:e8m0_t16s2", "mxfp8_e4m3@16"}) {
+      INFO(name);
+      const BlockFormat f = parse(name);
+      std::vector<float> fa(x.size(), -1.0F), fb(x.size(), -2.0F);
+      auto sink_into = [](std::vector<float>& out) {
+        ops::QuantizeSink sink;
+        sink.fake = [&out](std::size_t first, std::span<const float> v) -> std::optional<Error> {
+          std::copy(v.begin(), v.end(), out.begin() + static_cast<std::ptrdiff_t>(first));
+          return std::nullopt;
+        };
+        return sink;
+      };
+      auto qa = ops::quantize_fake(f, file, sink_into(fa), run, true);
+      auto qb = ops::quantize_fake(f, memory, sink_into(fb), run, true);
+      REQUIRE(qa.ok());
+      REQUIRE(qb.ok());
+      CHECK(qa->engine == qb->engine);
+      check_stats(qa->stats, qb->stats, true);
+      CHECK(std::memcmp(fa.data(), fb.data(), fa.size() * sizeof(float)) == 0);
+      check_same_packed(f, file, memory, run);
+      auto aa = ops::analyze({f}, file, ops::AnalyzeOptions{true, false, {}}, run);
+      auto ab = ops::analyze({f}, memory, ops::AnalyzeOptions{true, false, {}}, run);
+      REQUIRE(aa.ok());
+      REQUIRE(ab.ok());
+      check_stats((*aa)[0].total, (*ab)[0].total, true);
+      CHECK((*aa)[0].gap_histogram == (*ab)[0].gap_histogram);
+    }
+    std::filesystem::remove(path);
+  }
 }
 
 TEST_CASE("ops: a channel axis the tensor does not have is an error", "[ops]") {

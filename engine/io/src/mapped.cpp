@@ -33,8 +33,9 @@ Result<MappedType> npy_mapped_type(const NpyHeader& h, const NpyReadOptions& o) 
   if (h.fortran_order) return make_error("Fortran-order data");
   if (h.descr == "<f4") return MappedType::F32;
   if (h.descr == "<f2") return MappedType::F16;
+  if (h.descr == "<f8") return MappedType::F64;
   if (o.u2_as_bf16 && (h.descr == "<u2" || h.descr == "|V2")) return MappedType::BF16;
-  return make_error("dtype '" + h.descr + "' is not little-endian float32, float16 or bfloat16");
+  return make_error("dtype '" + h.descr + "' is not little-endian float32, float16, bfloat16 or float64");
 }
 
 Result<std::shared_ptr<MappedTensor::Map>> map_file(const std::string& path, std::size_t need) {
@@ -66,7 +67,15 @@ Result<std::shared_ptr<MappedTensor::Map>> map_file(const std::string& path, std
   return m;
 }
 
-std::size_t type_bytes(MappedType t) { return t == MappedType::F32 ? 4 : 2; }
+std::size_t type_bytes(MappedType t) {
+  switch (t) {
+    case MappedType::F32: return 4;
+    case MappedType::F64: return 8;
+    case MappedType::F16:
+    case MappedType::BF16: break;
+  }
+  return 2;
+}
 
 }  // namespace
 
@@ -155,6 +164,7 @@ DType MappedTensor::dtype() const {
   switch (type_) {
     case MappedType::F16: return DType::F16;
     case MappedType::BF16: return DType::BF16;
+    case MappedType::F64: return DType::F64;
     case MappedType::F32: break;
   }
   return DType::F32;
@@ -171,6 +181,11 @@ double MappedTensor::value(std::size_t i) const {
     float f;
     std::memcpy(&f, p + 4 * i, 4);
     return f;
+  }
+  if (type_ == MappedType::F64) {
+    double d;
+    std::memcpy(&d, p + 8 * i, 8);
+    return d;
   }
   std::uint16_t h;
   std::memcpy(&h, p + 2 * i, 2);
@@ -192,6 +207,11 @@ void MappedTensor::release(std::size_t end) const {
 }
 
 Result<Tensor> MappedTensor::load() const {
+  if (type_ == MappedType::F64) {
+    std::vector<double> d(count_);
+    if (count_ > 0) std::memcpy(d.data(), data(), count_ * sizeof(double));
+    return Tensor::from_f64(shape_, std::move(d));
+  }
   std::vector<float> v(count_);
   for (std::size_t i = 0; i < count_; ++i) v[i] = static_cast<float>(value(i));
   return Tensor::from_f32(shape_, std::move(v), dtype());

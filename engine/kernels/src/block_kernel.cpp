@@ -50,6 +50,7 @@ InputKind input_kind(BlockInputType t) {
     case BlockInputType::F32: return InputKind::F32;
     case BlockInputType::BF16: return InputKind::BF16;
     case BlockInputType::F16: return InputKind::F16;
+    case BlockInputType::F64: break;  // the loops read float32: run narrows float64 into each thread's buffer
   }
   return InputKind::F32;
 }
@@ -180,6 +181,7 @@ double BlockInput::value(std::size_t i) const {
     case BlockInputType::F32: return static_cast<const float*>(data)[i];
     case BlockInputType::BF16: return bf16_value(static_cast<const std::uint16_t*>(data)[i]);
     case BlockInputType::F16: return half_value(static_cast<const std::uint16_t*>(data)[i]);
+    case BlockInputType::F64: return static_cast<float>(static_cast<const double*>(data)[i]);
   }
   return 0;
 }
@@ -225,6 +227,12 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
                       " values were given");
   if (o.metrics != nullptr) *o.metrics = BlockMetrics{};
   const BlockParams& p = *params_;
+  if (x.type == BlockInputType::F64 && format_.layout.sparse_m > 0 && o.metrics_x == nullptr && n > 0) {
+    // N:M sparsity prunes a copy of the whole tensor: a float32 one, as the buffers below would read it.
+    std::vector<float> narrowed(x.size);
+    for (std::size_t i = 0; i < x.size; ++i) narrowed[i] = static_cast<float>(x.value(i));
+    return run(mode, BlockInput(narrowed), shape, o, br);
+  }
   if (format_.layout.sparse_m > 0 && o.metrics_x == nullptr && n > 0) {
     // N:M sparsity: the kernels quantize a pruned copy of the tensor; the metrics compare with the tensor.
     std::vector<std::uint8_t> pruned;
@@ -322,7 +330,27 @@ Result<std::size_t> BlockKernel::run(Mode mode, BlockInput x, const std::vector<
     call.any_nan = any_nan;
     call.subtile_offsets = subtile_out;
     call.subtiles_per_row = subtiles_per_row;
-    kernel_detail::block_dispatch(p, call);
+    if (x.type != BlockInputType::F64) {
+      kernel_detail::block_dispatch(p, call);
+    } else {
+      // float64: a few blocks at a time narrowed into this thread's buffer, which the loops see shifted to tensor
+      // positions as the outputs are; a margin of the neighbouring elements on each side covers the loops'
+      // whole-vector reads at a range's edges.
+      constexpr std::int64_t kBufferElements = 8192, kMargin = 64;
+      const std::int64_t step = std::max<std::int64_t>(1, kBufferElements / k);
+      std::vector<float> buffer;
+      const auto* xd = static_cast<const double*>(x.data);
+      for (std::int64_t b = part.b0; b < part.b1; b += step) {
+        call.b0 = b;
+        call.b1 = std::min(part.b1, b + step);
+        const std::int64_t e0 = std::max<std::int64_t>(0, block_first_element(call.b0, row) - kMargin);
+        const std::int64_t e1 = std::min(n, block_first_element(call.b1, row) + kMargin);
+        buffer.resize(static_cast<std::size_t>(e1 - e0));
+        for (std::int64_t i = e0; i < e1; ++i) buffer[static_cast<std::size_t>(i - e0)] = static_cast<float>(xd[i]);
+        call.x = shift(static_cast<const float*>(buffer.data()), e0);
+        kernel_detail::block_dispatch(p, call);
+      }
+    }
     if (part.writer) part.writer->finish();
   };
   kernel_detail::run_parts(threads, [&](unsigned t) { work(parts[t]); });

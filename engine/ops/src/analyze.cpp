@@ -112,8 +112,8 @@ bool exact_chunk_values(const BlockKernel& kernel, const BlockFormat& f, const B
 /// The reference: mxlab::quantize and mxlab::analyze on the whole tensor's exact values.
 Result<FormatAnalysis> analyze_reference(const BlockFormat& f, const TensorSource& input, const AnalyzeOptions& o,
                                          std::string engine) {
-  std::vector<double> x(input.size());
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = input.value(i);
+  std::vector<double> storage;
+  const std::span<const double> x = detail::exact_values(input, storage);
   auto q = quantize(f, x, input.shape());
   if (!q) return make_error("format '" + f.name + "': " + q.error().message);
   Analysis a = analyze(f, x, *q);
@@ -378,8 +378,8 @@ std::optional<Result<FormatAnalysis>> gathered_analysis(const BlockFormat& f, co
 /// reference's quantization of the whole tensor and two indexes per element, nothing per block.
 Result<FormatAnalysis> stream_blocks(const BlockFormat& f, std::size_t index, const TensorSource& input,
                                      const BlockSink& sink) {
-  std::vector<double> x(input.size());
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = input.value(i);
+  std::vector<double> storage;
+  const std::span<const double> x = detail::exact_values(input, storage);
   auto q = quantize(f, x, input.shape());
   if (!q) return make_error("format '" + f.name + "': " + q.error().message);
   FormatAnalysis r;

@@ -93,6 +93,17 @@ inline void add_metrics(ErrorStats& s, const BlockMetrics& m) {
   s.max_rel_error = std::max(s.max_rel_error, m.max_rel_error);
 }
 
+/// The input's exact values for the reference: float64 values where they lie (a mapped float64 array or file,
+/// a float64 tensor's own doubles), other inputs widened into `storage`.
+inline std::span<const double> exact_values(const TensorSource& input, std::vector<double>& storage) {
+  if (const MappedTensor* m = input.mapped(); m != nullptr && m->type() == MappedType::F64)
+    return {static_cast<const double*>(m->data()), m->size()};
+  if (const Tensor* t = input.tensor(); t != nullptr && t->dtype() == DType::F64) return t->f64_data();
+  storage.resize(input.size());
+  for (std::size_t i = 0; i < storage.size(); ++i) storage[i] = input.value(i);
+  return storage;
+}
+
 /// The tensor-level quantities of the input (x as the kernels read it) for chunked kernel calls (none where
 /// the format needs none). A tensor scale from the tensor's amax alone is found chunk by chunk, giving a mapped
 /// file's pages back as it goes (the largest of the blocks' amaxes is the tensor's); the other facts (NVFP4

@@ -42,6 +42,7 @@ BlockInput kernel_input(const TensorSource& input) {
   switch (m.type()) {
     case MappedType::F16: return BlockInput::f16({bits, m.size()});
     case MappedType::BF16: return BlockInput::bf16({bits, m.size()});
+    case MappedType::F64: return BlockInput::f64({static_cast<const double*>(m.data()), m.size()});
     case MappedType::F32: break;
   }
   return BlockInput(std::span<const float>(static_cast<const float*>(m.data()), m.size()));
@@ -108,8 +109,8 @@ std::optional<Error> cancelled(const Run& run) {
 Result<QuantizedTensor> reference_quantize(const BlockFormat& f, const TensorSource& input, const std::string& why,
                                            bool stats, QuantizeResult* result) {
   result->engine = "reference (" + why + ")";
-  std::vector<double> x(input.size());
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = input.value(i);
+  std::vector<double> storage;
+  const std::span<const double> x = detail::exact_values(input, storage);
   auto q = quantize(f, x, input.shape());
   if (q && stats) result->stats = analyze(f, x, *q).total;
   return q;

@@ -14,6 +14,12 @@ TensorSource TensorSource::of(Tensor t) {
 
 TensorSource TensorSource::of(MappedTensor t) {
   TensorSource s;
+  if (t.type() == MappedType::F64) {
+    // As Tensor::f32_is_exact: NaN is NaN in either type; every other value must survive the round trip.
+    const auto* d = static_cast<const double*>(t.data());
+    for (std::size_t i = 0; i < t.size() && s.mapped_f32_exact_; ++i)
+      s.mapped_f32_exact_ = static_cast<double>(static_cast<float>(d[i])) == d[i] || d[i] != d[i];
+  }
   s.mapped_ = std::move(t);
   return s;
 }
@@ -22,7 +28,7 @@ const std::vector<std::int64_t>& TensorSource::shape() const { return tensor_ ? 
 std::size_t TensorSource::size() const { return tensor_ ? tensor_->size() : mapped_->size(); }
 DType TensorSource::dtype() const { return tensor_ ? tensor_->dtype() : mapped_->dtype(); }
 double TensorSource::value(std::size_t i) const { return tensor_ ? tensor_->exact(i) : mapped_->value(i); }
-bool TensorSource::float32_exact() const { return tensor_ ? tensor_->f32_is_exact() : true; }
+bool TensorSource::float32_exact() const { return tensor_ ? tensor_->f32_is_exact() : mapped_f32_exact_; }
 
 Result<Tensor> TensorSource::load() const {
   if (tensor_) return *tensor_;

@@ -15,11 +15,11 @@
 namespace mxlab {
 
 /// The element encoding of a mapped tensor's bytes (little-endian).
-enum class MappedType : std::uint8_t { F32, F16, BF16 };
+enum class MappedType : std::uint8_t { F32, F16, BF16, F64 };
 
-/// A read-only memory map of a tensor file's data: float32, float16 or bfloat16 (uint16 bit patterns),
-/// little-endian, C order. Files of other kinds (compressed, big-endian, float64, Fortran order) are not
-/// mapped: can_map says why.
+/// A read-only memory map of a tensor file's data: float32, float16, bfloat16 (uint16 bit patterns) or float64,
+/// little-endian, C order. Files of other kinds (compressed, big-endian, Fortran order) are not mapped:
+/// why_not_mappable says why.
 class MappedTensor {
  public:
   /// Maps a .npy file; an error names the file and why it cannot be mapped (or read at all).
@@ -37,7 +37,7 @@ class MappedTensor {
   const std::vector<std::int64_t>& shape() const { return shape_; }
   std::size_t size() const { return count_; }
   MappedType type() const { return type_; }
-  /// The dtype of the values (F32, F16 or BF16).
+  /// The dtype of the values (F32, F16, BF16 or F64).
   DType dtype() const;
   /// The first element's bytes.
   const void* data() const;
@@ -46,7 +46,7 @@ class MappedTensor {
   double value(std::size_t i) const;
   /// Tells the system that elements [0, end) will not be read again, so their pages leave memory.
   void release(std::size_t end) const;
-  /// Reads the whole tensor into memory.
+  /// Reads the whole tensor into memory (float64 values as Tensor::from_f64 keeps them).
   Result<Tensor> load() const;
 
   struct Map;  ///< the mapping (unmapped when the last copy goes)

@@ -25,10 +25,12 @@ namespace kernel_detail {
 struct BlockParams;
 }
 
-/// Element type of a block kernel's input; every type is read exactly (widened to float32).
-enum class BlockInputType : std::uint8_t { F32, BF16, F16 };
+/// Element type of a block kernel's input; F32, BF16 and F16 are read exactly (widened to float32), F64 is
+/// narrowed to float32 (nearest-even) a few blocks at a time into each thread's buffer: exact when every value
+/// is a float32 value, which is when callers pass float64 (ops::TensorSource::float32_exact).
+enum class BlockInputType : std::uint8_t { F32, BF16, F16, F64 };
 
-/// A read-only view of an input tensor's elements: float32 values or bfloat16/float16 bit patterns.
+/// A read-only view of an input tensor's elements: float32 or float64 values, or bfloat16/float16 bit patterns.
 struct BlockInput {
   /// float32 elements: anything convertible to std::span<const float> (a vector, a span).
   template <class R>
@@ -40,6 +42,7 @@ struct BlockInput {
   }
   static BlockInput bf16(std::span<const std::uint16_t> bits) { return {BlockInputType::BF16, bits}; }
   static BlockInput f16(std::span<const std::uint16_t> bits) { return {BlockInputType::F16, bits}; }
+  static BlockInput f64(std::span<const double> values) { return {BlockInputType::F64, values.data(), values.size()}; }
 
   /// The exact value of element i.
   double value(std::size_t i) const;
@@ -50,6 +53,7 @@ struct BlockInput {
 
  private:
   BlockInput(BlockInputType t, std::span<const std::uint16_t> bits) : type(t), data(bits.data()), size(bits.size()) {}
+  BlockInput(BlockInputType t, const void* p, std::size_t n) : type(t), data(p), size(n) {}
 };
 
 /// The tensor-level quantities a pass over some of a tensor's blocks needs from the whole tensor: the tensor

@@ -22,7 +22,8 @@ class TensorSource {
  public:
   /// A tensor in memory.
   static TensorSource of(Tensor t);
-  /// A tensor mapped from its file.
+  /// A tensor mapped from its file (or a view of memory); float64 values are read once here to learn
+  /// whether float32 holds them all.
   static TensorSource of(MappedTensor t);
 
   const std::vector<std::int64_t>& shape() const;
@@ -44,6 +45,7 @@ class TensorSource {
  private:
   std::shared_ptr<const Tensor> tensor_;
   std::optional<MappedTensor> mapped_;
+  bool mapped_f32_exact_ = true;  ///< a mapped float64 tensor: whether every value is a float32 value
 };
 
 /// The tensor with the given axes moved last and flattened: shape [product of the other axes, product of the
