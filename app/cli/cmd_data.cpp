@@ -132,6 +132,7 @@ int data_weights(const Args& args, Io io) {
           << elements << " elements; " << readable << " float tensors with " << float_elements << " values";
   if (read) summary << "; read " << read_tensors << " tensors, " << values_read << " values";
   summary << "\n";
+  for (const std::string& note : wf->notes()) summary << "note: " << note << "\n";
   return kExitOk;
 }
 

@@ -116,6 +116,35 @@ TEST_CASE("capture folders: an empty capture lists no tensors", "[io][weights][c
   CHECK(w->weights().empty());
 }
 
+TEST_CASE("capture folders: the temporaries of unfinished captures beside a folder are noted, not read",
+          "[io][weights][capture]") {
+  // mxlab.torch.capture builds "cap" as ".cap.HEX.partial" beside it; a killed process leaves that behind.
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("cap"));
+  put_bytes(dir.file("cap/capture.json"), manifest(entry("t", "000000.f32", "[1, 2]")));
+  put_bytes(dir.file("cap/000000.f32"), f32_bytes({1.5F, -2.0F}));
+  auto clean = WeightFile::open(dir.file("cap"));
+  REQUIRE(clean.ok());
+  CHECK(clean->notes().empty());
+  std::filesystem::create_directories(dir.file(".cap.0f3a.partial"));
+  put_bytes(dir.file(".cap.0f3a.partial/000000.f32"), f32_bytes({7.0F}));
+  std::filesystem::create_directories(dir.file(".cap.partial"));     // no HEX: not a capture's temporary
+  std::filesystem::create_directories(dir.file(".other.9.partial"));  // another folder's
+  for (const std::string& path : {dir.file("cap"), dir.file("cap/"), dir.file("cap/capture.json")}) {
+    auto w = WeightFile::open(path);
+    REQUIRE(w.ok());
+    REQUIRE(w->weights().size() == 1);
+    CHECK(w->read(0)->data() == std::vector<float>{1.5F, -2.0F});
+    REQUIRE(w->notes().size() == 1);
+    CHECK(w->notes()[0] ==
+          "'.cap.0f3a.partial' beside 'cap' is a capture that did not finish (its process stopped while capturing): "
+          "not read; delete it");
+  }
+  auto partial = WeightFile::open(dir.file(".cap.0f3a.partial"));
+  REQUIRE_FALSE(partial.ok());
+  CHECK_THAT(partial.error().message, Catch::Contains("the temporary folder of a capture that did not finish"));
+}
+
 TEST_CASE("capture folders: bad folders and manifests are refused naming the manifest and the problem",
           "[io][weights][capture][errors]") {
   TempDir dir;

@@ -258,6 +258,35 @@ constexpr StDtype kStDtypes[] = {
 /// The manifest's file name in a capture folder, and the value of its "format" key.
 constexpr const char* kCaptureManifest = "capture.json";
 constexpr const char* kCaptureFormat = "mxlab-capture";
+/// mxlab.torch.capture builds a folder NAME as ".NAME.HEX.partial" beside it and renames it when it is complete.
+constexpr const char* kCapturePartial = ".partial";
+
+/// A capture folder's path made absolute, without a trailing separator (so filename() is its name).
+fs::path capture_folder(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(path), ec).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p;
+}
+
+/// Notes on the temporaries of unfinished captures of the folder (".NAME.HEX.partial" beside it), in name order.
+std::vector<std::string> unfinished_captures(const fs::path& folder) {
+  const std::string prefix = "." + folder.filename().string() + ".";
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(folder.parent_path(), ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > prefix.size() + std::string_view(kCapturePartial).size() && name.starts_with(prefix) &&
+        name.ends_with(kCapturePartial))
+      found.push_back(name);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> notes;
+  for (const auto& name : found)
+    notes.push_back("'" + name + "' beside " + sq(folder.filename().string()) +
+                    " is a capture that did not finish (its process stopped while capturing): not read; delete it");
+  return notes;
+}
 /// Keys of the manifest and of each tensor (others are refused: a misspelt key is a mistake, not an extension).
 constexpr std::string_view kCaptureTopKeys[] = {"format", "version", "producer", "seed", "tensors"};
 constexpr std::string_view kCaptureTensorKeys[] = {"name",   "file",  "shape",        "dtype",        "layout",
@@ -665,9 +694,14 @@ Result<WeightFile> WeightFile::open_capture(const std::string& path) {
   std::error_code ec;
   const bool folder = fs::is_directory(path, ec);
   const fs::path manifest = folder ? fs::path(path) / kCaptureManifest : fs::path(path);
-  if (folder && !fs::exists(manifest, ec))
+  if (folder && !fs::exists(manifest, ec)) {
+    const std::string name = capture_folder(path).filename().string();
+    if (name.starts_with(".") && name.ends_with(kCapturePartial))
+      return make_error("weights '" + path + "': the temporary folder of a capture that did not finish (its process "
+                        "stopped before writing " + kCaptureManifest + "); delete it and capture again");
     return make_error("weights '" + path + "': a folder without " + kCaptureManifest +
                       ", so not a capture folder (name a weight file itself, or a folder mxlab.torch.capture wrote)");
+  }
   auto begun = begin(WeightFileKind::Capture, manifest.string());
   if (!begun) return begun.error();
   auto& [wf, size, f] = *begun;
@@ -763,6 +797,7 @@ Result<WeightFile> WeightFile::open_capture(const std::string& path) {
     wf.sources_.push_back({Shard{resolved, *file_size}});
     wf.weights_.push_back(std::move(info));
   }
+  wf.notes_ = unfinished_captures(capture_folder(dir.string()));
   return wf;
 }
 

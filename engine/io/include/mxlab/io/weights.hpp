@@ -118,12 +118,16 @@ class WeightFile {
   /// folder (raw little-endian float32, C order), its shape [tokens, hidden] and layout "tokens x hidden", and
   /// what it is (layer, module, role activation or gradient, site input or output, step). Every file must
   /// exist inside the folder and hold exactly its shape's bytes (docs/experiments.md, "Capture folders").
+  /// The hidden temporaries of captures that did not finish (".NAME.HEX.partial" beside the folder, left by a
+  /// process killed while capturing) are not read; notes() names them.
   static Result<WeightFile> open_capture(const std::string& path);
 
   WeightFileKind kind() const { return kind_; }
   const std::string& path() const { return path_; }
   /// Every tensor of the file in file order.
   const std::vector<WeightInfo>& weights() const { return weights_; }
+  /// What the reader left aside without failing (a capture folder's unfinished temporaries), one line each.
+  const std::vector<std::string>& notes() const { return notes_; }
   /// Index of the tensor with this name, or an error naming the file and the name.
   Result<std::size_t> find(std::string_view name) const;
   /// Reads tensor `index` (see WeightInfo::readable; others give an error naming their dtype).
@@ -152,6 +156,7 @@ class WeightFile {
   std::string path_;
   std::string label_;
   std::vector<WeightInfo> weights_;
+  std::vector<std::string> notes_;
   std::vector<Location> locations_;             // one per weight
   std::vector<std::vector<Shard>> sources_;     // byte sources: shard lists (one file for safetensors, gnubg)
 };
