@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,8 @@ inline constexpr ModelKindTraits kModelKinds[] = {
     {"mobilenet", ModelKind::MobileNet, false, kWidthOption},
     {"vit", ModelKind::Vit, false, kBlocksOption | kPatchOption},
 };
+/// A row per kind: the last enumerator is the last row (model_kind_traits finds every kind's row).
+static_assert(std::size(kModelKinds) == static_cast<std::size_t>(ModelKind::Vit) + 1, "a traits row per model kind");
 
 /// The traits row of a kind.
 const ModelKindTraits& model_kind_traits(ModelKind kind);
