@@ -18,6 +18,7 @@
 
 #include "main_window.hpp"
 #include "block_view.hpp"
+#include "gemm_view.hpp"
 #include "training_view.hpp"
 #include "value_view.hpp"
 #include "views.hpp"
@@ -30,10 +31,10 @@ const char* const kUsage =
     "usage: mxlab-gui [--tab N] [--open FILE.toml] [--train] [--screenshots DIR]\n"
     "\n"
     "The mxlab workbench's window (docs/gui.md): Format Explorer, Quantization Lab, Bounds, Training\n"
-    "Simulator, Experiments, Value Explorer and Block, each computed by the engine.\n"
+    "Simulator, Experiments, Value Explorer, Block and GEMM, each computed by the engine.\n"
     "\n"
     "  --tab N            open view N: 0 Format Explorer, 1 Quantization Lab, 2 Bounds,\n"
-    "                     3 Training Simulator, 4 Experiments, 5 Value Explorer, 6 Block\n"
+    "                     3 Training Simulator, 4 Experiments, 5 Value Explorer, 6 Block, 7 GEMM\n"
     "  --open FILE.toml   run an experiment file in the Experiments view\n"
     "  --train            start the Training Simulator with its settings\n"
     "  --screenshots DIR  compute each view, save DIR/gui-VIEW.png and exit\n"
@@ -73,7 +74,7 @@ std::variant<CommandLine, QString> parse(const QStringList& args) {
   if (p.isSet(tab)) {
     bool ok = false;
     c.tab = p.value(tab).toInt(&ok);
-    if (!ok || c.tab < 0 || c.tab > 6) return QString("option '--tab %1': expected a view number from 0 to 6").arg(p.value(tab));
+    if (!ok || c.tab < 0 || c.tab > 7) return QString("option '--tab %1': expected a view number from 0 to 7").arg(p.value(tab));
   }
   if (p.isSet(open)) {
     c.open = p.value(open);
@@ -88,8 +89,8 @@ std::variant<CommandLine, QString> parse(const QStringList& args) {
 }
 
 /// Computes each view, grabs it into DIR/gui-VIEW.png and quits; then a few states of note: the training
-/// run's underflow heatmap, a format too wide to list whole, a format typed half-way, the Value Explorer and
-/// one NVFP4 block.
+/// run's underflow heatmap, a format too wide to list whole, a format typed half-way, the Value Explorer,
+/// one NVFP4 block and the GEMM view's two plots.
 int screenshots(QApplication& app, mxlab::gui::MainWindow& window, const QString& dir) {
   using namespace mxlab::gui;
   window.resize(1400, 860);
@@ -127,7 +128,19 @@ int screenshots(QApplication& app, mxlab::gui::MainWindow& window, const QString
           QObject::connect(b, &BlockView::finished, &window, [&] {
             QTimer::singleShot(300, &window, [&] {
               shot("block");
-              app.quit();
+              GemmView* g = window.gemm();
+              window.tabs()->setCurrentWidget(g);
+              QObject::connect(g->study(), &StudyView::finished, &window, [&, g] {
+                QTimer::singleShot(300, &window, [&, g] {
+                  shot("gemm");
+                  g->study()->tabs()->setCurrentIndex(1);
+                  QTimer::singleShot(300, &window, [&] {
+                    shot("gemm-width");
+                    app.quit();
+                  });
+                });
+              });
+              g->recompute();
             });
           });
           b->format()->setCurrentText("nvfp4");

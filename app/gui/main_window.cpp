@@ -22,6 +22,7 @@
 #include "mxlab/core/quote.hpp"
 #include "mxlab/core/table.hpp"
 #include "block_view.hpp"
+#include "gemm_view.hpp"
 #include "training_view.hpp"
 #include "value_view.hpp"
 #include "views.hpp"
@@ -44,6 +45,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   training_ = new TrainingView(tabs_);
   values_ = new ValueExplorer(tabs_);
   blocks_ = new BlockView(tabs_);
+  gemm_ = new GemmView(tabs_);
   // Errors show on the field at fault, under the form and here: never in a dialog.
   auto report = [this](const QString& title) { return [this, title](const QString& m) { showStatus(title + ": " + m, true); }; };
   for (View* v : std::initializer_list<View*>{explorer_, lab_, bounds_}) {
@@ -57,6 +59,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(values_, tr("Value Explorer"));
   tabs_->addTab(blocks_, tr("Block"));
   connect(blocks_, &BlockView::failed, this, report(tr("Block")));
+  tabs_->addTab(gemm_, gemm_->title());
+  connect(gemm_->study(), &StudyView::failed, this, report(gemm_->title()));
   setCentralWidget(tabs_);
   buildMenus();
   showStatus(tr("Every number is computed exactly by the engine; File > Save view as experiment "

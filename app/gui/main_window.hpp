@@ -15,6 +15,7 @@ class ExperimentsView;
 class TrainingView;
 class ValueExplorer;
 class BlockView;
+class GemmView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -30,6 +31,7 @@ class MainWindow : public QMainWindow {
   TrainingView* training() const { return training_; }
   ValueExplorer* valueExplorer() const { return values_; }
   BlockView* blockView() const { return blocks_; }
+  GemmView* gemm() const { return gemm_; }
   QTabWidget* tabs() const { return tabs_; }
   View* current() const;
 
@@ -61,6 +63,7 @@ class MainWindow : public QMainWindow {
   TrainingView* training_ = nullptr;
   ValueExplorer* values_ = nullptr;
   BlockView* blocks_ = nullptr;
+  GemmView* gemm_ = nullptr;
   QStringList warnings_;
   bool restoredSource_ = false;
 };

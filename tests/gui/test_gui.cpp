@@ -33,6 +33,9 @@
 #include "mxlab/train/data.hpp"
 #include "mxlab/train/trainer.hpp"
 #include "block_view.hpp"
+#include "gemm_view.hpp"
+#include "mxlab/gemm/gemm.hpp"
+#include "mxlab/quantize/block_format.hpp"
 #include "training_view.hpp"
 #include "value_view.hpp"
 #include "plot_tools.hpp"
@@ -152,8 +155,13 @@ class GuiTest : public QObject {
     QSettings().clear();
   }
 
-  // Each test starts from no saved session (a window saves its own when it closes).
-  void init() { QSettings().clear(); }
+  // Each test starts from no saved session (a window saves its own when it closes). The functions that run as
+  // ctest entries of their own (tests/CMakeLists.txt) are skipped by the entry that runs the rest.
+  void init() {
+    QSettings().clear();
+    if (qEnvironmentVariable("MXLAB_GUI_OWN_ENTRIES").split(',').contains(QString(QTest::currentTestFunction())))
+      QSKIP("runs as a ctest entry of its own");
+  }
 
   void formatExplorerShowsEveryCode() {
     MainWindow w;
@@ -492,8 +500,8 @@ class GuiTest : public QObject {
     QVERIFY(r.out.startsWith("usage: mxlab-gui"));
     QVERIFY(r.err.isEmpty());
     // A bad command line: one line on stderr naming the problem, exit 2, nothing else.
-    const QStringList bad[] = {{"--open", "/nonexistent/x.toml"}, {"--bogus"}, {"--tab", "7"}, {"--tab"}, {"stray"}};
-    const char* named[] = {"/nonexistent/x.toml", "--bogus", "--tab 7", "tab", "stray"};
+    const QStringList bad[] = {{"--open", "/nonexistent/x.toml"}, {"--bogus"}, {"--tab", "8"}, {"--tab"}, {"stray"}};
+    const char* named[] = {"/nonexistent/x.toml", "--bogus", "--tab 8", "tab", "stray"};
     for (std::size_t i = 0; i < std::size(bad); ++i) {
       r = run(MXLAB_GUI_BINARY, bad[i]);
       QCOMPARE(r.code, 2);
@@ -814,6 +822,94 @@ class GuiTest : public QObject {
     QVERIFY(wait_result(v));
     QCOMPARE(v->study()->table(0)->rowCount(), 2 * 4);
     QCOMPARE(exactPattern("a*b[1]?"), QString("a\\*b\\[1]\\?"));
+  }
+
+  void gemmViewPlotsTheEnginesErrors() {
+    MainWindow w;
+    GemmView* v = w.gemm();
+    QCOMPARE(w.tabs()->indexOf(v), 7);
+    v->formatA()->setCurrentText("mxfp8_e4m3");
+    v->formatB()->setCurrentText("nvfp4");
+    for (int i = 0; i < v->models()->count(); ++i)
+      v->models()->item(i)->setCheckState(v->models()->item(i)->text() == "tensorcore-trunc14" ? Qt::Checked : Qt::Unchecked);
+    // A model string that does not parse is said on its field; one whose sums are rounded stays out of the
+    // width plot (an aligned accumulator takes exact sums), with the engine's reason.
+    v->moreModels()->setText("group=4,sum=bf17");
+    QVERIFY(!v->problem().isEmpty());
+    QVERIFY(no_dialog());
+    v->moreModels()->setText("group=4,sum=bf16");
+    QVERIFY(v->problem().isEmpty());
+    QVERIFY2(v->widthNote().startsWith("group=4,sum=bf16 is not in the width plot"), qPrintable(v->widthNote()));
+    v->size()->setValue(4);
+    v->kMin()->setValue(5);
+    v->kMax()->setValue(7);
+    v->widthMin()->setValue(8);
+    v->widthMax()->setValue(12);
+    v->widthStep()->setValue(2);
+    v->metric()->setCurrentIndex(v->metric()->findData("p99_rel_error"));
+    v->reference()->setCurrentIndex(v->reference()->findData("acc_"));
+    v->seed()->setValue(3);
+    v->recompute();
+    QVERIFY(wait_result(v));
+    // The engine on the same operands: A normal(0,1) of the seed, B of seed + 1 (as mxlab gemm and the job).
+    auto engine = [](const std::string& model, std::int64_t k) {
+      gemm::GemmRequest r;
+      r.format_a = *parse_block_format("mxfp8_e4m3");
+      r.format_b = *parse_block_format("nvfp4");
+      r.m = 4, r.k = k, r.n = 4;
+      ops::InputRequest in;
+      in.input = "gen:normal:0,1";
+      in.shape = "4x" + std::to_string(k);
+      in.seed = 3;
+      r.a = ops::load_tensor(in)->exact_values();
+      in.shape = std::to_string(k) + "x4";
+      in.seed = 4;
+      r.b = ops::load_tensor(in)->exact_values();
+      r.models = {*gemm::parse_model(model)};
+      auto rep = gemm::run(r);
+      return rep ? rep->models[0].vs_exact.p99_rel_error : -1.0;
+    };
+    auto graph = [](QCustomPlot* p, const QString& name) -> QCPGraph* {
+      for (int i = 0; i < p->graphCount(); ++i)
+        if (p->graph(i)->name() == name) return p->graph(i);
+      return nullptr;
+    };
+    QCOMPARE(v->study()->plotCount(), 2);
+    // Error against K: one point per K, each the engine's p99 relative error, for both models.
+    for (const std::string model : {"tensorcore-trunc14", "group=4,sum=bf16"}) {
+      QCPGraph* g = graph(v->study()->plot(0), QString::fromStdString(model));
+      QVERIFY2(g, model.c_str());
+      QCOMPARE(g->data()->size(), 3);
+      int i = 0;
+      for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it, ++i) {
+        QCOMPARE(it->key, static_cast<double>(32 << i));
+        QCOMPARE(it->value, engine(model, 32 << i));
+      }
+    }
+    // Error against the width at K = 128: tensorcore-trunc14 with acc=aligned:B:trunc for B = 8, 10, 12; the
+    // model with rounded sums is not drawn.
+    QCustomPlot* wp = v->study()->plot(1);
+    QCOMPARE(wp->graphCount(), 1);
+    QCPGraph* g = graph(wp, "tensorcore-trunc14");
+    QVERIFY(g);
+    QCOMPARE(g->data()->size(), 3);
+    std::vector<double> drawn;
+    for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) drawn.push_back(it->value);
+    QCOMPARE(drawn, (std::vector<double>{engine("tensorcore-trunc14,acc=aligned:8:trunc", 128),
+                                         engine("tensorcore-trunc14,acc=aligned:10:trunc", 128),
+                                         engine("tensorcore-trunc14,acc=aligned:12:trunc", 128)}));
+    QVERIFY(drawn[0] > drawn[2]);  // 8 bits err more than 12
+    // Export follows the visible tab: the width plot and its data.
+    QTemporaryDir dir;
+    w.tabs()->setCurrentWidget(v);
+    v->study()->tabs()->setCurrentIndex(1);
+    QCOMPARE(w.exportPlot(dir.filePath("width")), QString());
+    QVERIFY(QFile::exists(dir.filePath("width.png")));
+    QCOMPARE(w.exportTable(dir.filePath("width")), QString());
+    QCOMPARE(lines(dir.filePath("width.csv")).size(), 1 + 3);
+    // The view saved as an experiment file reads back as one.
+    QCOMPARE(w.saveView(dir.filePath("gemm.toml")), QString());
+    QCOMPARE(ExperimentsView::check(dir.filePath("gemm.toml")), QString());
   }
 
   void exportsFollowTheVisibleTabAndTheTable() {
