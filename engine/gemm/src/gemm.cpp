@@ -13,6 +13,8 @@
 #include "fast.hpp"
 #include "mxlab/core/threads.hpp"
 #include "mxlab/formats/parse.hpp"
+#include "mxlab/kernels/block_kernel.hpp"
+#include "mxlab/quantize/pack.hpp"
 #include "mxlab/quantize/quantize.hpp"
 
 namespace mxlab::gemm {
@@ -67,9 +69,43 @@ std::vector<double> transpose(std::span<const double> x, std::int64_t rows, std:
   return t;
 }
 
+namespace {
+
+/// x quantized by the SIMD block kernel, the engine of `mxlab quantize` (BlockKernel::quantize_packed, bit for bit
+/// mxlab::pack of the reference quantizer), unpacked; nullopt where the kernel does not cover the format (2-D
+/// tiles, channel scales and one scale over the whole tensor, elements of more than 16 bits:
+/// BlockKernel::unsupported_reason) or x holds values that are not float32 numbers (the kernel reads float32),
+/// and where it refuses the input: the reference then quantizes x, and reports any error in its own words.
+std::optional<QuantizedTensor> kernel_quantize(const BlockFormat& f, std::span<const double> x,
+                                               const std::vector<std::int64_t>& shape) {
+  auto kernel = BlockKernel::make(f);
+  if (!kernel) return std::nullopt;
+  std::vector<float> xf(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    xf[i] = static_cast<float>(x[i]);
+    if (static_cast<double>(xf[i]) != x[i] && !std::isnan(x[i])) return std::nullopt;
+  }
+  auto packed = kernel->quantize_packed(BlockInput(xf), shape);
+  if (!packed) return std::nullopt;
+  PackedTensor p;
+  p.shape = shape;
+  p.elements = std::move(packed->elements);
+  p.scales = std::move(packed->scales);
+  p.tensor_scale = std::move(packed->tensor_scale);
+  p.subtile_offsets = std::move(packed->subtile_offsets);
+  p.scale_grid = BlockIndexer(shape, f.layout).grid();
+  if (!p.subtile_offsets.empty()) p.subtile_grid = BlockIndexer::subtiles(shape, f.layout).grid();
+  auto q = unpack(f, p);
+  if (!q) return std::nullopt;
+  return std::move(*q);
+}
+
+}  // namespace
+
 Result<Operand> quantize_operand(const BlockFormat& f, std::span<const double> x, std::int64_t rows, std::int64_t depth) {
   const std::vector<std::int64_t> shape = {rows, depth};
-  auto q = quantize(f, x, shape);
+  std::optional<QuantizedTensor> kernel = kernel_quantize(f, x, shape);
+  auto q = kernel ? Result<QuantizedTensor>(std::move(*kernel)) : quantize(f, x, shape);
   if (!q) return q.error();
   Operand op;
   op.format = f.name;

@@ -34,8 +34,9 @@ struct Operand {
   std::size_t at(std::int64_t row, std::int64_t k) const { return static_cast<std::size_t>(row * depth + k); }
 };
 
-/// Quantizes x (rows x depth, row-major) with a block format whose blocks lie along the rows (the reference
-/// quantizer, mxlab::quantize) and splits it into elements, scales and block starts.
+/// Quantizes x (rows x depth, row-major) with a block format whose blocks lie along the rows and splits it into
+/// elements, scales and block starts: by the SIMD block kernel where it covers the format and x is float32 values
+/// (as `mxlab quantize`), else by the reference quantizer (mxlab::quantize); the same codes either way.
 Result<Operand> quantize_operand(const BlockFormat& f, std::span<const double> x, std::int64_t rows, std::int64_t depth);
 
 /// An operand of unquantized values: each value an element with scale 1, one block per row.
