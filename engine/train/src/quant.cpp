@@ -48,31 +48,9 @@ void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std
   AmaxHistory* delayed = ctx.delayed_state(key);
   std::int64_t saturated = 0;
   if (delayed != nullptr) {
-    // Transformer Engine's FP8 cast: the input times the tensor's scale in float32, cast with saturation;
-    // the GEMM sees the cast value times scale_inv.
-    thread_local std::vector<float> scaled;
-    scaled.resize(x.size());
-    const float scale = delayed->scale(), limit = delayed->fp8_max();
-    // Three simple loops that vectorize: the amax (NaN ignored, as fmax does) over kParts interleaved partial
-    // maxima (a maximum does not depend on the order it is taken in), the scaled values, the saturations.
-    constexpr std::size_t kParts = 8;
-    const std::size_t n = x.size();
-    float part[kParts] = {};
-    std::size_t i = 0;
-    for (; i + kParts <= n; i += kParts)
-      for (std::size_t j = 0; j < kParts; ++j) {
-        const float a = std::fabs(x[i + j]);
-        part[j] = part[j] < a ? a : part[j];
-      }
-    for (; i < n; ++i) part[0] = std::max(part[0], std::fabs(x[i]));
-    const float amax = *std::max_element(part, part + kParts);
-    for (std::size_t k = 0; k < n; ++k) scaled[k] = x[k] * scale;
-    for (std::size_t k = 0; k < n; ++k) saturated += std::fabs(scaled[k]) > limit ? 1 : 0;
-    auto r = quantize(scaled);
+    auto r = delayed_cast(f, x, rows, cols, out, *delayed, ctx.training, run, columns);
     if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);
-    const float inv = delayed->scale_inv();
-    for (float& v : out) v *= inv;
-    if (ctx.training) delayed->record(amax);
+    saturated = *r;
   } else {
     auto r = quantize(x);
     if (!r) throw std::runtime_error("quantizing " + key + " with " + f.format().name + ": " + r.error().message);

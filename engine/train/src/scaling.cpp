@@ -41,4 +41,43 @@ bool AmaxHistory::restore(const std::vector<float>& history, float scale) {
   return true;
 }
 
+std::optional<BlockFormat> delayed_format(const Recipe& r, const BlockFormat& f) {
+  if (!r.delayed.enabled || f.layout.scale) return std::nullopt;
+  BlockFormat g = f;
+  g.options.element.overflow = Overflow::Saturate;
+  return g;
+}
+
+Result<std::int64_t> delayed_cast(const ops::FakeQuantizer& q, std::span<const float> x, std::int64_t rows,
+                                  std::int64_t cols, std::span<float> out, AmaxHistory& history, bool record,
+                                  const ops::Run& run, bool columns) {
+  // The input times the tensor's scale in float32, cast with saturation; the GEMM sees the cast value times
+  // scale_inv.
+  thread_local std::vector<float> scaled;
+  scaled.resize(x.size());
+  const float scale = history.scale(), limit = history.fp8_max();
+  // Three simple loops that vectorize: the amax (NaN ignored, as fmax does) over kParts interleaved partial
+  // maxima (a maximum does not depend on the order it is taken in), the scaled values, the saturations.
+  constexpr std::size_t kParts = 8;
+  const std::size_t n = x.size();
+  float part[kParts] = {};
+  std::size_t i = 0;
+  for (; i + kParts <= n; i += kParts)
+    for (std::size_t j = 0; j < kParts; ++j) {
+      const float a = std::fabs(x[i + j]);
+      part[j] = part[j] < a ? a : part[j];
+    }
+  for (; i < n; ++i) part[0] = std::max(part[0], std::fabs(x[i]));
+  const float amax = *std::max_element(part, part + kParts);
+  std::int64_t saturated = 0;
+  for (std::size_t k = 0; k < n; ++k) scaled[k] = x[k] * scale;
+  for (std::size_t k = 0; k < n; ++k) saturated += std::fabs(scaled[k]) > limit ? 1 : 0;
+  auto r = columns ? q.run_columns(scaled, rows, cols, out, run) : q.run(scaled, {rows, cols}, out, run);
+  if (!r) return r.error();
+  const float inv = history.scale_inv();
+  for (float& v : out.first(n)) v *= inv;
+  if (record) history.record(amax);
+  return saturated;
+}
+
 }  // namespace mxlab::train

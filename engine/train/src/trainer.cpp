@@ -58,9 +58,8 @@ Result<std::unique_ptr<Model<float>>> make_model(const TrainData& data, const Tr
     for (std::size_t i = 0; i < r->size(); ++i) {
       if (!(*r)[i]) continue;
       BlockFormat bf = *(*r)[i];
-      if (o.recipe.delayed.enabled && !bf.layout.scale) {
-        // Delayed scaling: the element cast saturates (TE's FP8 conversions are satfinite).
-        bf.options.element.overflow = Overflow::Saturate;
+      if (auto saturating = delayed_format(o.recipe, bf)) {
+        bf = std::move(*saturating);
         if (delayed != nullptr)
           delayed->emplace_back(layer + "." + std::string(role_name(static_cast<Role>(i))),
                                 AmaxHistory(o.recipe.delayed, bf.element.max_finite()));

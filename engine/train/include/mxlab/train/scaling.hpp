@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <vector>
 
+#include "mxlab/ops/ops.hpp"
 #include "mxlab/train/recipe.hpp"
 
 namespace mxlab::train {
@@ -44,5 +47,19 @@ class AmaxHistory {
   float scale_ = 1.0F;
   float scale_inv_ = 1.0F;
 };
+
+/// The format an operand of format f is cast with under the recipe's delayed scaling, or nothing when it has no
+/// delayed scale: delayed scaling on and a plain element format without block scales give one, whose element
+/// cast saturates (Transformer Engine's FP8 conversions are satfinite).
+std::optional<BlockFormat> delayed_format(const Recipe& r, const BlockFormat& f);
+
+/// Transformer Engine's FP8 cast of one operand (rows x cols, row-major) under its delayed scale, as mxlab train
+/// casts it: fl32(x * scale) through the saturating element quantizer q (along the rows, or down the columns with
+/// `columns`), the result times fl32(1 / scale) into out; with `record`, the input's amax (NaN ignored) is
+/// recorded in the history (training steps; evaluation records none). Returns the inputs whose scaled magnitude
+/// exceeds the format's largest value (clipped by the cast).
+Result<std::int64_t> delayed_cast(const ops::FakeQuantizer& q, std::span<const float> x, std::int64_t rows,
+                                  std::int64_t cols, std::span<float> out, AmaxHistory& history, bool record,
+                                  const ops::Run& run, bool columns = false);
 
 }  // namespace mxlab::train
