@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <thread>
-#include <vector>
 
 #include "mxlab/core/ceil_div.hpp"
 #include "mxlab/core/threads.hpp"
@@ -32,15 +30,11 @@ void parallel_ranges(std::size_t n, unsigned threads, Fn&& fn) {
     return;
   }
   const std::size_t step = ceil_div(ceil_div(n, parts), 64) * 64;
-  std::vector<std::thread> workers;
-  workers.reserve(parts - 1);
-  for (std::size_t p = 1; p < parts; ++p) {
+  run_parts(static_cast<unsigned>(parts), [&](unsigned p) {
     const std::size_t begin = std::min(n, p * step);
     const std::size_t end = std::min(n, begin + step);
-    if (begin < end) workers.emplace_back([&fn, begin, end] { fn(begin, end); });
-  }
-  fn(std::size_t{0}, std::min(n, step));
-  for (auto& w : workers) w.join();
+    if (begin < end) fn(begin, end);
+  });
 }
 
 }  // namespace mxlab::kernel_detail

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "blas.hpp"
 #include "quant.hpp"
 
 namespace mxlab::train::detail {
@@ -102,6 +103,24 @@ bool accumulated(Mat<T>& out, const Mat<T>& a, const ops::FakeQuantizer* fa, boo
   }
 }
 
+/// out = op(a) op(b), op the transpose when ta (tb): float32 on OpenBLAS's SGEMM over ctx.threads (sgemm: the
+/// same values for any thread count), Eigen for the double of the gradient checks.
+template <typename T>
+void product(Mat<T>& out, const Mat<T>& a, bool ta, const Mat<T>& b, bool tb, const QuantContext& ctx) {
+  const std::int64_t m = ta ? a.cols() : a.rows(), k = ta ? a.rows() : a.cols(), n = tb ? b.rows() : b.cols();
+  if ((tb ? b.cols() : b.rows()) != k) throw std::logic_error("product: the operands' inner sizes differ");
+  if constexpr (std::is_same_v<T, float>) {
+    out.resize(m, n);
+    sgemm(ta, tb, m, n, k, a.data(), a.cols(), b.data(), b.cols(), out.data(), n, ctx.threads);
+  } else if (ta) {
+    if (tb) out.noalias() = a.transpose() * b.transpose();
+    else out.noalias() = a.transpose() * b;
+  } else {
+    if (tb) out.noalias() = a * b.transpose();
+    else out.noalias() = a * b;
+  }
+}
+
 /// The three GEMMs of one weight-like product Y = X Wt^T (X: M x K, Wt: N x K, both row-major with the
 /// reduction axis K last), each operand quantized with its role's format along that GEMM's reduction axis:
 ///   forward   Y   = q_a(X) q_w(Wt)^T           (reduction K: blocks along rows)
@@ -140,7 +159,7 @@ struct QGemm {
     const Mat<T>& qx = have_xc ? bx : quantized(x, fa, bx, ctx, key(Role::A));
     const Mat<T>& qw = quantized(wt, f(w_role), bw, ctx, key(w_role));
     Mat<T> y(x.rows(), wt.rows());
-    if (!accumulated(y, qx, fa, false, qw, f(w_role), false, ctx, name + " forward")) y.noalias() = qx * qw.transpose();
+    if (!accumulated(y, qx, fa, false, qw, f(w_role), false, ctx, name + " forward")) product(y, qx, false, qw, true, ctx);
     return y;
   }
 
@@ -159,17 +178,17 @@ struct QGemm {
       // Forward's 2-D tiles of Wt are the tiles of W.
       const Mat<T>& qw = saved_w ? bw : quantized_columns(wt, f(w_bp_role), bwc, ctx, key(w_bp_role));
       if (!accumulated(*dx, qg, fg, false, qw, f(saved_w ? w_role : w_bp_role), true, ctx, name + " backward dX"))
-        dx->noalias() = qg * qw;
+        product(*dx, qg, false, qw, false, ctx);
     }
     if (dwt != nullptr) {
       if (fg == nullptr && fa == nullptr) {
-        if (!accumulated(*dwt, dy, fg, true, x, fa, true, ctx, name + " backward dW")) dwt->noalias() = dy.transpose() * x;
+        if (!accumulated(*dwt, dy, fg, true, x, fa, true, ctx, name + " backward dW")) product(*dwt, dy, true, x, false, ctx);
         return;
       }
       const Mat<T>& qgc = g_2d ? qg : g_both ? bgc : quantized_columns(dy, fg, bgc, ctx, key(Role::G));
       const Mat<T>& qxc = saved_x ? bx : have_xc ? bxc : quantized_columns(x, fa, bxc, ctx, key(Role::ABp));
       if (!accumulated(*dwt, qgc, fg, true, qxc, saved_x ? f(Role::A) : fa, true, ctx, name + " backward dW"))
-        dwt->noalias() = qgc.transpose() * qxc;
+        product(*dwt, qgc, true, qxc, false, ctx);
     }
   }
 };

@@ -1,10 +1,10 @@
 // Worker threads: the machine's hardware thread count (for requests of "every hardware thread", threads = 0)
-// and running a function's parts on threads of their own.
+// and running a function's parts on the threads of a pool that lives as long as the process.
 #pragma once
 
 #include <algorithm>
 #include <thread>
-#include <vector>
+#include <type_traits>
 
 namespace mxlab {
 
@@ -18,13 +18,24 @@ inline unsigned hardware_threads() {
 /// Worker threads for a request (0 = every hardware thread).
 inline unsigned resolve_threads(unsigned requested) { return requested != 0 ? requested : hardware_threads(); }
 
-/// Calls fn(t) for t in [0, parts), each on its own thread (t = 0 on the caller's), and waits for all.
+namespace threads_detail {
+/// fn(context, t) for t in [0, parts) on the pool (threads.cpp).
+void run_on_pool(unsigned parts, void (*fn)(void*, unsigned), void* context);
+}  // namespace threads_detail
+
+/// Calls fn(t) for t in [0, parts) and waits for all: the caller takes parts itself while up to parts - 1 of the
+/// pool's workers (started once, kept for the process) take the others, so a call costs a wake-up, not a thread
+/// start. A part is taken by whichever thread is free first, so parts must not wait for one another; a part
+/// may itself call run_parts. An exception thrown by a part reaches the caller after every part has finished.
 template <typename Fn>
 void run_parts(unsigned parts, Fn&& fn) {
-  std::vector<std::thread> workers;
-  for (unsigned t = 1; t < parts; ++t) workers.emplace_back([&fn, t] { fn(t); });
-  fn(0U);
-  for (auto& w : workers) w.join();
+  if (parts <= 1) {
+    if (parts == 1) fn(0U);
+    return;
+  }
+  using F = std::remove_reference_t<Fn>;
+  threads_detail::run_on_pool(
+      parts, [](void* f, unsigned t) { (*static_cast<F*>(f))(t); }, const_cast<void*>(static_cast<const void*>(&fn)));
 }
 
 }  // namespace mxlab

@@ -1,0 +1,86 @@
+// The trainer's float32 products: OpenBLAS's SGEMM, one thread per call, on pieces of C that mxlab's threads take.
+#include "blas.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "mxlab/core/ceil_div.hpp"
+#include "mxlab/core/threads.hpp"
+
+extern "C" char* openblas_get_corename(void);
+
+namespace mxlab::train::detail {
+namespace {
+
+// A piece is worth a thread's wake-up from about 4 MFLOP (some 60 us at one core's SGEMM rate); it keeps at least
+// 64 rows or columns, so the operand every piece packs again (the one not split) is read a few times at most.
+constexpr double kPieceFlops = 4e6;
+constexpr std::int64_t kMinPieceSide = 64;
+constexpr std::int64_t kMaxPieces = 8;
+constexpr std::int64_t kPieceAlign = 16;  // piece edges on multiples of the widest SGEMM register tile
+
+/// OpenBLAS runs each call on one thread: its threaded driver blocks k differently from its single-threaded one
+/// (driver/level3/level3_thread.c halves a remainder between GEMM_Q and 2 GEMM_Q where level3.c rounds the half up
+/// to GEMM_UNROLL_M), so its own threads would make the sums depend on the thread count.
+void single_threaded_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+}  // namespace
+
+GemmPieces gemm_pieces(std::int64_t m, std::int64_t n, std::int64_t k) {
+  GemmPieces p;
+  p.by_rows = m >= n;
+  const std::int64_t side = p.by_rows ? m : n;
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const auto by_flops = static_cast<std::int64_t>(flops / kPieceFlops);
+  const std::int64_t most = std::min({kMaxPieces, by_flops, side / kMinPieceSide});
+  while (p.count * 2 <= most) p.count *= 2;  // a power of two: 1, 2, 4 or 8 threads share the pieces evenly
+  p.step = ceil_div(ceil_div(side, p.count), kPieceAlign) * kPieceAlign;
+  p.count = ceil_div(side, p.step);
+  return p;
+}
+
+void sgemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+           const float* b, std::int64_t ldb, float* c, std::int64_t ldc, unsigned threads) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (std::int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0F);
+    return;
+  }
+  single_threaded_blas();
+  const GemmPieces p = gemm_pieces(m, n, k);
+  const auto piece = [&](std::int64_t i) {
+    const std::int64_t side = p.by_rows ? m : n;
+    const std::int64_t first = i * p.step, count = std::min(side, first + p.step) - first;
+    // The rows of op(A) (or the columns of op(B)) of the piece, and where they land in C.
+    const float* pa = a;
+    const float* pb = b;
+    float* pc = c;
+    std::int64_t pm = m, pn = n;
+    if (p.by_rows) {
+      pa += ta ? first : first * lda;
+      pc += first * ldc;
+      pm = count;
+    } else {
+      pb += tb ? first * ldb : first;
+      pc += first;
+      pn = count;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(pm),
+                static_cast<int>(pn), static_cast<int>(k), 1.0F, pa, static_cast<int>(lda), pb, static_cast<int>(ldb),
+                0.0F, pc, static_cast<int>(ldc));
+  };
+  const auto parts = static_cast<unsigned>(std::min<std::int64_t>(resolve_threads(threads), p.count));
+  run_parts(parts, [&](unsigned t) {
+    const std::int64_t first = p.count * t / parts, last = p.count * (t + 1) / parts;
+    for (std::int64_t i = first; i < last; ++i) piece(i);
+  });
+}
+
+const char* blas_kernel_name() { return openblas_get_corename(); }
+
+}  // namespace mxlab::train::detail

@@ -1,0 +1,29 @@
+// Internal: the trainer's float32 products on OpenBLAS's SGEMM, split into pieces that depend on the shape only.
+#pragma once
+
+#include <cstdint>
+
+namespace mxlab::train::detail {
+
+/// The pieces an m x n product is split into: `count` blocks of `step` rows (by_rows) or columns of C, the
+/// last one shorter. A function of the shape only, never of the thread count.
+struct GemmPieces {
+  bool by_rows = true;
+  std::int64_t count = 1;
+  std::int64_t step = 0;
+};
+
+/// How sgemm splits an m x n x k product.
+GemmPieces gemm_pieces(std::int64_t m, std::int64_t n, std::int64_t k);
+
+/// C = op(A) op(B) in float32, row-major: op(A) is m x k (A stored k x m when ta), op(B) is k x n (B stored
+/// n x k when tb), C m x n with leading dimension ldc. Each piece of C (gemm_pieces) is one single-threaded
+/// OpenBLAS SGEMM over the whole of k, and `threads` threads take the pieces, so C does not depend on the thread
+/// count; it depends on the SGEMM kernel OpenBLAS picks for the CPU.
+void sgemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+           const float* b, std::int64_t ldb, float* c, std::int64_t ldc, unsigned threads);
+
+/// The name of the SGEMM kernel OpenBLAS picked for this CPU (its core name, "Haswell", "SkylakeX", ...).
+const char* blas_kernel_name();
+
+}  // namespace mxlab::train::detail
