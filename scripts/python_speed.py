@@ -6,7 +6,7 @@ microxcaling's in-process _quantize_mx, on one 16 M-element float32 array; and t
         [--microxcaling DIR]    # DIR: a checkout of microsoft/microxcaling (its mx package is imported from it)
 
 Prints one row per format: the bench's fake-quant rate at 64 MiB (16 M elements), mxlab.quantize's rate with a
-reused out= array and with a new result array each call (its pages are faulted in on first write), their
+reused out= array and with a new result array each call (made on the memory of the result freed before it), their
 ratios to the bench; with --microxcaling, microxcaling's rate on the same array (CPU Python path,
 custom_cuda=False), mxlab's with profile="microxcaling" (the same values), the speed-up and whether the two
 outputs are the same bits.

@@ -246,3 +246,72 @@ def test_capture_writes_float32_of_every_dtype(tmp_path, dtype):
     assert same_bits(mxlab.read_weight(tmp_path / "c", "Identity/activation/output/0"), y.float().numpy())
     entry = json.load(open(tmp_path / "c" / "capture.json"))["tensors"][0]
     assert entry["source_dtype"] == str(dtype).replace("torch.", "") and entry["dtype"] == "float32"
+
+
+# A capture whose process dies: the script starts a capture over an existing folder (overwrite=True), writes one
+# tensor, says so and waits to be killed.
+KILLED_CAPTURE = """
+import sys, time, torch, mxlab.torch as mt
+lin = torch.nn.Linear(4, 4)
+cap = mt.capture(lin, sys.argv[1], gradients=None, overwrite=True).start()
+lin(torch.ones(5, 4))
+print("written", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_killed_capture_leaves_its_temporary_which_readers_note_and_skip(tmp_path, cli):
+    import signal
+    import subprocess
+    import sys
+    lin = torch.nn.Linear(4, 4)
+    with mt.capture(lin, tmp_path / "cap", gradients=None):
+        lin(torch.ones(2, 4))
+    p = subprocess.Popen([sys.executable, "-c", KILLED_CAPTURE, str(tmp_path / "cap")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "written"
+        p.send_signal(signal.SIGKILL)
+    finally:
+        p.wait()
+    assert p.returncode == -signal.SIGKILL
+    partial = [n for n in os.listdir(tmp_path) if n != "cap"]
+    assert len(partial) == 1 and partial[0].startswith(".cap.") and partial[0].endswith(".partial")
+    # the input and output written before the kill, no manifest
+    assert sorted(os.listdir(tmp_path / partial[0])) == ["000000.f32", "000001.f32"]
+    # The folder still holds the first capture; the unfinished one is named in a note, not read, not an error.
+    with pytest.warns(UserWarning, match=f"'{partial[0]}' beside 'cap' is a capture that did not finish"):
+        listed = mxlab.weights(tmp_path / "cap")
+    assert [w["shape"] for w in listed] == [(2, 4), (2, 4)]  # the input and output of the first capture
+    out = cli.run("data", "weights", tmp_path / "cap").stdout
+    assert f"note: '{partial[0]}' beside 'cap' is a capture that did not finish" in out
+    assert len(mxlab.analyze(tmp_path / "cap", "mxfp4")) == 2
+    with pytest.raises(ValueError, match="temporary folder of a capture that did not finish"):
+        mxlab.weights(tmp_path / partial[0])
+
+
+def test_an_interrupted_write_removes_the_temporary(tmp_path, monkeypatch):
+    lin = torch.nn.Linear(4, 4)
+    cap = mt.capture(lin, tmp_path / "cap", gradients=None).start()  # no with block: the writer cleans up itself
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mt, "tokens_hidden", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        lin(torch.ones(2, 4))
+    assert os.listdir(tmp_path) == [] and len(lin._forward_hooks) == 0
+    with pytest.raises(RuntimeError, match="not started"):
+        cap.close()
+
+
+def test_a_capture_never_closed_is_removed_when_the_interpreter_exits(tmp_path):
+    import subprocess
+    import sys
+    script = ("import sys, torch, mxlab.torch as mt\n"
+              "lin = torch.nn.Linear(4, 4)\n"
+              "cap = mt.capture(lin, sys.argv[1], gradients=None).start()\n"
+              "lin(torch.ones(2, 4))\n"
+              "raise SystemExit('stopped with the capture open')\n")
+    r = subprocess.run([sys.executable, "-c", script, str(tmp_path / "cap")], capture_output=True, text=True)
+    assert r.returncode == 1 and "stopped with the capture open" in r.stderr
+    assert os.listdir(tmp_path) == []

@@ -222,7 +222,7 @@ def test_bounds_match_cli(cli):
 
 # ---- arrays read in place, out=, threads, the GIL
 
-@pytest.mark.parametrize("dtype,bf16", [("float32", False), ("float16", False), ("uint16", True)])
+@pytest.mark.parametrize("dtype,bf16", [("float32", False), ("float16", False), ("uint16", True), ("float64", False)])
 def test_arrays_are_read_in_place(dtype, bf16):
     x = data().astype(dtype)
     assert mxlab._mxlab.source_address(x, bf16) == x.ctypes.data
@@ -230,9 +230,65 @@ def test_arrays_are_read_in_place(dtype, bf16):
     assert mxlab._mxlab.source_address(view, bf16) == view.ctypes.data
 
 
-def test_float64_goes_through_the_engine_copy():
-    x = data().astype(np.float64)
-    assert mxlab._mxlab.source_address(x, False) != x.ctypes.data
+@pytest.mark.parametrize("spec,options", [("mxfp4", {}), ("nvfp4", {}), ("mxfp8_e4m3", {"round": "stochastic", "seed": 3}),
+                                          ("mxint8", {"block_axis": 0}), ("e4m3:float32", {}), ("mxsf@8x8", {})])
+@pytest.mark.parametrize("exact", [True, False], ids=["float32-values", "float64-values"])
+def test_float64_read_in_place_gives_the_cli_values(cli, spec, options, exact):
+    # float64 values float32 holds (the kernels, fed float32 a few blocks at a time) and values it does not (the
+    # reference on the doubles). The CLI reads x.npy in place as well, and x.npy.gz (compressed, not mappable)
+    # through its float64 tensor copy: all three give the same bits.
+    x = data((64, 96), seed=5, specials=True).astype(np.float64)
+    if not exact:
+        x *= 1 + 2.0**-40
+    assert mxlab._mxlab.source_address(x, False) == x.ctypes.data
+    got = mxlab.quantize(x, spec, **options)
+    src = cli.save("x.npy", x)
+    import gzip
+    with open(src, "rb") as f, gzip.open(cli.path("x.npy.gz"), "wb") as g:
+        g.write(f.read())
+    for name in ("x.npy", "x.npy.gz"):
+        cli.run("quantize", spec, name, "--out", "q.npy", *cli_options(options))
+        want = np.load(cli.path("q.npy"))
+        assert want.dtype == np.float64 and np.array_equal(bits(got.astype(np.float64)), bits(want)), name
+    cli.run("quantize", spec, "x.npy.gz", "--out", "w", "--packed", *cli_options(options))
+    packed = mxlab.quantize(x, spec, packed=True, **options)
+    assert np.array_equal(packed["elements"], np.load(cli.path("w.elements.npy")).ravel())
+    assert np.array_equal(packed["scales"], np.load(cli.path("w.scales.npy")).ravel())
+    want, = cli.csv("analyze", spec, "x.npy.gz", *cli_options(options))
+    got, = mxlab.analyze(x, spec, **options)
+    for column in ("mse", "sqnr_db", "max_abs_error", "underflow_ratio", "engine"):
+        assert numeric_equal(want[column], got[column]) if column != "engine" else want[column] == got[column]
+
+
+@pytest.mark.parametrize("spec", ["mxfp4", "nvfp4", "mxfp8_e4m3@16", "mxint8:e8m0_t16s2", "mxfp6_e2m3"])
+def test_float64_holding_float32_values_quantizes_as_their_float32(spec):
+    # Rows of 1031 (a partial block at each row's end) over more than one chunk of the engine's streamed pass:
+    # the kernels narrow the doubles a few blocks at a time per thread, at every range boundary.
+    x32 = data((1100, 1031), seed=9, specials=True)
+    x64 = x32.astype(np.float64)
+    for threads in (1, 2):
+        assert np.array_equal(bits(mxlab.quantize(x64, spec, threads=threads)), bits(mxlab.quantize(x32, spec)))
+        p64, p32 = mxlab.quantize(x64, spec, packed=True, threads=threads), mxlab.quantize(x32, spec, packed=True)
+        for key in ("elements", "scales", "tensor_scale", "subtile_offsets"):
+            assert np.array_equal(p64[key], p32[key]), key
+        a64, = mxlab.analyze(x64, spec, threads=threads)
+        a32, = mxlab.analyze(x32, spec)
+        assert a64 == a32
+
+
+def test_large_results_reuse_the_memory_of_freed_results():
+    # A new result array of 1 MiB or more takes the memory of one freed before it (pages already mapped), never
+    # that of a live array.
+    x = data((512, 512), seed=11)
+    want = mxlab.quantize(x, "mxfp4", out=np.empty_like(x))
+    a = mxlab.quantize(x, "mxfp4")
+    b = mxlab.quantize(x, "mxfp8_e4m3")
+    assert a.ctypes.data != b.ctypes.data and a.flags.writeable
+    address = a.ctypes.data
+    del a
+    c = mxlab.quantize(x, "mxfp4")
+    assert c.ctypes.data == address and np.array_equal(bits(c), bits(want))
+    assert mxlab.quantize(x[:100], "mxfp4").ctypes.data != address  # a small result: NumPy's own memory
 
 
 def test_out_is_written_in_place():

@@ -337,6 +337,13 @@ class Quantizer:
         """(self(x), columns.columns(x)) of a float32 matrix in one pass over it."""
         return self._q.run_rows_and_columns(_contiguous(_array(x)), columns._q, _threads(threads))
 
+    def delayed(self, x, history, record=True, columns=False, threads=None):
+        """A float32 matrix cast under a delayed per-tensor scale as ``mxlab train`` casts it (docs/training.md):
+        fl32(x * scale) through this quantizer (down the columns with columns=True), times fl32(1 / scale);
+        with record=True the input's amax enters the history's current step. history: an AmaxHistory
+        (``mxlab.torch.layer_scaling``). Returns (values, saturated: inputs clipped by the cast)."""
+        return self._q.run_delayed(_contiguous(_array(x)), history, bool(record), bool(columns), _threads(threads))
+
 
 def load_recipe(name_or_path):
     """A training recipe as ``mxlab train --recipe`` reads it: a preset name, a recipe file, or a block format

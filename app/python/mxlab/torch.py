@@ -7,8 +7,10 @@
   quantized per role as ``mxlab train`` quantizes them (docs/training.md): forward Y = X W^T takes X as ``a``
   and W as ``w``, blocks along the input features; backward dX = dY W takes dY as ``g`` and W as ``w_bp``,
   blocks along the output features; dW = dY^T X takes dY as ``g`` and X as ``a_bp``, blocks along the batch.
+  Delayed scaling (fp8_delayed) keeps an amax history per operand; ``update_scaling(model)`` ends a step.
 - ``convert(model, recipe)``: replaces a model's Linear and Conv2d layers in place, formats per layer name
-  from the same recipe names and files as ``mxlab train --recipe``.
+  from the same recipe names and files as ``mxlab train --recipe``; a recipe's ``nongemm`` format rounds the
+  outputs and input gradients of activation, pooling and normalisation layers.
 - ``analyze_parameters(state, *specs)``: ``mxlab.analyze`` of every floating-point tensor of a state dict
   (``torch.load``) or a module, blocks along each weight's reduction axis, without writing files.
 - ``capture(model, path, ...)``: activations (forward hooks) and gradients (full backward hooks) of chosen
@@ -23,7 +25,7 @@ import os
 import shutil
 import sys
 import uuid
-import warnings
+import weakref
 import zlib
 
 import numpy as _np
@@ -32,8 +34,8 @@ import torch.nn.functional as _F
 
 import mxlab as _mx
 
-__all__ = ["fake_quantize", "fake_quantize_ste", "Linear", "Conv2d", "convert", "layer_quantizers", "analyze_parameters",
-           "capture", "tokens_hidden", "sample_rows"]
+__all__ = ["fake_quantize", "fake_quantize_ste", "Linear", "Conv2d", "convert", "layer_quantizers", "layer_scaling",
+           "update_scaling", "analyze_parameters", "capture", "tokens_hidden", "sample_rows"]
 
 
 def _check_cpu(t):
@@ -112,31 +114,45 @@ def fake_quantize_ste(t, spec, axis=-1, profile=None, grad_spec=None, threads=No
 
 # ---- layers
 
+def _recipe(recipe):
+    return recipe if isinstance(recipe, _mx.Recipe) else _mx.load_recipe(recipe)
+
+
+def _layer_setup(recipe, layer):
+    """(quantizer per role, delayed-scaling history per role) of a layer, as mxlab train prepares them."""
+    quantizers, scaling = {}, {}
+    for role, f in _mx.layer_formats(recipe, layer).items():
+        delayed = None if f is None else _mx._mxlab.delayed_operand(recipe, f)
+        if delayed is not None:
+            f, scaling[role] = delayed
+        else:
+            scaling[role] = None
+        quantizers[role] = None if f is None else _mx.Quantizer(f)
+    return quantizers, scaling
+
+
 def layer_quantizers(recipe, layer):
     """The prepared quantizer of each role (w, a, g, w_bp, a_bp) of a layer under a recipe (a preset name,
-    a recipe file or an mxlab.Recipe); None where the role stays FP32."""
-    if not isinstance(recipe, _mx.Recipe):
-        recipe = _mx.load_recipe(recipe)
-    if recipe.delayed_scaling:
-        raise ValueError(f"recipe '{recipe.name}': delayed scaling keeps an amax history per operand across "
-                         "steps, which mxlab.torch does not run; use a current-scaling recipe (fp8_current)")
-    return {role: None if f is None else _mx.Quantizer(f) for role, f in _mx.layer_formats(recipe, layer).items()}
+    a recipe file or an mxlab.Recipe); None where the role stays FP32. Under delayed scaling (fp8_delayed) the
+    element casts saturate, as in ``mxlab train``; their scales are ``layer_scaling``'s."""
+    return _layer_setup(_recipe(recipe), layer)[0]
 
 
-def _run(q, x):
-    """q along the rows of a float32 matrix (x itself where q is None)."""
+def layer_scaling(recipe, layer):
+    """A new delayed-scaling state (mxlab.AmaxHistory: scale, scale_inv, history, update()) of each role of a
+    layer whose operand has one under the recipe (fp8_delayed: the element-format roles); None elsewhere."""
+    return _layer_setup(_recipe(recipe), layer)[1]
+
+
+def _run(q, x, h=None, record=False, columns=False):
+    """q along the rows (or down the columns) of a float32 matrix, under the delayed scale h when it has one;
+    x itself where q is None."""
     if q is None:
         return x
+    if h is not None:
+        return _torch.from_numpy(q.delayed(x.numpy(), h, record=record, columns=columns)[0])
     out = _torch.empty_like(x)
-    q(x.numpy(), out=out.numpy())
-    return out
-
-
-def _run_columns(q, x):
-    if q is None:
-        return x
-    out = _torch.empty_like(x)
-    q.columns(x.numpy(), out=out.numpy())
+    (q.columns if columns else q)(x.numpy(), out=out.numpy())
     return out
 
 
@@ -144,34 +160,36 @@ class _QuantizedGemm(_torch.autograd.Function):
     """Y = X W^T (+ b) with X [N, I] and W [O, I], every operand quantized per role (docs/training.md)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, qs):
+    def forward(ctx, x, weight, bias, qs, hs, record):
+        """qs: the quantizer of each role; hs: the delayed-scaling history of each role (None: none); record:
+        whether the forward casts record their amax (training)."""
         x = x.detach().contiguous()
         w = weight.detach().contiguous()
         ctx.save_for_backward(x, w)
-        ctx.qs, ctx.has_bias = qs, bias is not None
-        y = _run(qs["a"], x) @ _run(qs["w"], w).t()
+        ctx.qs, ctx.hs, ctx.has_bias = qs, hs, bias is not None
+        y = _run(qs["a"], x, hs["a"], record) @ _run(qs["w"], w, hs["w"], record).t()
         return y if bias is None else y + bias
 
     @staticmethod
     def backward(ctx, gy):
         x, w = ctx.saved_tensors
-        qs = ctx.qs
+        qs, hs = ctx.qs, ctx.hs
         gy = gy.detach().float().contiguous()
         gx = gw = gb = None
         need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        g = qs["g"]
-        if g is not None and need_x and need_w:
+        g, hg = qs["g"], hs["g"]
+        if g is not None and hg is None and need_x and need_w:
             g_rows, g_cols = (_torch.from_numpy(v) for v in g.rows_and_columns(gy.numpy(), g))
-        else:
-            g_rows = _run(g, gy) if need_x else None
-            g_cols = _run_columns(g, gy) if need_w else None
+        else:  # a delayed scale: two casts, both recording dY's amax (mxlab train's quantize_rows_and_columns)
+            g_rows = _run(g, gy, hg, True) if need_x else None
+            g_cols = _run(g, gy, hg, True, columns=True) if need_w else None
         if need_x:  # dX = dY W: reduction over the output features (W down its columns)
-            gx = g_rows @ _run_columns(qs["w_bp"], w)
+            gx = g_rows @ _run(qs["w_bp"], w, hs["w_bp"], True, columns=True)
         if need_w:  # dW = dY^T X: reduction over the batch (both down their columns)
-            gw = g_cols.t() @ _run_columns(qs["a_bp"], x)
+            gw = g_cols.t() @ _run(qs["a_bp"], x, hs["a_bp"], True, columns=True)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             gb = gy.sum(0)
-        return gx, gw, gb, None
+        return gx, gw, gb, None, None, None
 
 
 def _float(t):
@@ -190,14 +208,24 @@ class Linear(_torch.nn.Linear):
         self.set_recipe(recipe, name)
 
     def set_recipe(self, recipe, name=""):
+        """Sets the recipe and the layer's name (for the recipe's per-layer overrides); delayed-scaling histories
+        start anew."""
         self.mx_name = name
-        self.mx_quantizers = layer_quantizers(recipe, name)
+        self.mx_quantizers, self.mx_scaling = _layer_setup(_recipe(recipe), name)
+
+    def update_scaling(self):
+        """Ends a step of delayed scaling: each history takes the step's amax and computes the next scale (what
+        ``mxlab train`` does after every optimizer step). Nothing to do without delayed scaling."""
+        for h in self.mx_scaling.values():
+            if h is not None:
+                h.update()
 
     def forward(self, x):
         _check_cpu(x)
         shape = x.shape
         y = _QuantizedGemm.apply(_float(x).reshape(-1, self.in_features), _float(self.weight),
-                                 None if self.bias is None else _float(self.bias), self.mx_quantizers)
+                                 None if self.bias is None else _float(self.bias), self.mx_quantizers,
+                                 self.mx_scaling, self.training)
         return y.reshape(*shape[:-1], self.out_features).to(x.dtype)
 
     def extra_repr(self):
@@ -207,12 +235,12 @@ class Linear(_torch.nn.Linear):
 class Conv2d(_torch.nn.Conv2d):
     """torch.nn.Conv2d as an im2col GEMM on quantized operands, as ``mxlab train``'s CNN: each output pixel's
     window is a row of kh x kw x C values (channels fastest, the NHWC order), so 1-D blocks run along the
-    input channels of each kernel position; W is [O, kh x kw x C] in the same order. groups=1 only."""
+    input channels of each kernel position; W is [O, kh x kw x C] in the same order. With groups > 1 each group
+    is its own GEMM of the same kind: rows of kh x kw x C/groups values, its O/groups filters (a depthwise
+    convolution's blocks run along the kh x kw taps)."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  padding_mode="zeros", recipe="mxfp8", name="", device=None, dtype=None):
-        if groups != 1:
-            raise ValueError("mxlab.torch.Conv2d supports groups=1 only")
         if padding_mode != "zeros":
             raise ValueError("mxlab.torch.Conv2d supports padding_mode='zeros' only")
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding, dilation=dilation,
@@ -220,11 +248,13 @@ class Conv2d(_torch.nn.Conv2d):
         self.set_recipe(recipe, name)
 
     set_recipe = Linear.set_recipe
+    update_scaling = Linear.update_scaling
 
     def forward(self, x):
         _check_cpu(x)
         n, c, h, w = x.shape
         kh, kw = self.kernel_size
+        g = self.groups
         padding = self.padding
         if isinstance(padding, str):
             if padding == "valid":
@@ -233,10 +263,18 @@ class Conv2d(_torch.nn.Conv2d):
                 raise ValueError("mxlab.torch.Conv2d: give padding as numbers")
         cols = _F.unfold(_float(x), (kh, kw), dilation=self.dilation, padding=padding, stride=self.stride)
         length = cols.shape[-1]
-        # [N, C*kh*kw, L] -> [N*L, kh*kw*C]: rows are output pixels, channels fastest.
-        rows = cols.reshape(n, c, kh * kw, length).permute(0, 3, 2, 1).reshape(n * length, kh * kw * c)
-        wmat = _float(self.weight).permute(0, 2, 3, 1).reshape(self.out_channels, kh * kw * c)
-        y = _QuantizedGemm.apply(rows, wmat, None if self.bias is None else _float(self.bias), self.mx_quantizers)
+        # [N, C*kh*kw, L] -> per group [N*L, kh*kw*C/g]: rows are output pixels, channels fastest.
+        cg, og = c // g, self.out_channels // g
+        cols = cols.reshape(n, g, cg, kh * kw, length)
+        weight = _float(self.weight)
+        bias = None if self.bias is None else _float(self.bias)
+        ys = []
+        for j in range(g):
+            rows = cols[:, j].permute(0, 3, 2, 1).reshape(n * length, kh * kw * cg)
+            wmat = weight[j * og:(j + 1) * og].permute(0, 2, 3, 1).reshape(og, kh * kw * cg)
+            ys.append(_QuantizedGemm.apply(rows, wmat, None if bias is None else bias[j * og:(j + 1) * og],
+                                           self.mx_quantizers, self.mx_scaling, self.training))
+        y = ys[0] if g == 1 else _torch.cat(ys, 1)
         oh = (h + 2 * padding[0] - self.dilation[0] * (kh - 1) - 1) // self.stride[0] + 1
         ow = (w + 2 * padding[1] - self.dilation[1] * (kw - 1) - 1) // self.stride[1] + 1
         return y.reshape(n, oh, ow, self.out_channels).permute(0, 3, 1, 2).to(x.dtype)
@@ -245,29 +283,85 @@ class Conv2d(_torch.nn.Conv2d):
         return super().extra_repr() + f", mxlab={self.mx_name or 'layer'}"
 
 
-def convert(model, recipe="mxfp8", inplace=True):
-    """Replaces every torch.nn.Linear and torch.nn.Conv2d (groups=1) of a model by the mxlab drop-in with the
-    same parameters (shared, not copied), each quantizing per role under the recipe with its qualified
-    name (``features.0``, ``classifier.2``) for the recipe's per-layer overrides. Returns the model.
+# The non-GEMM layers whose outputs (forward) and input gradients (backward) a recipe's nongemm format rounds, as
+# mxlab train rounds its activations, pooling and normalisation layers (the loss and residual sums stay FP32).
+_NONGEMM = (_torch.nn.ReLU, _torch.nn.ReLU6, _torch.nn.GELU, _torch.nn.SiLU, _torch.nn.Tanh, _torch.nn.Sigmoid,
+            _torch.nn.LeakyReLU, _torch.nn.ELU, _torch.nn.Hardswish, _torch.nn.Hardsigmoid, _torch.nn.Mish,
+            _torch.nn.Softmax, _torch.nn.LogSoftmax, _torch.nn.LayerNorm, _torch.nn.GroupNorm,
+            _torch.nn.modules.batchnorm._BatchNorm, _torch.nn.modules.instancenorm._InstanceNorm,
+            _torch.nn.modules.pooling._MaxPoolNd, _torch.nn.modules.pooling._AvgPoolNd,
+            _torch.nn.modules.pooling._AdaptiveAvgPoolNd, _torch.nn.modules.pooling._AdaptiveMaxPoolNd)
 
-    The recipe's formats apply; its loss scaling is the training loop's to apply (``recipe.loss_scaling``),
-    and its non-GEMM rounding (``nongemm``) is not simulated.
+
+class _RoundValues(_torch.autograd.Function):
+    """Forward: the values rounded with q; backward: the gradient unchanged."""
+
+    @staticmethod
+    def forward(ctx, t, q):
+        return _apply(q, t.detach())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+class _RoundGradient(_torch.autograd.Function):
+    """Forward: the values unchanged (a copy, which a later in-place layer may change); backward: the gradient
+    rounded with q."""
+
+    @staticmethod
+    def forward(ctx, t, q):
+        ctx.q = q
+        return t.detach().clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _apply(ctx.q, grad.contiguous()), None
+
+
+def _round_floats(values, function, q):
+    if isinstance(values, _torch.Tensor):
+        return function.apply(values, q) if values.is_floating_point() else values
+    if isinstance(values, tuple):
+        return tuple(_round_floats(v, function, q) for v in values)
+    return values
+
+
+def _set_nongemm(module, q):
+    """Hooks that round the module's outputs and input gradients with q (none: removes them)."""
+    for handle in module.__dict__.pop("_mxlab_nongemm", ()):
+        handle.remove()
+    if q is not None:
+        module.__dict__["_mxlab_nongemm"] = (
+            module.register_forward_pre_hook(lambda m, args: _round_floats(args, _RoundGradient, q)),
+            module.register_forward_hook(lambda m, args, out: _round_floats(out, _RoundValues, q)))
+
+
+def convert(model, recipe="mxfp8", inplace=True):
+    """Replaces every torch.nn.Linear and torch.nn.Conv2d (zero padding given as numbers) of a model by the mxlab
+    drop-in with the same parameters (shared, not copied), each quantizing per role under the recipe with its
+    qualified name (``features.0``, ``classifier.2``) for the recipe's per-layer overrides. Returns the model.
+
+    The recipe's formats and delayed scaling apply (``update_scaling(model)`` after each optimizer step), and
+    its ``nongemm`` format rounds the outputs and input gradients of the activation, pooling and normalisation
+    layers (hooks); its loss scaling is the training loop's to apply (``recipe.loss_scaling``).
     """
     if not inplace:
         import copy
         model = copy.deepcopy(model)
-    if not isinstance(recipe, _mx.Recipe):
-        recipe = _mx.load_recipe(recipe)
-    if recipe.nongemm not in ("", "fp32"):
-        warnings.warn(f"recipe '{recipe.name}': nongemm = {recipe.nongemm} is not simulated by mxlab.torch")
+    recipe = _recipe(recipe)
+    nongemm = _mx._mxlab.nongemm_format(recipe)
+    nongemm = None if nongemm is None else _mx.Quantizer(nongemm)
+    for module in model.modules():
+        if isinstance(module, _NONGEMM):
+            _set_nongemm(module, nongemm)
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):
             full = f"{name}.{child_name}" if name else child_name
             new = None
             if type(child) is _torch.nn.Linear:
                 new = Linear.__new__(Linear)
-            elif type(child) is _torch.nn.Conv2d and child.groups == 1 and child.padding_mode == "zeros" \
-                    and not isinstance(child.padding, str):
+            elif type(child) is _torch.nn.Conv2d and child.padding_mode == "zeros" and not isinstance(child.padding, str):
                 new = Conv2d.__new__(Conv2d)
             if new is None:
                 continue
@@ -275,6 +369,14 @@ def convert(model, recipe="mxfp8", inplace=True):
             new.set_recipe(recipe, full)
             setattr(module, child_name, new)
     return model
+
+
+def update_scaling(model):
+    """Ends a step of delayed scaling in every drop-in layer of the model (``Linear.update_scaling``): call it
+    after each optimizer step, as ``mxlab train`` updates its histories. Nothing to do without delayed scaling."""
+    for module in model.modules():
+        if isinstance(module, (Linear, Conv2d)):
+            module.update_scaling()
 
 
 def analyze_parameters(state, *specs, threads=None, **options):
@@ -367,9 +469,11 @@ class capture:
       bfloat16 exactly; float64 rounded to nearest-even; NaN and infinities as they are).
 
     Each tensor is written to its file when its hook runs, so memory stays bounded by one tensor; the folder
-    is built under a temporary name beside ``path`` and renamed to it by ``close()`` (or the end of the
-    ``with`` block), after the manifest. An exception inside the block removes it: a crash never leaves a
-    half-written capture at ``path``. An existing ``path`` is refused unless ``overwrite=True``.
+    is built under a temporary name beside ``path`` (``.NAME.HEX.partial``) and renamed to it by ``close()``
+    (or the end of the ``with`` block), after the manifest. An exception inside the block, a failed or
+    interrupted write in a hook and the interpreter's exit with the capture open remove it; a killed process
+    leaves it, which readers of ``path`` skip with a note. A crash never leaves a half-written capture at
+    ``path``. An existing ``path`` is refused unless ``overwrite=True``.
     Tensor names are ``LAYER/ROLE/SITE/STEP`` (``fc1/activation/input/0``, ``fc1/gradient/output/1``; a second
     input or output of a layer is ``input1``, ``output1``).
     """
@@ -423,6 +527,9 @@ class capture:
         temp = os.path.join(parent, f".{os.path.basename(os.path.abspath(self.path))}.{uuid.uuid4().hex}.partial")
         os.mkdir(temp)
         self._temp = temp
+        # Removes the temporary if the capture is never closed: at garbage collection, or when the interpreter
+        # exits on an exception or KeyboardInterrupt outside a with block. Only a killed process leaves it.
+        self._cleanup = weakref.finalize(self, shutil.rmtree, temp, ignore_errors=True)
         for name, module in self.layers:
             if self.activations:
                 self._hooks.append(module.register_forward_hook(functools.partial(self._forward, name)))
@@ -466,6 +573,13 @@ class capture:
                     self._write(name, module, role, site, k, step, t)
 
     def _write(self, layer, module, role, site, index, step, t):
+        try:
+            self._write_tensor(layer, module, role, site, index, step, t)
+        except BaseException:  # a failed or interrupted write (KeyboardInterrupt, a full disk) ends the capture
+            self.abort()
+            raise
+
+    def _write_tensor(self, layer, module, role, site, index, step, t):
         x = t.detach()
         if x.device.type != "cpu":
             x = x.cpu()
@@ -502,7 +616,7 @@ class capture:
         """Removes the hooks and the temporary folder: nothing is written at path."""
         self._remove_hooks()
         if self._temp is not None:
-            shutil.rmtree(self._temp, ignore_errors=True)
+            self._cleanup()  # shutil.rmtree of the temporary, once
             self._temp = None
 
     def close(self):
@@ -523,6 +637,7 @@ class capture:
                 old = self._temp + ".old"
                 os.rename(self.path, old)
             os.rename(self._temp, self.path)
+            self._cleanup.detach()
             self._temp = None
             if old is not None:
                 shutil.rmtree(old) if os.path.isdir(old) and not os.path.islink(old) else os.remove(old)

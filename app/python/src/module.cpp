@@ -1,14 +1,17 @@
 // mxlab._mxlab: the engine's ops entry points for Python (pybind11). NumPy arrays in C order are read where
-// they lie (float32, float16, bfloat16 bit patterns as uint16; float64 goes through the engine's exact float64
-// tensor, which keeps a copy); the GIL is released while the engine runs; an engine error is a ValueError with
-// the engine's message, a wrong kind of argument a TypeError. The Python package (mxlab/__init__.py) turns
-// keyword options into the engine's option names and builds tables and records from what this returns.
+// they lie (float32, float16, float64, bfloat16 bit patterns as uint16); the GIL is released while the engine runs;
+// an engine error is a ValueError with the engine's message, a wrong kind of argument a TypeError. The Python
+// package (mxlab/__init__.py) turns keyword options into the engine's option names and builds tables and
+// records from what this returns.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -25,6 +28,7 @@
 #include "mxlab/ops/requests.hpp"
 #include "mxlab/ops/weight_tensors.hpp"
 #include "mxlab/train/recipe.hpp"
+#include "mxlab/train/scaling.hpp"
 
 namespace py = pybind11;
 
@@ -71,8 +75,8 @@ Format element_format(const std::string& text) {
 
 bool same_dtype(const py::array& a, const char* name) { return a.dtype().equal(py::dtype(name)); }
 
-/// A NumPy array as the engine's tensor source, read in place (float32, float16, bfloat16 as uint16 with bf16);
-/// float64 values go into the engine's exact tensor. The array must stay alive while the source is used: the
+/// A NumPy array as the engine's tensor source, read in place (float32, float16, float64, bfloat16 as uint16 with
+/// bf16), as a mapped .npy file of the same dtype is. The array must stay alive while the source is used: the
 /// callers hold it for the whole call.
 ops::TensorSource source_of(const py::array& a, bool bf16) {
   if (!(a.flags() & py::array::c_style))
@@ -83,24 +87,89 @@ ops::TensorSource source_of(const py::array& a, bool bf16) {
   std::optional<MappedType> type;
   if (same_dtype(a, "float32")) type = MappedType::F32;
   else if (same_dtype(a, "float16")) type = MappedType::F16;
+  else if (same_dtype(a, "float64")) type = MappedType::F64;
   else if (same_dtype(a, "uint16") && bf16) type = MappedType::BF16;
   if (bf16 && type != MappedType::BF16)
     throw py::type_error("bf16=True needs a uint16 array of bfloat16 bit patterns, not " +
                          py::str(a.dtype()).cast<std::string>());
   if (type) return ops::TensorSource::of(take(MappedTensor::view(a.data(), *type, shape)));
-  if (same_dtype(a, "float64")) {
-    const auto* p = static_cast<const double*>(a.data());
-    return ops::TensorSource::of(take(Tensor::from_f64(shape, std::vector<double>(p, p + a.size()))));
-  }
   if (same_dtype(a, "uint16"))
     throw py::type_error("a uint16 array is read as bfloat16 bit patterns only with bf16=True");
   throw py::type_error("expected a float32, float16, float64 array or bfloat16 bit patterns (uint16 with bf16=True), not " +
                        py::str(a.dtype()).cast<std::string>());
 }
 
+/// The memory of large result arrays, kept when such an array is freed for the next result of the same size. The
+/// pages of new memory are mapped by its first write (a page fault and the system's zeroing of each page, which
+/// for a 64 MiB result costs about as much as quantizing it); a new array per call in a loop
+/// (`y = mxlab.quantize(x, spec)`) writes to pages already mapped instead. The kKeep most recently freed buffers
+/// are kept; arrays under kMinBytes come from NumPy.
+class ResultBuffers {
+ public:
+  static constexpr std::size_t kMinBytes = std::size_t{1} << 20;
+  static constexpr std::size_t kKeep = 2;
+
+  /// Memory for `bytes`: a kept buffer of that size, else new memory (mapped by the kernels' threads as they
+  /// write their parts).
+  void* take(std::size_t bytes) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      for (auto it = kept_.begin(); it != kept_.end(); ++it)
+        if (it->bytes == bytes) {
+          void* p = it->data;
+          kept_.erase(it);
+          return p;
+        }
+    }
+    void* p = std::malloc(bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+  }
+  /// A freed array's memory: kept, the oldest kept buffer beyond kKeep freed.
+  void give(void* p, std::size_t bytes) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    kept_.push_back({p, bytes});
+    if (kept_.size() > kKeep) {
+      std::free(kept_.front().data);
+      kept_.erase(kept_.begin());
+    }
+  }
+
+ private:
+  struct Kept {
+    void* data;
+    std::size_t bytes;
+  };
+  std::mutex mutex_;
+  std::vector<Kept> kept_;
+};
+
+ResultBuffers& result_buffers() {
+  static auto* buffers = new ResultBuffers;  // never destroyed: result arrays may outlive the module's teardown
+  return *buffers;
+}
+
+/// A new float32 array of this shape (uninitialized), large ones on ResultBuffers' memory.
+py::array_t<float> new_result(const py::array& like) {
+  const std::vector<py::ssize_t> shape(like.shape(), like.shape() + like.ndim());
+  const std::size_t bytes = static_cast<std::size_t>(like.size()) * sizeof(float);
+  if (bytes < ResultBuffers::kMinBytes) return py::array_t<float>(shape);
+  struct Held {
+    void* data;
+    std::size_t bytes;
+  };
+  auto* held = new Held{result_buffers().take(bytes), bytes};
+  const py::capsule owner(held, [](void* h) {
+    const auto* k = static_cast<Held*>(h);
+    result_buffers().give(k->data, k->bytes);
+    delete k;
+  });
+  return py::array_t<float>(shape, static_cast<float*>(held->data), owner);
+}
+
 /// The float32 output array: `out` when given (float32, C order, writeable, the input's size), else a new one.
 py::array_t<float> output_for(const py::array& x, const py::object& out) {
-  if (out.is_none()) return py::array_t<float>(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  if (out.is_none()) return new_result(x);
   if (!py::isinstance<py::array>(out)) throw py::type_error("out= must be a NumPy float32 array");
   auto o = py::reinterpret_borrow<py::array>(out);
   if (!same_dtype(o, "float32")) throw py::type_error("out= must be a float32 array, not " + py::str(o.dtype()).cast<std::string>());
@@ -304,7 +373,8 @@ WeightFile open_weights(const std::string& path) {
   return take(std::move(f));
 }
 
-/// The tensors of a weight file or capture folder: (name, shape, dtype, elements, layout, reduction axes, op).
+/// The tensors of a weight file or capture folder: (name, shape, dtype, elements, layout, reduction axes, op);
+/// the reader's notes as warnings.
 py::list weight_list(const std::string& path, const std::string& select) {
   const WeightFile f = open_weights(path);
   const NamePattern pattern = take(NamePattern::parse(select));
@@ -323,6 +393,8 @@ py::list weight_list(const std::string& path, const std::string& select) {
     r["readable"] = w.readable();
     rows.append(r);
   }
+  // What the reader left aside (a capture's unfinished temporaries): warnings, as `mxlab data weights` notes.
+  for (const std::string& note : f.notes()) py::module_::import("warnings").attr("warn")(note, py::arg("stacklevel") = 2);
   return rows;
 }
 
@@ -446,6 +518,22 @@ class Quantizer {
     return py::make_tuple(o, oc);
   }
 
+  /// train::delayed_cast of a float32 matrix (along its rows, or down its columns): (out, saturated) returned.
+  py::tuple run_delayed(const py::array& x, train::AmaxHistory& history, bool record, bool columns,
+                        unsigned threads) const {
+    auto [rows, cols] = matrix(x);
+    auto o = output_for(x, py::none());
+    const std::span<const float> in = floats_of(x);
+    std::span<float> dst = floats_of(o);
+    Result<std::int64_t> r = std::int64_t{0};
+    {
+      py::gil_scoped_release release;
+      r = train::delayed_cast(q_, in, rows, cols, dst, history, record, run_with(threads), columns);
+    }
+    const std::int64_t saturated = take(std::move(r));
+    return py::make_tuple(o, saturated);
+  }
+
  private:
   static std::pair<std::int64_t, std::int64_t> matrix(const py::array& x) {
     if (x.ndim() != 2 || !same_dtype(x, "float32") || !(x.flags() & py::array::c_style))
@@ -498,8 +586,8 @@ PYBIND11_MODULE(_mxlab, m) {
   m.def("block_format", &mxlab::python::block_format, py::arg("spec"), py::arg("options"));
   m.def("cast_format", &mxlab::python::cast_format);
 
-  // Where the engine reads an array's values (the array's own buffer, or the engine's copy of float64 values):
-  // the tests check that arrays are read in place.
+  // Where the engine reads an array's values (the array's own buffer, or an engine copy): the tests check that
+  // arrays are read in place.
   m.def("source_address", [](const py::array& x, bool bf16) {
     const ops::TensorSource s = source_of(x, bf16);
     const void* p = s.mapped() != nullptr ? s.mapped()->data() : static_cast<const void*>(s.tensor()->data().data());
@@ -551,7 +639,25 @@ PYBIND11_MODULE(_mxlab, m) {
       .def_property_readonly("format", &Quantizer::format)
       .def("run", &Quantizer::run, py::arg("x"), py::arg("out") = py::none(), py::arg("bf16") = false, py::arg("threads") = 0)
       .def("run_columns", &Quantizer::run_columns, py::arg("x"), py::arg("out") = py::none(), py::arg("threads") = 0)
-      .def("run_rows_and_columns", &Quantizer::run_rows_and_columns, py::arg("x"), py::arg("columns"), py::arg("threads") = 0);
+      .def("run_rows_and_columns", &Quantizer::run_rows_and_columns, py::arg("x"), py::arg("columns"), py::arg("threads") = 0)
+      .def("run_delayed", &Quantizer::run_delayed, py::arg("x"), py::arg("history"), py::arg("record"),
+           py::arg("columns") = false, py::arg("threads") = 0);
+
+  // Delayed scaling: one operand's amax history and scale (train::AmaxHistory); delayed_operand gives the format
+  // and a new history of an operand the recipe gives a delayed scale (None for the others), as mxlab train does.
+  py::class_<train::AmaxHistory>(m, "AmaxHistory")
+      .def_property_readonly("scale", &train::AmaxHistory::scale)
+      .def_property_readonly("scale_inv", &train::AmaxHistory::scale_inv)
+      .def_property_readonly("fp8_max", &train::AmaxHistory::fp8_max)
+      .def_property_readonly("history", [](const train::AmaxHistory& h) { return h.history(); })
+      .def("update", &train::AmaxHistory::update);
+  m.def("delayed_operand", [](const train::Recipe& r, const BlockFormat& f) -> py::object {
+    auto g = train::delayed_format(r, f);
+    if (!g) return py::none();
+    return py::make_tuple(*g, train::AmaxHistory(r.delayed, g->element.max_finite()));
+  });
+  // The format the outputs of non-GEMM layers are rounded to (None: FP32).
+  m.def("nongemm_format", [](const train::Recipe& r) { return take(train::role_format(r.nongemm)); });
 
   py::class_<train::Recipe>(m, "Recipe")
       .def_readonly("name", &train::Recipe::name)
@@ -575,6 +681,11 @@ PYBIND11_MODULE(_mxlab, m) {
         return d;
       })
       .def_property_readonly("delayed_scaling", [](const train::Recipe& r) { return r.delayed.enabled; })
+      .def_property_readonly("amax_history_len", [](const train::Recipe& r) { return r.delayed.history_len; })
+      .def_property_readonly("amax_compute_algo", [](const train::Recipe& r) {
+        return r.delayed.algo == train::DelayedScaling::Algo::Max ? "max" : "most_recent";
+      })
+      .def_property_readonly("margin", [](const train::Recipe& r) { return r.delayed.margin; })
       .def_readonly("nongemm", &train::Recipe::nongemm)
       .def_property_readonly("text", [](const train::Recipe& r) { return train::recipe_text(r); })
       .def("__repr__", [](const train::Recipe& r) { return "<mxlab recipe " + r.name + ">"; });
