@@ -260,6 +260,36 @@ def test_float64_read_in_place_gives_the_cli_values(cli, spec, options, exact):
         assert numeric_equal(want[column], got[column]) if column != "engine" else want[column] == got[column]
 
 
+# A fresh process quantizes 4 M float64 values (32 MiB) after a float16 array has been through the same streamed
+# path (its chunk buffers made once), and prints how far the call raised the process's peak memory (KiB).
+PEAK_GROWTH = """
+import resource, sys
+import numpy as np
+import mxlab
+n = 1 << 22
+x = np.empty(n)
+rng = np.random.default_rng(0)
+for i in range(0, n, 1 << 16):  # filled in small pieces: no temporary raises the peak
+    x[i:i + (1 << 16)] = rng.standard_normal(1 << 16, dtype=np.float32)
+out = np.full(n, 1, np.float32)  # every page written: the call adds none of its own
+warm = np.ones(1 << 21, np.float16)
+mxlab.quantize(warm, sys.argv[1], out=out[:warm.size])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+mxlab.quantize(x, sys.argv[1], out=out)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+
+
+@pytest.mark.parametrize("spec", ["mxfp4", "nvfp4"])
+def test_float64_quantization_makes_no_copy_of_the_array(spec):
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", PEAK_GROWTH, spec], capture_output=True, text=True, check=True)
+    # A copy of the values (the engine's float64 tensor: the doubles and their float32 roundings) would raise the
+    # peak by 48 MiB; the per-thread buffers take kilobytes. 16 MiB leaves room for the allocator's own growth.
+    assert int(r.stdout) < 16 * 1024
+
+
 @pytest.mark.parametrize("spec", ["mxfp4", "nvfp4", "mxfp8_e4m3@16", "mxint8:e8m0_t16s2", "mxfp6_e2m3"])
 def test_float64_holding_float32_values_quantizes_as_their_float32(spec):
     # Rows of 1031 (a partial block at each row's end) over more than one chunk of the engine's streamed pass:
