@@ -3,7 +3,10 @@
 // recipe_text's TOML read back to the same text.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "mxlab/train/recipe.hpp"
 
@@ -182,4 +185,57 @@ TEST_CASE("a recipe holds its formats parsed: once when set, shared by copies", 
   auto formats = layer_formats(r, "fc1");
   REQUIRE_FALSE(formats);
   CHECK_THAT(formats.error().message, Catch::Contains("layer 'fc1', role g: format 'e9m9x'"));
+}
+
+TEST_CASE("overlapping override patterns resolve once per run to the formats of the written order", "[train][recipe]") {
+  // Each layer's formats as the overrides define them: every table whose pattern matches the layer, in the order
+  // written, the later winning (a glob, a narrower glob, a regex, a pattern matching every layer).
+  auto r = parse_recipe(
+      "preset = \"mxfp8\"\n"
+      "[[layer]]\npattern = \"blocks.*\"\nw = \"fp16\"\n"
+      "[[layer]]\npattern = \"blocks.0.*\"\nw = \"mxfp4\"\n"
+      "[[layer]]\npattern = \"re:blocks\\\\.[01]\\\\.attn\\\\..*\"\na = \"bf16\"\n"
+      "[[layer]]\npattern = \"blocks.*.attn.qk\"\na = \"fp32\"\n"
+      "[[layer]]\npattern = \"*\"\ng = \"mxint8\"\n"
+      "[[layer]]\npattern = \"head\"\nw = \"fp32\"\nw_bp = \"e4m3\"\n",
+      "overlap.toml");
+  REQUIRE(r);
+  // Role order w, a, g, w_bp, a_bp; "" is FP32 (no format).
+  const std::vector<std::pair<std::string, std::vector<std::string>>> expected = {
+      {"head", {"", "mxfp8_e4m3", "mxint8", "e4m3", "mxfp8_e4m3"}},
+      {"blocks.0.attn.qkv", {"mxfp4", "bf16", "mxint8", "mxfp8_e4m3", "mxfp8_e4m3"}},
+      {"blocks.0.attn.qk", {"mxfp4", "", "mxint8", "mxfp8_e4m3", "mxfp8_e4m3"}},
+      {"blocks.1.attn.av", {"fp16", "bf16", "mxint8", "mxfp8_e4m3", "mxfp8_e4m3"}},
+      {"blocks.1.mlp.fc1", {"fp16", "mxfp8_e4m3", "mxint8", "mxfp8_e4m3", "mxfp8_e4m3"}},
+      {"blocks.2.attn.qk", {"fp16", "", "mxint8", "mxfp8_e4m3", "mxfp8_e4m3"}},
+      {"embed", {"mxfp8_e4m3", "mxfp8_e4m3", "mxint8", "mxfp8_e4m3", "mxfp8_e4m3"}},
+  };
+  auto names = [](const std::vector<std::optional<BlockFormat>>& formats) {
+    std::vector<std::string> out;
+    for (const auto& f : formats) out.push_back(f ? f->name : "");
+    return out;
+  };
+  auto table = LayerFormatTable::make(*r);
+  REQUIRE(table);
+  // Twice over, the second time in the reverse order: a layer asked for again reads its resolved row.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t k = 0; k < expected.size(); ++k) {
+      const auto& [layer, want] = expected[pass == 0 ? k : expected.size() - 1 - k];
+      INFO(layer << ", pass " << pass);
+      auto resolved = table->formats(layer);
+      REQUIRE(resolved);
+      CHECK(names(*resolved) == want);
+      auto single = layer_formats(*r, layer);
+      REQUIRE(single);
+      CHECK(names(*single) == want);
+    }
+  }
+  // A pattern that does not parse fails the table, as it fails every layer's lookup.
+  Recipe bad = *r;
+  bad.overrides.push_back({"re:(", Role::W, RoleFormat("fp32")});
+  auto broken = LayerFormatTable::make(bad);
+  REQUIRE_FALSE(broken);
+  auto single = layer_formats(bad, "head");
+  REQUIRE_FALSE(single);
+  CHECK(broken.error().message == single.error().message);
 }

@@ -133,19 +133,36 @@ Result<std::optional<BlockFormat>> role_format(const std::string& text) {
 }
 
 Result<std::vector<std::optional<BlockFormat>>> layer_formats(const Recipe& recipe, const std::string& layer) {
-  RoleFormats chosen = recipe.formats;
+  auto table = LayerFormatTable::make(recipe);
+  if (!table) return table.error();
+  return table->formats(layer);
+}
+
+Result<LayerFormatTable> LayerFormatTable::make(const Recipe& recipe) {
+  LayerFormatTable t;
+  t.recipe_name_ = recipe.name;
+  t.base_ = recipe.formats;
   for (const auto& o : recipe.overrides) {
     auto pattern = NamePattern::parse(o.pattern);
     if (!pattern) return pattern.error();
-    if (pattern->matches(layer)) chosen.at(o.role) = o.format;
+    t.overrides_.push_back({std::move(*pattern), o.role, o.format});
   }
+  return t;
+}
+
+Result<std::vector<std::optional<BlockFormat>>> LayerFormatTable::formats(const std::string& layer) {
+  if (const auto row = rows_.find(layer); row != rows_.end()) return row->second;
+  RoleFormats chosen = base_;
+  for (const auto& o : overrides_)
+    if (o.pattern.matches(layer)) chosen.at(o.role) = o.format;
   std::vector<std::optional<BlockFormat>> out;
   for (Role r : kRoles) {
     const auto& f = chosen.at(r).format();  // parsed when the recipe was set
-    if (!f) return make_error("recipe '" + recipe.name + "', layer '" + layer + "', role " +
+    if (!f) return make_error("recipe '" + recipe_name_ + "', layer '" + layer + "', role " +
                               std::string(role_name(r)) + ": " + f.error().message);
     out.push_back(*f);
   }
+  rows_.emplace(layer, out);
   return out;
 }
 

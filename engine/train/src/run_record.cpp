@@ -98,9 +98,11 @@ OperandTotals MetricTotals::of_role(Role role) const {
 Result<RecordPlan> plan_record(const TrainData& data, const TrainOptions& o) {
   auto names = gemm_layers(data, o.model);
   if (!names) return names.error();
+  auto table = LayerFormatTable::make(o.recipe);
+  if (!table) return make_error("option '--recipe': " + table.error().message);
   RecordPlan p;
   for (const auto& l : *names) {
-    auto f = layer_formats(o.recipe, l);
+    auto f = table->formats(l);
     if (!f) return make_error("option '--recipe': " + f.error().message);
     for (const auto& role : *f)
       if (role) {

@@ -47,10 +47,13 @@ std::vector<std::string> layer_names(const TrainData& data, const ModelConfig& c
 Result<std::unique_ptr<Model<float>>> make_model(const TrainData& data, const TrainOptions& o,
                                                  detail::DelayedStates* delayed) {
   const auto& c = o.model;
+  if (auto e = check_model(data, c)) return *e;
+  auto table = LayerFormatTable::make(o.recipe);
+  if (!table) return table.error();
   std::optional<Error> failure;
   detail::FormatLookup lookup = [&](const std::string& layer) {
     detail::LayerFormats f;
-    auto r = layer_formats(o.recipe, layer);
+    auto r = table->formats(layer);
     if (!r) {
       if (!failure) failure = r.error();
       return f;
@@ -68,7 +71,6 @@ Result<std::unique_ptr<Model<float>>> make_model(const TrainData& data, const Tr
     }
     return f;
   };
-  if (auto e = check_model(data, c)) return *e;
   std::unique_ptr<Model<float>> m =
       detail::with_model_def(c.kind.kind(), [&](auto def) { return def.template make<float>(c, data, lookup, o.seed); });
   if (failure) return *failure;
@@ -612,8 +614,10 @@ Result<MemoryEstimate> estimate_memory(const TrainData& data, const TrainOptions
   e.history_bytes = 8.0 * static_cast<double>(o.steps);
   state += moments * (16 * static_cast<double>(s.tensors.size()) + 4 * params) + 8.0 * static_cast<double>(o.steps);
   if (o.recipe.delayed.enabled) {
+    auto table = LayerFormatTable::make(o.recipe);
+    if (!table) return table.error();
     for (const auto& name : layer_names(data, c)) {
-      auto formats = layer_formats(o.recipe, name);
+      auto formats = table->formats(name);
       if (!formats) return formats.error();
       for (std::size_t i = 0; i < formats->size(); ++i)
         if ((*formats)[i] && !(*formats)[i]->layout.scale)  // an element cast with a delayed scale

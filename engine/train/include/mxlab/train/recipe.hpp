@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "mxlab/core/error.hpp"
+#include "mxlab/io/weights.hpp"
 #include "mxlab/quantize/block_format.hpp"
 
 namespace mxlab::train {
@@ -155,6 +157,28 @@ Result<std::optional<BlockFormat>> role_format(const std::string& text);
 
 /// The formats a layer's GEMM operands use under the recipe (overrides applied), in Role order.
 Result<std::vector<std::optional<BlockFormat>>> layer_formats(const Recipe& recipe, const std::string& layer);
+
+/// The formats of every layer of a run under one recipe, resolved once: the override patterns are parsed when
+/// the table is made, and a layer's formats (every pattern matched against its name, later overrides winning)
+/// when it is first asked for; a layer asked for again reads its row. The same formats as layer_formats.
+class LayerFormatTable {
+ public:
+  /// The table of a recipe, or the error of its first override pattern that does not parse.
+  static Result<LayerFormatTable> make(const Recipe& recipe);
+  /// The formats of the layer's GEMM operands, in Role order.
+  Result<std::vector<std::optional<BlockFormat>>> formats(const std::string& layer);
+
+ private:
+  struct Override {
+    NamePattern pattern;
+    Role role;
+    RoleFormat format;
+  };
+  std::string recipe_name_;
+  RoleFormats base_;
+  std::vector<Override> overrides_;
+  std::map<std::string, std::vector<std::optional<BlockFormat>>, std::less<>> rows_;
+};
 
 /// The recipe as the TOML recipe file that parse_recipe reads back.
 std::string recipe_text(const Recipe& recipe);
