@@ -5,7 +5,9 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "blas.hpp"
+#include "mxlab/core/threads.hpp"
 #include "quant.hpp"
 
 namespace mxlab::train::detail {
@@ -211,6 +214,15 @@ struct Linear {
   }
   Mat<T> forward(const Mat<T>& x, QuantContext& ctx) {
     if (ctx.training) x_saved = x;
+    return output(x, ctx);
+  }
+  /// The same for an input of the layer's own (a convolution's columns): kept for backward without a copy.
+  Mat<T> forward(Mat<T>&& x, QuantContext& ctx) {
+    if (!ctx.training) return output(x, ctx);
+    x_saved = std::move(x);
+    return output(x_saved, ctx);
+  }
+  Mat<T> output(const Mat<T>& x, QuantContext& ctx) {
     Mat<T> y = gemm.forward(x, w.value, ctx);
     if (has_bias) y.rowwise() += b.value.row(0);
     return y;
@@ -291,6 +303,23 @@ inline Dims window_out(const Dims& d, std::int64_t k, std::int64_t stride, std::
   return {d.batch, (d.height + 2 * pad - k) / stride + 1, (d.width + 2 * pad - k) / stride + 1, channels};
 }
 
+/// Calls fn(b) for every image b in [0, batch), the images split over `threads` threads (each image's work is
+/// the same whatever the split, so the values do not depend on the thread count).
+template <class Fn>
+void for_images(std::int64_t batch, unsigned threads, Fn&& fn) {
+  const auto parts = static_cast<unsigned>(std::clamp<std::int64_t>(resolve_threads(threads), 1, std::max<std::int64_t>(batch, 1)));
+  run_parts(parts, [&](unsigned t) {
+    for (std::int64_t b = batch * t / parts; b < batch * (t + 1) / parts; ++b) fn(b);
+  });
+}
+
+/// Copies n values (a single one without a library call: a first layer's image has one channel).
+template <typename T>
+void copy_values(const T* from, std::int64_t n, T* to) {
+  if (n == 1) *to = *from;
+  else std::copy_n(from, n, to);
+}
+
 /// Convolution with zero padding k / 2 ("same" at stride 1) and a stride, as an im2col GEMM: columns
 /// (B*OH*OW) x (k*k*C) in (ky, kx, c) order times W (out x k*k*C) transposed. A 1x1 convolution of stride 1
 /// (pointwise) is the GEMM on the activations themselves.
@@ -304,31 +333,53 @@ struct Conv2d {
       : lin(name, kernel * kernel * in_channels, out_channels, formats, bias), k(kernel), stride(stride_) {}
 
   Dims out_dims(const Dims& d) const { return window_out(d, k, stride, lin.w.value.rows()); }
-  Mat<T> im2col(const Mat<T>& x, const Dims& d) const {
+  /// The columns: each output position's row holds its window's pixels in (ky, kx, c) order, zeros outside.
+  Mat<T> im2col(const Mat<T>& x, const Dims& d, unsigned threads) const {
     const Dims o = out_dims(d);
-    Mat<T> cols = Mat<T>::Zero(o.batch * o.height * o.width, k * k * d.channels);
-    for_each_tap(d, k, stride, [&](std::int64_t row, std::int64_t pixel, std::int64_t tap) {
-      cols.row(row).segment(tap * d.channels, d.channels) = x.row(pixel);
+    const std::int64_t c = d.channels, pad = k / 2, width = k * k * c;
+    Mat<T> cols(o.batch * o.height * o.width, width);
+    for_images(d.batch, threads, [&](std::int64_t b) {
+      for (std::int64_t y = 0; y < o.height; ++y)
+        for (std::int64_t xx = 0; xx < o.width; ++xx) {
+          T* out = cols.data() + ((b * o.height + y) * o.width + xx) * width;
+          for (std::int64_t ky = 0; ky < k; ++ky) {
+            const std::int64_t sy = y * stride + ky - pad;
+            for (std::int64_t kx = 0; kx < k; ++kx, out += c) {
+              const std::int64_t sx = xx * stride + kx - pad;
+              if (sy < 0 || sy >= d.height || sx < 0 || sx >= d.width) std::fill_n(out, c, T(0));
+              else copy_values(x.data() + ((b * d.height + sy) * d.width + sx) * c, c, out);
+            }
+          }
+        }
     });
     return cols;
   }
-  /// The adjoint of im2col: each tap's columns added back to its input pixel.
-  Mat<T> col2im(const Mat<T>& cols, const Dims& d) const {
+  /// The adjoint of im2col: each tap's columns added back to its input pixel (in for_each_tap's order).
+  Mat<T> col2im(const Mat<T>& cols, const Dims& d, unsigned threads) const {
     Mat<T> x = Mat<T>::Zero(d.batch * d.height * d.width, d.channels);
-    for_each_tap(d, k, stride, [&](std::int64_t row, std::int64_t pixel, std::int64_t tap) {
-      x.row(pixel) += cols.row(row).segment(tap * d.channels, d.channels);
+    const std::int64_t c = d.channels, width = k * k * c;
+    const Dims o = out_dims(d);
+    const Dims one{1, d.height, d.width, c};
+    for_images(d.batch, threads, [&](std::int64_t b) {
+      T* image = x.data() + b * d.height * d.width * c;
+      const T* rows = cols.data() + b * o.height * o.width * width;
+      for_each_tap(one, k, stride, [&](std::int64_t row, std::int64_t pixel, std::int64_t tap) {
+        T* to = image + pixel * c;
+        const T* from = rows + row * width + tap * c;
+        for (std::int64_t j = 0; j < c; ++j) to[j] += from[j];
+      });
     });
     return x;
   }
   bool pointwise() const { return k == 1 && stride == 1; }
   Mat<T> forward(const Mat<T>& x, const Dims& d, QuantContext& ctx) {
     in = d;
-    return lin.forward(pointwise() ? x : im2col(x, d), ctx);
+    return pointwise() ? lin.forward(x, ctx) : lin.forward(im2col(x, d, ctx.threads), ctx);
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx, bool need_dx = true) {
     Mat<T> dcols = lin.backward(dy, ctx, need_dx);
     if (!need_dx) return Mat<T>();
-    return pointwise() ? dcols : col2im(dcols, in);
+    return pointwise() ? dcols : col2im(dcols, in, ctx.threads);
   }
 };
 
@@ -337,50 +388,70 @@ template <typename T>
 struct Pool2d {
   bool max = true;
   Dims in;
-  std::vector<std::int64_t> argmax;  ///< input row of each output element's maximum
+  /// Which of its window's four inputs ((0, 0), (0, 1), (1, 0), (1, 1)) is each output's first maximum; kNone: no
+  /// input is above -infinity (all NaN or -infinity), whose gradient goes to input row 0.
+  std::vector<std::uint8_t> argmax;
+  static constexpr std::uint8_t kNone = 4;
+
+  /// The input rows of output (b, oy, ox)'s window, in the order above.
+  std::array<std::int64_t, 4> window(std::int64_t b, std::int64_t oy, std::int64_t ox) const {
+    const std::int64_t r = (b * in.height + 2 * oy) * in.width + 2 * ox;
+    return {r, r + 1, r + in.width, r + in.width + 1};
+  }
 
   Mat<T> forward(const Mat<T>& x, const Dims& d, QuantContext& ctx) {
     in = d;
     const std::int64_t oh = d.height / 2, ow = d.width / 2, c = d.channels;
     Mat<T> y(d.batch * oh * ow, c);
-    argmax.assign(static_cast<std::size_t>(y.size()), 0);
-    for (std::int64_t b = 0; b < d.batch; ++b)
+    argmax.resize(static_cast<std::size_t>(y.size()));
+    for_images(d.batch, ctx.threads, [&](std::int64_t b) {
       for (std::int64_t oy = 0; oy < oh; ++oy)
         for (std::int64_t ox = 0; ox < ow; ++ox) {
           const std::int64_t orow = (b * oh + oy) * ow + ox;
+          const auto rows = window(b, oy, ox);
+          const T* v[4];
+          for (int q = 0; q < 4; ++q) v[q] = x.data() + rows[static_cast<std::size_t>(q)] * c;
+          T* out = y.data() + orow * c;
+          std::uint8_t* at = argmax.data() + orow * c;
           for (std::int64_t ch = 0; ch < c; ++ch) {
             T best = -std::numeric_limits<T>::infinity(), sum = 0;
-            std::int64_t at = 0;
-            for (std::int64_t dy = 0; dy < 2; ++dy)
-              for (std::int64_t dx = 0; dx < 2; ++dx) {
-                const std::int64_t irow = (b * d.height + 2 * oy + dy) * d.width + 2 * ox + dx;
-                const T v = x(irow, ch);
-                sum += v;
-                if (v > best) best = v, at = irow;
-              }
-            y(orow, ch) = max ? best : sum * T(0.25);
-            argmax[static_cast<std::size_t>(orow * c + ch)] = at;
+            std::uint8_t first = kNone;
+            for (std::uint8_t q = 0; q < 4; ++q) {
+              const T value = v[q][ch];
+              sum += value;
+              if (value > best) best = value, first = q;
+            }
+            out[ch] = max ? best : sum * T(0.25);
+            at[ch] = first;
           }
         }
+    });
     return rounded<T>(std::move(y), ctx);
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) const {
     Mat<T> dx = Mat<T>::Zero(in.batch * in.height * in.width, in.channels);
     const std::int64_t oh = in.height / 2, ow = in.width / 2, c = in.channels;
-    for (std::int64_t b = 0; b < in.batch; ++b)
+    bool none = false;
+    for_images(in.batch, ctx.threads, [&](std::int64_t b) {
       for (std::int64_t oy = 0; oy < oh; ++oy)
         for (std::int64_t ox = 0; ox < ow; ++ox) {
           const std::int64_t orow = (b * oh + oy) * ow + ox;
+          const auto rows = window(b, oy, ox);
+          const T* g = dy.data() + orow * c;
+          const std::uint8_t* at = argmax.data() + orow * c;
           for (std::int64_t ch = 0; ch < c; ++ch) {
-            if (max) {
-              dx(argmax[static_cast<std::size_t>(orow * c + ch)], ch) += dy(orow, ch);
-              continue;
+            if (!max) {
+              for (const std::int64_t r : rows) dx(r, ch) += g[ch] * T(0.25);
+            } else if (at[ch] != kNone) {
+              dx(rows[at[ch]], ch) += g[ch];
             }
-            for (std::int64_t ddy = 0; ddy < 2; ++ddy)
-              for (std::int64_t ddx = 0; ddx < 2; ++ddx)
-                dx((b * in.height + 2 * oy + ddy) * in.width + 2 * ox + ddx, ch) += dy(orow, ch) * T(0.25);
           }
         }
+    });
+    for (std::size_t i = 0; max && i < argmax.size(); ++i) none = none || argmax[i] == kNone;
+    if (none)  // outside the images' threads: row 0 belongs to the first image
+      for (std::int64_t i = 0; i < dy.size(); ++i)
+        if (argmax[static_cast<std::size_t>(i)] == kNone) dx(0, i % c) += dy.data()[i];
     return rounded<T>(std::move(dx), ctx);
   }
 };
