@@ -166,10 +166,10 @@ TEST_CASE("an MLP learns the synthetic classes in FP32 and in MXFP8", "[train]")
   }
 }
 
-TEST_CASE("the ResNet, MobileNetV2 and vision transformer learn the synthetic classes; batch norm evaluates with "
-          "running statistics", "[train]") {
+TEST_CASE("the ResNet, MobileNetV2, vision transformer and MLP-Mixer learn the synthetic classes; batch norm "
+          "evaluates with running statistics", "[train]") {
   const TrainData d = synthetic_images(41, 30);
-  for (const char* model : {"resnet", "mobilenet", "vit"}) {
+  for (const char* model : {"resnet", "mobilenet", "vit", "mixer"}) {
     for (const char* recipe : {"fp32", "mxint8"}) {
       INFO(model << " " << recipe);
       TrainOptions o;
@@ -184,7 +184,7 @@ TEST_CASE("the ResNet, MobileNetV2 and vision transformer learn the synthetic cl
       REQUIRE(r);
       REQUIRE(r->validation);
       // Four classes (chance 0.25) of 8x8 images, which the ResNet's and MobileNetV2's strides bring down to
-      // one pixel and the vision transformer cuts into four patches: well above chance in 100 steps.
+      // one pixel and the vision transformer and the mixer cut into four patches: well above chance in 100 steps.
       CHECK(r->validation->accuracy > 0.6);
       CHECK(r->losses.back() < 0.75 * r->losses.front());
     }
@@ -197,6 +197,10 @@ TEST_CASE("the ResNet, MobileNetV2 and vision transformer learn the synthetic cl
   auto refused = run_training(d, o);
   REQUIRE_FALSE(refused);
   CHECK_THAT(refused.error().message, Catch::Contains("patches of 3"));
+  o.model.kind = "mixer";
+  refused = run_training(d, o);
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Contains("the mixer's patches of 3"));
   o.model.kind = "resnet";
   o.model.width = 0;
   CHECK_FALSE(run_training(d, o));
@@ -353,7 +357,7 @@ TEST_CASE("dynamic loss scaling skips overflowing steps and backs off", "[train]
 TEST_CASE("the same seed gives bit-identical losses on 1 and 2 threads", "[train]") {
   const TrainData img = synthetic_images(8, 30);
   const TrainData txt = synthetic_text(9);
-  for (const char* model : {"mlp", "cnn", "transformer", "mobilenet", "vit"}) {
+  for (const char* model : {"mlp", "cnn", "transformer", "mobilenet", "vit", "mixer"}) {
     TrainOptions o;
     o.model.kind = model;
     o.model.hidden = {32};
@@ -782,7 +786,7 @@ TEST_CASE("memory estimates count the built models' parameters, layers and check
   for (const Case c : {Case{"mlp", "fp8_delayed", "adamw"}, Case{"cnn", "mxfp8", "sgd"},
                        Case{"transformer", "fp8_delayed", "adamw"}, Case{"transformer", "fp32", "sgd"},
                        Case{"resnet", "mxfp8", "adamw"}, Case{"mobilenet", "fp8_delayed", "sgd"},
-                       Case{"vit", "mxfp8", "adamw"}}) {
+                       Case{"vit", "mxfp8", "adamw"}, Case{"mixer", "fp8_delayed", "adamw"}}) {
     INFO(c.model << " " << c.recipe << " " << c.optimizer);
     TrainOptions o = case_options(c);
     o.model.hidden = {16, 8};

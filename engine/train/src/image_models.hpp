@@ -1,7 +1,8 @@
 // Internal: image models sized for 28x28 inputs that have what the MX-SAFE paper's ImageNet models have and the
 // small CNN lacks: a ResNet (basic residual blocks, batch normalisation, global average pooling), a MobileNetV2
 // (inverted residuals: pointwise expansion, depthwise convolution, linear pointwise projection) and a vision
-// transformer (DeiT's layout: patch embedding, class token, bidirectional pre-norm blocks).
+// transformer (DeiT's layout: patch embedding, class token, bidirectional pre-norm blocks); and an MLP-Mixer
+// (patches mixed by MLPs across patches and across channels).
 #pragma once
 
 #include <optional>
@@ -425,6 +426,31 @@ class MobileNetV2 final : public Model<T> {
 template <>
 struct ModelDef<ModelKind::MobileNet> : FixedModelDef<MobileNetV2> {};
 
+/// The batch's non-overlapping P x P patches, one row per patch (image by image, patches row by row): each
+/// patch's pixels row by row (iy, then ix and the channels). nh x nw patches of images `cols` wide.
+template <typename T>
+Mat<T> patch_rows(const Batch& batch, std::int64_t patch, std::int64_t nh, std::int64_t nw, std::int64_t cols,
+                  std::int64_t channels) {
+  const Mat<T> img = images_matrix<T>(batch);
+  const std::int64_t width = patch * channels;
+  Mat<T> patches(batch.size * nh * nw, patch * width);
+  for (std::int64_t b = 0; b < batch.size; ++b)
+    for (std::int64_t py = 0; py < nh; ++py)
+      for (std::int64_t px = 0; px < nw; ++px)
+        for (std::int64_t iy = 0; iy < patch; ++iy)
+          patches.row((b * nh + py) * nw + px).segment(iy * width, width) =
+              img.row(b).segment(((py * patch + iy) * cols + px * patch) * channels, width);
+  return patches;
+}
+
+/// The error of patches that do not tile the images ("MODEL's patches of P must divide the image sides").
+inline std::optional<Error> check_patches(const TrainData& data, const ModelConfig& c, const std::string& model) {
+  if (c.patch < 1 || data.rows % c.patch != 0 || data.cols % c.patch != 0)
+    return make_error(model + "'s patches of " + std::to_string(c.patch) + " must divide the image sides (" +
+                      std::to_string(data.rows) + "x" + std::to_string(data.cols) + ")");
+  return std::nullopt;
+}
+
 /// Vision transformer in DeiT's layout (Touvron et al. 2021; DeiT-tiny: width 192, 12 blocks, 3 heads of 64):
 /// non-overlapping P x P patches (`patch_embed`, a Linear on each patch's pixels), a class token and learned
 /// positions, pre-norm blocks with bidirectional attention (blocks.I.attn.{qkv,qk,av,proj},
@@ -455,17 +481,8 @@ class VisionTransformer final : public Model<T> {
     return p;
   }
   Mat<T> forward(const Batch& batch, QuantContext& ctx) override {
-    const Mat<T> img = images_matrix<T>(batch);
-    const std::int64_t b_count = batch.size, np = nh_ * nw_, tokens = np + 1, width = patch_ * channels_;
-    // Each patch's pixels, row by row (iy, then ix and the channels), one row per patch.
-    Mat<T> patches(b_count * np, patch_ * width);
-    for (std::int64_t b = 0; b < b_count; ++b)
-      for (std::int64_t py = 0; py < nh_; ++py)
-        for (std::int64_t px = 0; px < nw_; ++px)
-          for (std::int64_t iy = 0; iy < patch_; ++iy)
-            patches.row((b * nh_ + py) * nw_ + px).segment(iy * width, width) =
-                img.row(b).segment(((py * patch_ + iy) * cols_ + px * patch_) * channels_, width);
-    const Mat<T> e = patch_embed_.forward(patches, ctx);
+    const std::int64_t b_count = batch.size, np = nh_ * nw_, tokens = np + 1;
+    const Mat<T> e = patch_embed_.forward(patch_rows<T>(batch, patch_, nh_, nw_, cols_, channels_), ctx);
     Mat<T> x(b_count * tokens, cls_.value.cols());
     for (std::int64_t b = 0; b < b_count; ++b) {
       x.row(b * tokens) = cls_.value.row(0) + pos_.value.row(0);
@@ -502,12 +519,21 @@ class VisionTransformer final : public Model<T> {
   Linear<T> head_;
 };
 
+/// The gradient check's model of a patch model (the vision transformer, the mixer) over 8x8 images of three
+/// classes, every tensor random of order one, so every path carries gradient well above the difference noise.
+template <class Net>
+std::unique_ptr<Model<double>> patch_gradient_model(const ModelConfig& c, Batch& b, Rng& rng, Normal& nrm,
+                                                    std::uint64_t seed) {
+  gradient_images(b, rng, 8);
+  auto m = std::make_unique<Net>(c, 8, 8, 1, 3, nullptr, seed);
+  for (auto* p : m->params()) fill_normal(p->value, 0.3, nrm);
+  return m;
+}
+
 template <>
 struct ModelDef<ModelKind::Vit> {
   static std::optional<Error> check(const TrainData& data, const ModelConfig& c) {
-    if (c.patch < 1 || data.rows % c.patch != 0 || data.cols % c.patch != 0)
-      return make_error("the vision transformer's patches of " + std::to_string(c.patch) + " must divide the image sides (" +
-                        std::to_string(data.rows) + "x" + std::to_string(data.cols) + ")");
+    if (auto e = check_patches(data, c, "the vision transformer")) return e;
     if (auto e = check_heads(c)) return e;
     if (c.layers < 1) return make_error("the vision transformer needs layers >= 1");
     return std::nullopt;
@@ -524,14 +550,175 @@ struct ModelDef<ModelKind::Vit> {
     estimate_transformer(data, c, rows, true, s);
   }
   static constexpr bool kDeepCheck = false;
-  /// 8x8 images; its weights start at 0.02: random values of order one instead, so every path carries gradient
-  /// well above the difference noise.
+  /// Its weights start at 0.02: random values of order one instead.
   static std::unique_ptr<Model<double>> gradient_model(const ModelConfig& c, Batch& b, Rng& rng, Normal& nrm,
                                                        std::uint64_t seed) {
-    gradient_images(b, rng, 8);
-    auto m = std::make_unique<VisionTransformer<double>>(c, 8, 8, 1, 3, nullptr, seed);
-    for (auto* p : m->params()) fill_normal(p->value, 0.3, nrm);
-    return m;
+    return patch_gradient_model<VisionTransformer<double>>(c, b, rng, nrm, seed);
+  }
+};
+
+/// Rows of `count` equal matrices stacked, each transposed in place: (count * r) x k to (count * k) x r. The
+/// mixer's (image, patch) rows of channels to (image, channel) rows of patches, and back.
+template <typename T>
+Mat<T> transpose_each(const Mat<T>& m, std::int64_t count) {
+  const std::int64_t r = m.rows() / std::max<std::int64_t>(count, 1), k = m.cols();
+  Mat<T> out(count * k, r);
+  for (std::int64_t b = 0; b < count; ++b) out.middleRows(b * k, k) = m.middleRows(b * r, r).transpose();
+  return out;
+}
+
+/// A mixer block (Tolstikhin et al. 2021, eq. 1): token mixing, an MLP across the patches of each channel
+/// (NAME.token_mixing.fc1, .fc2, width tokens_hidden, GELU), then channel mixing, an MLP across the channels of
+/// each patch (NAME.channel_mixing.fc1, .fc2, width 4 C, GELU), each after a layer norm (NAME.ln1, NAME.ln2)
+/// and with the block's input added. Activations are (image, patch) rows of C channels. token_mixing.fc2 has no
+/// bias: its bias shifts each patch equally in every channel, which every layer norm after it (ln2, the later
+/// blocks' ln1, ln_f) removes, so it would never have a gradient.
+template <typename T>
+struct MixerBlock {
+  LayerNorm<T> ln1, ln2;
+  Linear<T> token_fc1, token_fc2, channel_fc1, channel_fc2;
+  Activation<T> token_act, channel_act;
+  std::int64_t images = 0;
+
+  MixerBlock(const std::string& n, std::int64_t tokens, std::int64_t width, std::int64_t tokens_hidden,
+             const FormatsOf& fmt)
+      : ln1(n + ".ln1", width), ln2(n + ".ln2", width),
+        token_fc1(n + ".token_mixing.fc1", tokens, tokens_hidden, fmt(n + ".token_mixing.fc1")),
+        token_fc2(n + ".token_mixing.fc2", tokens_hidden, tokens, fmt(n + ".token_mixing.fc2"), false),
+        channel_fc1(n + ".channel_mixing.fc1", width, 4 * width, fmt(n + ".channel_mixing.fc1")),
+        channel_fc2(n + ".channel_mixing.fc2", 4 * width, width, fmt(n + ".channel_mixing.fc2")) {
+    token_act.gelu = true;
+    channel_act.gelu = true;
+  }
+  Mat<T> forward(const Mat<T>& x, std::int64_t count, QuantContext& ctx) {
+    images = count;
+    const Mat<T> mixed = token_fc2.forward(
+        token_act.forward(token_fc1.forward(transpose_each<T>(ln1.forward(x, ctx), count), ctx), ctx), ctx);
+    const Mat<T> u = x + transpose_each<T>(mixed, count);
+    return u + channel_fc2.forward(channel_act.forward(channel_fc1.forward(ln2.forward(u, ctx), ctx), ctx), ctx);
+  }
+  Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) {
+    const Mat<T> du =
+        dy + ln2.backward(channel_fc1.backward(channel_act.backward(channel_fc2.backward(dy, ctx), ctx), ctx), ctx);
+    const Mat<T> dmixed = token_fc1.backward(
+        token_act.backward(token_fc2.backward(transpose_each<T>(du, images), ctx), ctx), ctx);
+    return du + ln1.backward(transpose_each<T>(dmixed, images), ctx);
+  }
+  void collect(std::vector<Param<T>*>& p) {
+    for (auto* q : {&ln1.gain, &ln1.bias}) p.push_back(q);
+    token_fc1.collect(p);
+    token_fc2.collect(p);
+    for (auto* q : {&ln2.gain, &ln2.bias}) p.push_back(q);
+    channel_fc1.collect(p);
+    channel_fc2.collect(p);
+  }
+};
+
+/// MLP-Mixer (Tolstikhin et al. 2021): a per-patch Linear on non-overlapping P x P patches (`stem`), `layers`
+/// mixer blocks blocks.I of width C = d_model (token mixing of width C / 2 and channel mixing of width 4 C, the
+/// ratios of Mixer-S and Mixer-B), a final layer norm `ln_f`, global average pooling over the patches, `head`.
+/// Initialisation: LeCun normal weights (the paper's code), zero biases.
+template <typename T>
+class Mixer final : public Model<T> {
+ public:
+  Mixer(const ModelConfig& c, std::int64_t rows, std::int64_t cols, std::int64_t channels, int classes,
+        const FormatLookup& lookup, std::uint64_t seed)
+      : patch_(c.patch), nh_(rows / c.patch), nw_(cols / c.patch), cols_(cols), channels_(channels),
+        stem_("stem", c.patch * c.patch * channels, c.d_model, this->formats(lookup, "stem")),
+        ln_f_("ln_f", c.d_model), head_("head", c.d_model, classes, this->formats(lookup, "head")) {
+    Normal n(seed);
+    const double lecun = std::sqrt(0.5);  // He's gain times this: stddev sqrt(1 / fan_in)
+    init_he(stem_, lecun, n);
+    const FormatsOf fmt = [&](const std::string& name) { return this->formats(lookup, name); };
+    blocks_.reserve(static_cast<std::size_t>(c.layers));
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+      blocks_.emplace_back("blocks." + std::to_string(i), nh_ * nw_, c.d_model, tokens_hidden(c), fmt);
+      MixerBlock<T>& b = blocks_.back();
+      for (Linear<T>* l : {&b.token_fc1, &b.token_fc2, &b.channel_fc1, &b.channel_fc2}) init_he(*l, lecun, n);
+    }
+    init_he(head_, lecun, n);
+  }
+  /// Token mixing's hidden width: C / 2.
+  static std::int64_t tokens_hidden(const ModelConfig& c) { return std::max<std::int64_t>(1, c.d_model / 2); }
+  std::vector<Param<T>*> params() override {
+    std::vector<Param<T>*> p;
+    stem_.collect(p);
+    for (auto& b : blocks_) b.collect(p);
+    for (auto* q : {&ln_f_.gain, &ln_f_.bias}) p.push_back(q);
+    head_.collect(p);
+    return p;
+  }
+  Mat<T> forward(const Batch& batch, QuantContext& ctx) override {
+    Mat<T> x = stem_.forward(patch_rows<T>(batch, patch_, nh_, nw_, cols_, channels_), ctx);
+    for (auto& b : blocks_) x = b.forward(x, batch.size, ctx);
+    return head_.forward(pool_.forward(ln_f_.forward(x, ctx), Dims{batch.size, nh_, nw_, x.cols()}, ctx), ctx);
+  }
+  void backward(const Mat<T>& dlogits, QuantContext& ctx) override {
+    Mat<T> dx = ln_f_.backward(pool_.backward(head_.backward(dlogits, ctx), ctx), ctx);
+    for (auto b = blocks_.rbegin(); b != blocks_.rend(); ++b) dx = b->backward(dx, ctx);
+    stem_.backward(dx, ctx, false);
+  }
+
+ private:
+  std::int64_t patch_, nh_, nw_, cols_, channels_;
+  Linear<T> stem_;
+  std::vector<MixerBlock<T>> blocks_;
+  LayerNorm<T> ln_f_;
+  GlobalAvgPool<T> pool_;
+  Linear<T> head_;
+};
+
+template <>
+struct ModelDef<ModelKind::Mixer> {
+  static std::optional<Error> check(const TrainData& data, const ModelConfig& c) {
+    if (auto e = check_patches(data, c, "the mixer")) return e;
+    if (c.d_model < 1) return make_error("the mixer needs d_model >= 1");
+    if (c.layers < 1) return make_error("the mixer needs layers >= 1");
+    return std::nullopt;
+  }
+  static std::vector<std::string> layer_names(const TrainData&, const ModelConfig& c) {
+    std::vector<std::string> names = {"stem", "head"};
+    for (std::int64_t i = 0; i < c.layers; ++i)
+      for (const char* g : {".token_mixing.fc1", ".token_mixing.fc2", ".channel_mixing.fc1", ".channel_mixing.fc2"})
+        names.push_back("blocks." + std::to_string(i) + g);
+    return names;
+  }
+  template <typename T>
+  static std::unique_ptr<Model<T>> make(const ModelConfig& c, const TrainData& data, const FormatLookup& lookup,
+                                        std::uint64_t seed) {
+    return std::make_unique<Mixer<T>>(c, data.rows, data.cols, data.channels, data.classes, lookup, seed);
+  }
+  static void estimate(const TrainData& data, const ModelConfig& c, double rows, MemoryShapes& s) {
+    const auto d = static_cast<double>(c.d_model), dt = static_cast<double>(Mixer<float>::tokens_hidden(c));
+    const auto tokens = static_cast<double>((data.rows / c.patch) * (data.cols / c.patch));
+    const double r = rows * tokens;
+    s.floats += 2 * rows * static_cast<double>(data.features());  // the batch and its patches
+    s.linear(r, static_cast<double>(c.patch * c.patch * data.channels), d);
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+      for (int k = 0; k < 4; ++k) s.param(d);  // ln1, ln2 gain and bias
+      s.floats += 2 * 5 * r * d;               // the two layer norms
+      s.floats += 4 * r * d;                   // the token mixing's transposed input and output gradient
+      s.linear(rows * d, tokens, dt);
+      s.floats += 3 * rows * d * dt;  // its GELU
+      s.param(dt * tokens);  // token_mixing.fc2: a Linear without bias
+      s.weight_copies += 3 * dt * tokens;
+      s.floats += 4 * rows * d * dt + 3 * rows * d * tokens;
+      s.linear(r, d, 4 * d);
+      s.floats += 3 * r * 4 * d;  // the channel mixing's GELU
+      s.linear(r, 4 * d, d);
+      s.floats += 2 * r * d;  // residual sums
+    }
+    s.param(d);
+    s.param(d);
+    s.floats += 5 * r * d + 3 * rows * d;  // ln_f and the pooling
+    s.linear(rows, d, static_cast<double>(data.classes));
+    s.floats += 2 * rows * static_cast<double>(data.classes);
+  }
+  static constexpr bool kDeepCheck = false;
+  /// Biases and layer norms random too, not only the weights.
+  static std::unique_ptr<Model<double>> gradient_model(const ModelConfig& c, Batch& b, Rng& rng, Normal& nrm,
+                                                       std::uint64_t seed) {
+    return patch_gradient_model<Mixer<double>>(c, b, rng, nrm, seed);
   }
 };
 

@@ -13,7 +13,7 @@
 namespace mxlab::train {
 
 /// The models the trainer builds.
-enum class ModelKind : std::uint8_t { Mlp, Cnn, Transformer, ResNet, MobileNet, Vit };
+enum class ModelKind : std::uint8_t { Mlp, Cnn, Transformer, ResNet, MobileNet, Vit, Mixer };
 
 /// The size options of ModelConfig a kind reads (what mxlab train refuses for the other kinds).
 enum ModelOption : unsigned {
@@ -40,15 +40,16 @@ inline constexpr ModelKindTraits kModelKinds[] = {
     {"resnet", ModelKind::ResNet, false, kWidthOption},
     {"mobilenet", ModelKind::MobileNet, false, kWidthOption},
     {"vit", ModelKind::Vit, false, kBlocksOption | kPatchOption},
+    {"mixer", ModelKind::Mixer, false, kBlocksOption | kPatchOption},
 };
 /// A row per kind: the last enumerator is the last row (model_kind_traits finds every kind's row).
-static_assert(std::size(kModelKinds) == static_cast<std::size_t>(ModelKind::Vit) + 1, "a traits row per model kind");
+static_assert(std::size(kModelKinds) == static_cast<std::size_t>(ModelKind::Mixer) + 1, "a traits row per model kind");
 
 /// The traits row of a kind.
 const ModelKindTraits& model_kind_traits(ModelKind kind);
 /// The kind named `name`, or an error "unknown model 'NAME' (known: mlp, cnn, ...)".
 Result<ModelKind> parse_model_kind(std::string_view name);
-/// "mlp, cnn, transformer, resnet, mobilenet or vit".
+/// "mlp, cnn, transformer, resnet, mobilenet, vit or mixer".
 std::string model_kind_list();
 
 /// A model kind, parsed once from its name where it is set (an unknown name is kept for the message the run
@@ -79,7 +80,8 @@ class ModelKindField {
 /// Which model and its sizes. Layer names (for recipe overrides and metrics): MLP fc1..fcN; CNN conv1, conv2,
 /// fc1, fc2; transformer blocks.I.attn.{qkv,qk,av,proj}, blocks.I.mlp.{fc1,fc2}, head; resnet conv1,
 /// layerS.B.{conv1,conv2,downsample.0}, fc; mobilenet stem, blocks.I.{expand,dw,project}, last, fc; vit
-/// patch_embed, the transformer's blocks, head.
+/// patch_embed, the transformer's blocks, head; mixer stem, blocks.I.{token_mixing,channel_mixing}.{fc1,fc2},
+/// head.
 struct ModelConfig {
   ModelKindField kind = ModelKind::Mlp;  ///< one of kModelKinds
   std::vector<std::int64_t> hidden = {256, 128};  ///< MLP hidden widths
@@ -88,13 +90,14 @@ struct ModelConfig {
   bool avg_pool = false;                ///< CNN: average instead of max pooling
   bool gelu = false;                    ///< MLP/CNN: GELU instead of ReLU (the transformer's MLP always uses GELU)
   double init_gain = 1.0;               ///< MLP/CNN: multiplies the He-normal initial weights
-  std::int64_t d_model = 128, layers = 2, heads = 4, context = 64;  ///< transformer (vit: all but context)
+  std::int64_t d_model = 128, layers = 2, heads = 4, context = 64;  ///< transformer (vit: all but context;
+                                                                    ///< mixer: d_model and layers)
   std::int64_t width = 16;              ///< resnet: channels of the first stage (then 2x, 4x, 8x); mobilenet:
                                         ///< its channels times width / 16
-  std::int64_t patch = 4;               ///< vit: side of the square patches (dividing the image's sides)
+  std::int64_t patch = 4;               ///< vit, mixer: side of the square patches (dividing the image's sides)
 };
 
-/// The models the trainer builds: mlp, cnn, transformer (text), resnet, mobilenet, vit (images).
+/// The models the trainer builds: mlp, cnn, transformer (text), resnet, mobilenet, vit, mixer (images).
 std::vector<std::string> model_kinds();
 /// Whether kind is one of model_kinds().
 bool is_model_kind(const std::string& kind);
