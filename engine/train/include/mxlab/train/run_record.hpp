@@ -130,6 +130,30 @@ class RunRecord {
   std::unique_ptr<State> s_;
 };
 
+/// A run read back from the folder `mxlab train --out DIR` wrote: its steps (metrics.csv), its final figures
+/// (summary.json) and its recipe (recipe.txt), for a front end to show beside the runs it trains.
+struct SavedRun {
+  std::string dir;
+  std::string model, data, recipe;  ///< summary.json's model, data and recipe name
+  std::string recipe_text;          ///< recipe.txt, as written
+  bool text = false;                ///< a text model: `accuracy` holds bits per character
+  bool cancelled = false;           ///< stopped before its last step
+  std::int64_t skipped_steps = 0;
+  std::vector<double> step, loss, accuracy;  ///< one per row of metrics.csv
+  std::vector<double> val_step, val_loss;    ///< the rows with a validation loss
+  /// summary.json's final validation and test figures (metric: accuracy, or bits per character for text).
+  std::optional<double> validation_loss, validation_metric, test_loss, test_metric;
+};
+
+/// Largest metrics.csv read_run reads (a million steps of a model with a hundred operands stay below it).
+inline constexpr std::uint64_t kMaxSavedMetricsBytes = std::uint64_t{1} << 30;
+
+/// Reads a run's folder. Errors name the folder and the file at fault: a file missing or not a regular file,
+/// summary.json that does not parse or lacks a key (or holds one of another type), a metrics.csv whose header is not
+/// a run's, a row that is short, numbered out of order or holds a value that is not a number, and rows that
+/// disagree with summary.json's step count.
+Result<SavedRun> read_run(const std::string& dir);
+
 /// The provenance inputs of a run (seed, model, data and its files, recipe, steps, batch, lr, optimizer, threads).
 void add_run_inputs(Provenance& provenance, const TrainData& data, const TrainOptions& options);
 
