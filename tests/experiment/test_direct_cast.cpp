@@ -19,22 +19,30 @@ namespace {
 
 using CsvRow = std::map<std::string, std::string>;
 
+/// The cells of a CSV line (quoted cells may hold commas; "" is a quote).
+std::vector<std::string> csv_cells(const std::string& line) {
+  std::vector<std::string> cells(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') cells.back() += line[++i];
+    else if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) cells.emplace_back();
+    else cells.back() += c;
+  }
+  return cells;
+}
+
 std::vector<CsvRow> read_csv(const fs::path& path) {
   std::ifstream in(path);
   std::string line;
-  std::vector<std::string> header;
   std::getline(in, line);
-  std::stringstream hs(line);
-  for (std::string c; std::getline(hs, c, ',');) header.push_back(c);
+  const std::vector<std::string> header = csv_cells(line);
   std::vector<CsvRow> rows;
   while (std::getline(in, line)) {
+    const auto cells = csv_cells(line);
     CsvRow r;
-    std::stringstream ls(line);
-    std::string c;
-    for (const auto& name : header) {
-      if (!std::getline(ls, c, ',')) c.clear();
-      r[name] = c;
-    }
+    for (std::size_t i = 0; i < header.size(); ++i) r[header[i]] = i < cells.size() ? cells[i] : "";
     rows.push_back(r);
   }
   return rows;
@@ -156,4 +164,45 @@ TEST_CASE("direct_cast refuses a missing checkpoint and an unknown format before
   rc = run_cli({"run", bad, "--out", (d.dir.dir / "b").string(), "--quiet"}, &out, &err);
   CHECK(rc != 0);
   CHECK_THAT(err, Catch::Contains("junk.bin") && Catch::Contains("not a training checkpoint"));
+}
+
+TEST_CASE("a train point counts its loss-scale growths and back-offs; hidden takes a list of widths, init_gain a gain",
+          "[experiment][direct_cast]") {
+  DigitsData d;
+  const std::string file = d.dir.put("ls.toml", "name = \"ls\"\njob = \"train\"\n[sweep]\nmodel = \"mlp\"\ndata = \"digits\"\n"
+                                                "steps = 40\nbatch = 16\nhidden = \"16,8,8\"\ninit_gain = 0.5\n"
+                                                "recipe = \"fp16\"\nset = \"growth_interval=2;loss_scale=1e8\"\n");
+  std::string out, err;
+  const int rc = run_cli({"run", file, "--out", (d.dir.dir / "r").string(), "--quiet"}, &out, &err);
+  INFO(err);
+  REQUIRE(rc == 0);
+  const auto steps = read_csv(d.dir.dir / "r" / "results" / "steps.csv");
+  REQUIRE(steps.size() == 40);
+  int growths = 0, backoffs = 0, skipped = 0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    skipped += steps[i].at("skipped") == "1";
+    if (i == 0) continue;
+    const double a = std::strtod(steps[i - 1].at("loss_scale").c_str(), nullptr);
+    const double b = std::strtod(steps[i].at("loss_scale").c_str(), nullptr);
+    growths += b > a;
+    backoffs += b < a;
+  }
+  const auto summary = read_csv(d.dir.dir / "r" / "results" / "summary.csv");
+  REQUIRE(summary.size() == 1);
+  const double final_scale = std::strtod(summary[0].at("final_loss_scale").c_str(), nullptr);
+  const double last = std::strtod(steps.back().at("loss_scale").c_str(), nullptr);
+  growths += final_scale > last;
+  backoffs += final_scale < last;
+  // A scale of 1e8 overflows FP16 gradients: it backs off (skipping those steps), then grows every 2 good steps.
+  CHECK(backoffs > 0);
+  CHECK(growths > 0);
+  CHECK(skipped == backoffs);
+  CHECK(summary[0].at("loss_scale_growths") == std::to_string(growths));
+  CHECK(summary[0].at("loss_scale_backoffs") == std::to_string(backoffs));
+  CHECK(summary[0].at("skipped_steps") == std::to_string(skipped));
+  // Four GEMM layers: the three hidden widths and the head.
+  const auto layers = read_csv(d.dir.dir / "r" / "results" / "layers.csv");
+  bool fc4 = false;
+  for (const auto& l : layers) fc4 |= l.at("layer") == "fc4";
+  CHECK(fc4);
 }

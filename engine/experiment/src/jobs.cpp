@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <system_error>
 
 #include "mxlab/core/quote.hpp"
@@ -740,7 +741,10 @@ bool sets_axis(const std::string& key, const std::string& axis) {
 
 /// Whether the sweep's own product is a set of points (it names the format), else only explicit points are.
 bool sweep_is_product(const Experiment& e) {
-  const bool names_format = std::any_of(e.axes.begin(), e.axes.end(), [](const auto& a) { return a.first == "format" || a.first == "a" || a.first == "recipe"; });
+  const bool names_format = std::any_of(e.axes.begin(), e.axes.end(), [&](const auto& a) {
+    return a.first == "format" || a.first == "a" || a.first == "recipe" ||
+           (e.job == "direct_cast" && (a.first == "model" || a.first == "checkpoint"));  // its points are models
+  });
   return names_format || e.points.empty();
 }
 
@@ -907,11 +911,25 @@ Result<TrainJob> train_config(const Point& p) {
     return std::nullopt;
   };
   std::int64_t hidden = 0;
+  const auto hidden_text = p.param("hidden");
+  const bool hidden_list = hidden_text && hidden_text->find(',') != std::string::npos;
   for (auto err : {num("seed", o.seed, 0, 9e15), num("steps", o.steps, 1, 1e7), num("batch", o.batch, 1, 65536),
                    num("lr", o.optimizer.lr, 0, 10), num("warmup", o.optimizer.warmup_steps, 0, 1e7),
                    num("weight_decay", o.optimizer.weight_decay, 0, 1), num("eval_every", o.eval_every, 0, 1e7),
-                   num("hidden", hidden, 0, 65536)})
+                   num("init_gain", o.model.init_gain, 1e-6, 100)})
     if (err) return *err;
+  if (hidden_list) {  // "256,256,128": the MLP's hidden widths
+    o.model.hidden.clear();
+    std::stringstream widths(*hidden_text);
+    for (std::string w; std::getline(widths, w, ',');) {
+      const auto v = parse_whole_in<std::int64_t>(trim(w), 1, 65536);
+      if (!v || o.model.hidden.size() >= 64)
+        return make_error("sweep key 'hidden' = '" + *hidden_text + "': expected 1 to 64 widths from 1 to 65536, separated by commas");
+      o.model.hidden.push_back(*v);
+    }
+  } else if (auto err = num("hidden", hidden, 0, 65536)) {
+    return *err;
+  }
   if (hidden > 1) o.model.hidden = {hidden, hidden / 2};
   o.model.kind = p.param("model").value_or("mlp");
   if (!o.model.kind.known())
@@ -934,7 +952,16 @@ Result<PointResult> run_train(const Point& p, const PointRun& run) {
   PointResult out;
   // Per layer and role, over every step: the underflow ratio and MSE of the quantized operands.
   train::MetricTotals totals;
+  // Loss-scale changes: a step's scale above (below) the previous step's is a growth (a back-off).
+  std::int64_t growths = 0, backoffs = 0;
+  double last_scale = 0;
+  auto count_scale = [&](double scale) {
+    if (last_scale > 0 && scale > last_scale) ++growths;
+    if (last_scale > 0 && scale < last_scale) ++backoffs;
+    last_scale = scale;
+  };
   auto on_step = [&](const train::StepMetrics& s) {
+    count_scale(s.loss_scale);
     Row row = param_row(p);
     row.add("step", static_cast<double>(s.step));
     row.add("loss", s.loss);
@@ -973,6 +1000,10 @@ Result<PointResult> run_train(const Point& p, const PointRun& run) {
   eval("val", t->validation);
   s.add("final_loss", t->losses.empty() ? 0.0 : t->losses.back());
   s.add("skipped_steps", static_cast<double>(t->skipped));
+  count_scale(t->final_loss_scale);  // the change after the last step
+  s.add("loss_scale_growths", static_cast<double>(growths));
+  s.add("loss_scale_backoffs", static_cast<double>(backoffs));
+  s.add("final_loss_scale", t->final_loss_scale);
   s.add("grad_underflow_ratio", totals.of_role(train::Role::G).underflow_ratio());
   s.add("parameters", static_cast<double>(t->parameters));
   out["summary"].push_back(std::move(s));
