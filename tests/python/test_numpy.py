@@ -280,6 +280,9 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
 """
 
 
+@pytest.mark.skipif(bool(os.environ.get("MXLAB_SANITIZED")),
+                    reason="AddressSanitizer's quarantine keeps freed memory from reuse and its shadow memory grows "
+                           "with every first read, so the peak does not measure copies there")
 @pytest.mark.parametrize("spec", ["mxfp4", "nvfp4"])
 def test_float64_quantization_makes_no_copy_of_the_array(spec):
     import subprocess

@@ -226,8 +226,8 @@ bool runs_in_place(const BlockFormat& f, std::size_t rank) {
 }
 
 /// Fake quantization of x into out (float32), engine name returned.
-std::string fake_into(const BlockFormat& f, const py::array& x, bool bf16, py::array_t<float>& out, unsigned threads) {
-  const ops::TensorSource source = source_of(x, bf16);
+std::string fake_into(const BlockFormat& f, const py::array& x, const ops::TensorSource& source, py::array_t<float>& out,
+                      unsigned threads) {
   const ops::Run run = run_with(threads);
   std::span<float> o = floats_of(out);
   if (source.dtype() == DType::F32 && source.mapped() != nullptr && runs_in_place(f, source.shape().size())) {
@@ -473,7 +473,7 @@ class Quantizer {
     auto o = output_for(x, out);
     const ops::TensorSource source = source_of(x, bf16);
     if (source.dtype() != DType::F32 || !runs_in_place(format(), source.shape().size())) {
-      fake_into(format(), x, bf16, o, threads);
+      fake_into(format(), x, source, o, threads);
       return o;
     }
     const std::span<const float> in = floats_of(x);
@@ -595,7 +595,7 @@ PYBIND11_MODULE(_mxlab, m) {
   });
   m.def("quantize_fake", [](const BlockFormat& f, const py::array& x, const py::object& out, bool bf16, unsigned threads) {
     auto o = output_for(x, out);
-    const std::string engine = fake_into(f, x, bf16, o, threads);
+    const std::string engine = fake_into(f, x, source_of(x, bf16), o, threads);
     return py::make_tuple(o, engine);
   });
   m.def("quantize_packed", [](const BlockFormat& f, const py::array& x, bool bf16, unsigned threads) {
