@@ -87,6 +87,7 @@ MainWindow::~MainWindow() {
   s.setValue("lab/formats", checked);
   s.setValue("bounds/a", bounds_->formatA()->currentText());
   s.setValue("bounds/b", bounds_->formatB()->currentText());
+  s.setValue("training/runs", training_->savedRuns());
 }
 
 void MainWindow::showStatus(const QString& message, bool error) {
@@ -166,6 +167,15 @@ void MainWindow::restore() {
   names("lab/formats", lab_->formats());
   field("bounds/a", blockFormatProblem, [this](const QString& v) { bounds_->formatA()->setCurrentText(v); });
   field("bounds/b", blockFormatProblem, [this](const QString& v) { bounds_->formatB()->setCurrentText(v); });
+  // Saved training runs are read again; a folder gone or changed into something else is dropped.
+  if (s.contains("training/runs")) {
+    QStringList kept;
+    for (const QString& dir : s.value("training/runs").toStringList()) {
+      if (const QString err = training_->openRun(dir); !err.isEmpty()) drop("training/runs", dir, err);
+      else kept << dir;
+    }
+    if (!kept.isEmpty()) QSettings().setValue("training/runs", kept);
+  }
   if (number("window/tab", 0, tabs_->count() - 1, &n)) tabs_->setCurrentIndex(n);
 }
 

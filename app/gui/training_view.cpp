@@ -3,7 +3,10 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -23,6 +26,7 @@
 #include <qcustomplot.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "checks.hpp"
@@ -51,6 +55,23 @@ QString TrainingView::modelSizes(const train::ModelKindTraits& t) {
   if (t.options & train::kPatchOption) parts << tr("patch %1").arg(d.patch);
   return parts.join("; ");
 }
+
+namespace {
+
+/// A saved run's name on screen: its recipe and its folder's name ("fp32 (run-a)").
+std::string savedName(const train::SavedRun& r) {
+  return r.recipe + " (" + std::filesystem::path(r.dir).filename().string() + ")";
+}
+
+experiment::Series seriesOf(const std::string& name, const std::vector<double>& x, const std::vector<double>& y) {
+  experiment::Series s;
+  s.name = name;
+  s.x = x;
+  s.y = y;
+  return s;
+}
+
+}  // namespace
 
 TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   auto* form = new QGroupBox(tr("Training"), this);
@@ -110,6 +131,24 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   buttons->addWidget(start_);
   buttons->addWidget(stop_);
   f->addRow(buttons);
+  // Runs of mxlab train --out DIR, shown beside these: their curves, difference from fp32 and validation.
+  auto* openRun = new QPushButton(tr("Open saved run..."), form);
+  openRun->setToolTip(tr("A folder mxlab train --out DIR wrote (metrics.csv, summary.json, recipe.txt): its curves "
+                         "are drawn beside the runs trained here, and it is opened again at the next start"));
+  auto* clearRuns = new QPushButton(tr("Remove saved runs"), form);
+  auto* savedButtons = new QHBoxLayout;
+  savedButtons->addWidget(openRun);
+  savedButtons->addWidget(clearRuns);
+  f->addRow(savedButtons);
+  connect(openRun, &QPushButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Saved run (mxlab train --out DIR)"));
+    if (dir.isEmpty()) return;
+    if (const QString err = this->openRun(dir); !err.isEmpty()) {
+      status_->setText(err);
+      emit failed(err);
+    }
+  });
+  connect(clearRuns, &QPushButton::clicked, this, &TrainingView::clearSavedRuns);
   addHelp(f, tr("Every GEMM operand (weights, activations, output gradients; forward and backward) is "
                              "cast by the engine in the recipe's format. Gradient underflow: nonzero output "
                              "gradients cast to zero."));
@@ -248,6 +287,30 @@ TrainingView::Settings TrainingView::formSettings() const {
   return s;
 }
 
+QString TrainingView::openRun(const QString& dir) {
+  auto run = train::read_run(dir.toStdString());
+  if (!run) return QString::fromStdString(run.error().message);
+  const std::string path = QDir(dir).absolutePath().toStdString();
+  run->dir = path;
+  // A folder opened again replaces its earlier reading (the run may have been rerun since).
+  std::erase_if(saved_, [&](const train::SavedRun& r) { return r.dir == path; });
+  saved_.push_back(std::move(*run));
+  status_->setText(tr("opened %1").arg(dir));
+  refresh();
+  return {};
+}
+
+QStringList TrainingView::savedRuns() const {
+  QStringList out;
+  for (const auto& r : saved_) out << QString::fromStdString(r.dir);
+  return out;
+}
+
+void TrainingView::clearSavedRuns() {
+  saved_.clear();
+  refresh();
+}
+
 std::map<std::string, std::vector<double>> TrainingView::losses() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, std::vector<double>> out;
@@ -307,7 +370,11 @@ void TrainingView::start() {
     }
     const bool text = loaded->is_text;
     for (const auto& o : configs) {
-      if (cancel->load()) break;
+      if (cancel->load()) {  // stopped between runs, or while the data loaded
+        std::lock_guard<std::mutex> lock(mu_);
+        error_ = "cancelled";
+        return;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         runs_.push_back(Run{});
@@ -377,7 +444,7 @@ void TrainingView::refresh() {
     for (std::int64_t w = 0; w < windows_; ++w)
       heat.heatmap.x_labels.push_back(window_ == 1 ? std::to_string(w + 1)
                                                    : std::to_string(w * window_ + 1) + "-" + std::to_string((w + 1) * window_));
-    summary_->setRowCount(static_cast<int>(runs_.size()));
+    summary_->setRowCount(static_cast<int>(runs_.size() + saved_.size()));
     for (std::size_t i = 0; i < runs_.size(); ++i) {
       const Run& r = runs_[i];
       // A moving view: every step up to 2,000 points per curve (later steps thinned evenly).
@@ -402,6 +469,20 @@ void TrainingView::refresh() {
                                  r.val_loss >= 0 ? QString::number(r.val_loss, 'f', 4) : QString("-"), QString::number(r.skipped)};
       for (int c = 0; c < cells.size(); ++c) summary_->setItem(static_cast<int>(i), c, new QTableWidgetItem(cells[c]));
     }
+    // Saved runs, each named by its recipe and folder: every step as the file holds it.
+    for (std::size_t i = 0; i < saved_.size(); ++i) {
+      const train::SavedRun& r = saved_[i];
+      const std::string name = savedName(r);
+      loss.series.push_back(seriesOf(name, r.step, r.loss));
+      acc.series.push_back(seriesOf(name, r.step, r.accuracy));
+      val.series.push_back(seriesOf(name, r.val_step, r.val_loss));
+      const QStringList cells = {QString::fromStdString(name), QString::number(r.step.size()),
+                                 r.test_metric ? QString::number(*r.test_metric, 'f', 4) : QString("-"),
+                                 r.validation_loss ? QString::number(*r.validation_loss, 'f', 4) : QString("-"),
+                                 QString::number(r.skipped_steps)};
+      for (int c = 0; c < cells.size(); ++c)
+        summary_->setItem(static_cast<int>(runs_.size() + i), c, new QTableWidgetItem(cells[c]));
+    }
     // One row per recipe and layer (the first run's first layer at the top), one column per window of steps.
     for (auto r = runs_.rbegin(); r != runs_.rend(); ++r) {
       std::set<std::string> layers;  // those with an operand of the role, by name
@@ -420,12 +501,15 @@ void TrainingView::refresh() {
   // The difference from the fp32 run, then the smoothing (the engine's, as the plot key `smooth`).
   if (fromFp32_->isChecked()) {
     for (experiment::Figure* f : {&loss, &acc, &val}) {
-      const auto ref = std::find_if(f->series.begin(), f->series.end(), [](const experiment::Series& x) { return x.name == "fp32"; });
+      // The fp32 run trained here, else the first saved fp32 run.
+      auto ref = std::find_if(f->series.begin(), f->series.end(), [](const experiment::Series& x) { return x.name == "fp32"; });
+      if (ref == f->series.end())
+        ref = std::find_if(f->series.begin(), f->series.end(), [](const experiment::Series& x) { return x.name.rfind("fp32 (", 0) == 0; });
       if (ref == f->series.end()) continue;
       const experiment::Series reference = *ref;
       std::vector<experiment::Series> diffs;
       for (const auto& x : f->series)
-        if (x.name != "fp32") diffs.push_back(experiment::difference(x, reference));
+        if (x.name != reference.name) diffs.push_back(experiment::difference(x, reference));
       f->series = diffs;
       f->title += " minus the fp32 run's";
       f->y.label += " - fp32";

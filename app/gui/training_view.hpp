@@ -75,6 +75,13 @@ class TrainingView : public QWidget {
   /// (CSV, Markdown, LaTeX at BASE). An error or "".
   QString exportPlot(const QString& base) const;
   QString exportTable(const QString& base) const;
+  /// Opens a saved run's folder (what mxlab train --out DIR writes) and shows it beside the runs trained here, until
+  /// removed; an error naming the folder and the file at fault, or "".
+  QString openRun(const QString& dir);
+  /// The folders of the saved runs shown, in the order they were opened (kept for the next start).
+  QStringList savedRuns() const;
+  /// Removes every saved run from the view (the folders stay).
+  void clearSavedRuns();
   /// Losses received so far per recipe (tests compare them with train::run).
   std::map<std::string, std::vector<double>> losses() const;
 
@@ -117,6 +124,7 @@ class TrainingView : public QWidget {
   QTimer* timer_ = nullptr;
   std::vector<experiment::Figure> figures_;  ///< as last drawn: loss, accuracy, underflow, validation
   std::optional<Settings> shown_;            ///< the settings of the runs on screen
+  std::vector<train::SavedRun> saved_;       ///< runs read from their folders, drawn after the runs trained here
 
   /// What the worker has reported, read by the GUI thread under the mutex.
   struct Run {

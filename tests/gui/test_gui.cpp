@@ -32,6 +32,9 @@
 #include "mxlab/io/datasets.hpp"
 #include "mxlab/train/data.hpp"
 #include "mxlab/train/trainer.hpp"
+#include "mxlab/train/run_record.hpp"
+#include "mxlab/train/recipe.hpp"
+#include "mxlab/core/provenance.hpp"
 #include "block_view.hpp"
 #include "gemm_view.hpp"
 #include "mxlab/gemm/gemm.hpp"
@@ -141,6 +144,54 @@ bool wait_idle(TrainingView* v) {
   for (int i = 0; i < 6000 && v->busy(); ++i) QTest::qWait(20);
   QTest::qWait(50);  // the queued end of the run: its last refresh
   return !v->busy();
+}
+
+/// Trains a short MLP run with the engine and writes its folder as mxlab train --out DIR does (RunRecord).
+QString write_run(const QString& dir, const std::string& recipe) {
+  train::DataOptions dopt;
+  dopt.seed = 1;
+  auto data = train::load_train_data("fashion-mnist", dopt);
+  if (!data) return QString::fromStdString(data.error().message);
+  train::TrainOptions o;
+  o.model.kind = std::string("mlp");
+  o.recipe = *train::recipe_preset(recipe);
+  o.steps = 20;
+  o.batch = 32;
+  o.eval_every = 5;
+  o.eval_limit = 200;
+  o.seed = 1;
+  auto plan = train::plan_record(*data, o);
+  auto estimate = train::estimate_memory(*data, o);
+  if (!plan || !estimate) return "plan";
+  train::RecordSettings settings;
+  settings.out_dir = dir.toStdString();
+  auto record = train::RunRecord::open(*data, o, settings, *plan, *estimate);
+  if (!record) return QString::fromStdString(record.error().message);
+  auto result = train::run_training(*data, o, [&](const train::StepMetrics& m) { record->step(m); }, Reporter{});
+  if (!result) return QString::fromStdString(result.error().message);
+  if (auto e = record->finish(*result, build_provenance())) return QString::fromStdString(e->message);
+  return {};
+}
+
+/// The column of a metrics.csv as the file holds it: (step, value) of every row with a value.
+std::vector<std::pair<double, double>> csv_column(const QString& path, const QString& column) {
+  const QStringList rows = lines(path);
+  const int c = static_cast<int>(rows[0].split(',').indexOf(column));
+  std::vector<std::pair<double, double>> out;
+  for (int r = 1; r < rows.size(); ++r) {
+    const QStringList f = rows[r].split(',');
+    if (!f[c].isEmpty()) out.emplace_back(f[0].toDouble(), f[c].toDouble());
+  }
+  return out;
+}
+
+/// A figure's series of that name as (x, y) pairs.
+std::vector<std::pair<double, double>> series_points(const experiment::Figure& f, const std::string& name) {
+  std::vector<std::pair<double, double>> out;
+  for (const auto& s : f.series)
+    if (s.name == name)
+      for (std::size_t i = 0; i < s.x.size(); ++i) out.emplace_back(s.x[i], s.y[i]);
+  return out;
 }
 
 }  // namespace
@@ -912,6 +963,52 @@ class GuiTest : public QObject {
     QCOMPARE(ExperimentsView::check(dir.filePath("gemm.toml")), QString());
   }
 
+  void savedTrainingRunsAreComparedAfterARestart() {
+    if (!fashion_mnist()) QSKIP("the Debian package dataset-fashion-mnist is not installed");
+    QTemporaryDir root;
+    const QString fp32 = root.filePath("run-fp32"), mx = root.filePath("run-mxfp4");
+    QCOMPARE(write_run(fp32, "fp32"), QString());
+    QCOMPARE(write_run(mx, "mxfp4"), QString());
+    {
+      MainWindow w;
+      TrainingView* v = w.training();
+      // A folder that is not a run says which file is missing, on the status line, without a dialog.
+      const QString bad = v->openRun(root.path());
+      QVERIFY2(bad.contains("metrics.csv"), qPrintable(bad));
+      QVERIFY(no_dialog());
+      QCOMPARE(v->openRun(fp32), QString());
+      QCOMPARE(v->openRun(mx), QString());
+      // Each curve's points are the file's values, step by step; validation at the steps the run validated.
+      const auto& f = v->figures();
+      QCOMPARE(series_points(f[0], "fp32 (run-fp32)"), csv_column(fp32 + "/metrics.csv", "loss"));
+      QCOMPARE(series_points(f[1], "mxfp4 (run-mxfp4)"), csv_column(mx + "/metrics.csv", "accuracy"));
+      const auto val = csv_column(mx + "/metrics.csv", "val_loss");
+      QCOMPARE(val.size(), std::size_t{4});  // steps 5, 10, 15 and the last, 20
+      QCOMPARE(series_points(f[3], "mxfp4 (run-mxfp4)"), val);
+      // Drawn as the difference from the fp32 run: mxfp4's loss minus fp32's at each step, exactly.
+      v->fromFp32()->setChecked(true);
+      const auto a = csv_column(mx + "/metrics.csv", "loss"), b = csv_column(fp32 + "/metrics.csv", "loss");
+      const auto diff = series_points(v->figures()[0], "mxfp4 (run-mxfp4)");
+      QCOMPARE(diff.size(), a.size());
+      for (std::size_t i = 0; i < a.size(); ++i) QVERIFY(diff[i].second == a[i].second - b[i].second);
+      // The table of runs lists both with their validation loss from summary.json.
+      QCOMPARE(v->summary()->rowCount(), 2);
+      QCOMPARE(v->summary()->item(1, 0)->text(), QString("mxfp4 (run-mxfp4)"));
+    }
+    {
+      // After a restart the saved runs are there again, read from their folders.
+      MainWindow w;
+      QCOMPARE(w.training()->savedRuns(), (QStringList{QDir(fp32).absolutePath(), QDir(mx).absolutePath()}));
+      QCOMPARE(series_points(w.training()->figures()[0], "fp32 (run-fp32)"), csv_column(fp32 + "/metrics.csv", "loss"));
+    }
+    // A saved folder gone since is dropped with a warning at the next start; the other stays.
+    QVERIFY(QDir(mx).removeRecursively());
+    MainWindow w;
+    QCOMPARE(w.training()->savedRuns(), QStringList{QDir(fp32).absolutePath()});
+    QVERIFY2(w.settingsWarnings().join('\n').contains("run-mxfp4"), qPrintable(w.settingsWarnings().join('\n')));
+    QVERIFY(no_dialog());
+  }
+
   void exportsFollowTheVisibleTabAndTheTable() {
     MainWindow w;
     FormatExplorer* v = w.formatExplorer();
@@ -1031,7 +1128,8 @@ class GuiTest : public QObject {
     v->steps()->setValue(100000);
     v->batch()->setValue(128);
     v->start();
-    QTest::qWait(2000);
+    // Stopped once it is training (the data loaded and a step done), however long loading takes.
+    QTRY_VERIFY_WITH_TIMEOUT(!v->losses().empty() && !v->losses().begin()->second.empty(), 120000);
     QElapsedTimer t;
     t.start();
     v->stop();
