@@ -442,13 +442,26 @@ void measure(const std::vector<Case>& cases, const std::vector<std::size_t>& siz
   }
 }
 
+/// A training row's recipe: a preset, or a preset and one recipe setting ("mxfp8 accumulate=tensorcore-trunc14").
+Result<train::Recipe> bench_recipe(const std::string& label) {
+  const auto space = label.find(' ');
+  auto r = train::recipe_preset(label.substr(0, space));
+  if (!r || space == std::string::npos) return r;
+  const auto eq = label.find('=', space);
+  if (auto e = train::apply_recipe_setting(*r, label.substr(space + 1, eq - space - 1), label.substr(eq + 1))) return *e;
+  return r;
+}
+
 /// Training steps (mxlab train): the step time of each quantized recipe over the FP32 step time measured in the same
 /// run, and the FP32 GEMM throughput beside one core's nominal peak. One quantization thread, mxlab train's default:
 /// a training step's operands are small, and threads cost more than they save there. Each row is measured `repeats`
 /// times (the recipes alternating, so a change of machine load hits them alike): the median and spread.
 std::optional<Error> training_rows(bool quick, int repeats, Table& t) {
   const std::int64_t steps = quick ? 10 : 30;
-  const std::vector<std::string> recipes = {"fp32", "mxfp8", "fp8_current", "fp8_delayed"};
+  // The last row: MXFP8 with every GEMM of the step under an accumulation model (the recipe key accumulate,
+  // docs/training.md), computed by gemm's SIMD kernel instead of the float32 GEMM.
+  const std::vector<std::string> recipes = {"fp32", "mxfp8", "fp8_current", "fp8_delayed",
+                                            "mxfp8 accumulate=tensorcore-trunc14"};
   for (const char* model : {"mlp", "cnn"}) {
     train::ModelConfig mc;
     mc.kind = model;
@@ -456,7 +469,9 @@ std::optional<Error> training_rows(bool quick, int repeats, Table& t) {
     std::vector<std::vector<double>> times(recipes.size());
     for (int rep = 0; rep < repeats; ++rep) {
       for (std::size_t r = 0; r < recipes.size(); ++r) {
-        auto s = train::step_seconds(mc, *train::recipe_preset(recipes[r]), batch, steps, 1, 1);
+        auto recipe = bench_recipe(recipes[r]);
+        if (!recipe) return recipe.error();
+        auto s = train::step_seconds(mc, *recipe, batch, steps, 1, 1);
         if (!s) return s.error();
         times[r].push_back(*s);
       }
