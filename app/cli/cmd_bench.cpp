@@ -442,6 +442,24 @@ void measure(const std::vector<Case>& cases, const std::vector<std::size_t>& siz
   }
 }
 
+/// The nominal FP32 peak of one core in GFLOP/s: the clock /proc/cpuinfo reports times the lanes of the widest
+/// vectors the SIMD kernels run on, two FMA units and two operations per FMA (0 when the clock is unknown). A CPU
+/// that executes a 512-bit FMA as two 256-bit halves (AMD Zen 4) reaches half of it at that clock.
+double nominal_core_peak() {
+  const std::string target = active_simd_target();
+  const double lanes = target.rfind("AVX3", 0) == 0 ? 16 : target == "AVX2" ? 8 : 4;
+  return cpu_mhz() * 1e6 * lanes * 4 / 1e9;
+}
+
+/// The GEMM throughput and its share of the nominal peak of `threads` cores, as a note.
+std::string gemm_note(double gflops, unsigned threads) {
+  const double peak = nominal_core_peak() * threads;
+  std::string note = "gemm_gflops=" + fixed(gflops, 1);
+  if (peak > 0) note += "; of_peak=" + fixed(gflops / peak, 3) + " (nominal peak of " + std::to_string(threads) +
+                        (threads == 1 ? " core " : " cores ") + fixed(peak, 0) + ")";
+  return note;
+}
+
 /// A training row's recipe: a preset, or a preset and one recipe setting ("mxfp8 accumulate=tensorcore-trunc14").
 Result<train::Recipe> bench_recipe(const std::string& label) {
   const auto space = label.find(' ');
@@ -452,64 +470,77 @@ Result<train::Recipe> bench_recipe(const std::string& label) {
   return r;
 }
 
-/// Training steps (mxlab train): the step time of each quantized recipe over the FP32 step time measured in the same
-/// run, and the FP32 GEMM throughput beside one core's nominal peak. One quantization thread, mxlab train's default:
-/// a training step's operands are small, and threads cost more than they save there. Each row is measured `repeats`
-/// times (the recipes alternating, so a change of machine load hits them alike): the median and spread.
-std::optional<Error> training_rows(bool quick, int repeats, Table& t) {
-  const std::int64_t steps = quick ? 10 : 30;
-  // The last row: MXFP8 with every GEMM of the step under an accumulation model (the recipe key accumulate,
-  // docs/training.md), computed by gemm's SIMD kernel instead of the float32 GEMM.
+/// Training steps (mxlab train) on 1 thread and on `threads`: the step time of each quantized recipe over the FP32
+/// step time measured in the same run and on as many threads, and the FP32 step's own GEMMs (OpenBLAS SGEMM) in
+/// GFLOP/s beside the nominal peak of the cores; the FP32 GEMM at 128^3 and 512^3. Each row is measured `repeats`
+/// times (the recipes and thread counts alternating, so a change of machine load hits them alike): the median and
+/// spread. Without --quick the ResNet, MobileNetV2 and vision transformer add their FP32 and MXFP8 steps.
+std::optional<Error> training_rows(bool quick, int repeats, unsigned threads, Table& t) {
+  std::vector<unsigned> thread_counts = {1};
+  if (threads > 1) thread_counts.push_back(threads);
+  struct Model {
+    const char* kind;
+    std::int64_t batch, steps;
+    std::vector<std::string> recipes;
+  };
+  // The last recipe of the MLP and CNN: MXFP8 with every GEMM of the step under an accumulation model (the recipe
+  // key accumulate, docs/training.md), computed by gemm's SIMD kernel instead of the float32 GEMM.
   const std::vector<std::string> recipes = {"fp32", "mxfp8", "fp8_current", "fp8_delayed",
                                             "mxfp8 accumulate=tensorcore-trunc14"};
-  for (const char* model : {"mlp", "cnn"}) {
+  std::vector<Model> models = {{"mlp", 128, quick ? 10 : 30, recipes}, {"cnn", 64, quick ? 10 : 30, recipes}};
+  if (!quick)
+    for (const char* kind : {"resnet", "mobilenet", "vit"}) models.push_back({kind, 64, 3, {"fp32", "mxfp8"}});
+  for (const Model& model : models) {
     train::ModelConfig mc;
-    mc.kind = model;
-    const std::int64_t batch = mc.kind == "mlp" ? 128 : 64;
-    std::vector<std::vector<double>> times(recipes.size());
-    for (int rep = 0; rep < repeats; ++rep) {
-      for (std::size_t r = 0; r < recipes.size(); ++r) {
-        auto recipe = bench_recipe(recipes[r]);
+    mc.kind = model.kind;
+    const std::size_t runs = model.recipes.size() * thread_counts.size();
+    std::vector<std::vector<double>> times(runs);
+    std::vector<train::StepTime> fp32(thread_counts.size());
+    for (int rep = 0; rep < repeats; ++rep)
+      for (std::size_t i = 0; i < runs; ++i) {
+        const std::size_t r = i % model.recipes.size(), th = i / model.recipes.size();
+        auto recipe = bench_recipe(model.recipes[r]);
         if (!recipe) return recipe.error();
-        auto s = train::step_seconds(mc, *recipe, batch, steps, 1, 1);
+        auto s = train::step_time(mc, *recipe, model.batch, model.steps, 1, thread_counts[th]);
         if (!s) return s.error();
-        times[r].push_back(*s);
+        times[i].push_back(s->seconds);
+        if (r == 0 && (rep == 0 || s->seconds < fp32[th].seconds)) fp32[th] = *s;
       }
-    }
-    std::vector<Repeats> reps;
-    for (const auto& ts : times) reps.push_back(summarize(ts));
-    std::string name = "train step ";
-    name += model;
-    name += " batch ";
-    name += std::to_string(batch);
-    for (std::size_t r = 0; r < recipes.size(); ++r) {
-      std::string note = unstable_note(reps[r]);
+    const std::string name = "train step " + std::string(model.kind) + " batch " + std::to_string(model.batch);
+    for (std::size_t i = 0; i < runs; ++i) {
+      const std::size_t r = i % model.recipes.size(), th = i / model.recipes.size();
+      const Repeats rep = summarize(times[i]), base = summarize(times[th * model.recipes.size()]);
+      std::string note = unstable_note(rep);
       if (r > 0) {
-        note = joined(note, "ratio_to_fp32_step=" + fixed(reps[r].median / reps[0].median, 3));
-        if (!reps[0].stable()) note = joined(note, "ratio from an unstable fp32 row");
+        note = joined(note, "ratio_to_fp32_step=" + fixed(rep.median / base.median, 3));
+        if (!base.stable()) note = joined(note, "ratio from an unstable fp32 row");
+      } else {
+        const train::StepTime& f = fp32[th];
+        if (f.gemm_seconds > 0)
+          note = joined(note, "gemm_share=" + fixed(f.gemm_seconds / f.seconds, 3) + "; " +
+                                  gemm_note(f.gemm_flops / f.gemm_seconds / 1e9, thread_counts[th]));
+        if (th > 0) note = joined(note, "ratio_to_1_thread=" + fixed(rep.median / summarize(times[r]).median, 3));
       }
-      t.rows.push_back({name, "train step", recipes[r], "", std::to_string(batch), "1", fixed(reps[r].median, 6), "", "",
-                        "", "", "", "", "", note});
-      for (auto& cell : repeat_cells(repeats, reps[r])) t.rows.back().push_back(cell);
+      t.rows.push_back({name, "train step", model.recipes[r], "", std::to_string(model.batch),
+                        std::to_string(thread_counts[th]), fixed(rep.median, 6), "", "", "", "", "", "", "", note});
+      for (auto& cell : repeat_cells(repeats, rep)) t.rows.back().push_back(cell);
     }
   }
-  for (std::int64_t n : {128, 512}) {
-    const double gflops = train::fp32_gemm_gflops(n, n, n, quick ? 3 : 10);
-    // Clock x SIMD lanes x 2 FMA units x 2 FLOPs.
-    const std::string target = active_simd_target();
-    const double lanes = target.rfind("AVX3", 0) == 0 ? 16 : target == "AVX2" ? 8 : 4;
-    const double peak = cpu_mhz() * 1e6 * lanes * 4 / 1e9;
-    t.rows.push_back({"fp32 gemm " + std::to_string(n) + "^3", "gemm", "float32", "", std::to_string(n * n * n), "1", "",
-                      "", "", "", "", "", "", "",
-                      "gflops=" + fixed(gflops, 2) + (peak > 0 ? "; nominal peak of one core " + fixed(peak, 0) : "")});
-  }
+  for (std::int64_t n : {128, 512})
+    for (const unsigned th : thread_counts) {
+      const double gflops = train::fp32_gemm_gflops(n, n, n, quick ? 3 : 10, th);
+      t.rows.push_back({"fp32 gemm " + std::to_string(n) + "^3", "gemm", "float32", "", std::to_string(n * n * n),
+                        std::to_string(th), "", "", "", "", "", "", "", "",
+                        gemm_note(gflops, th) + "; openblas_kernel=" + train::blas_kernel()});
+    }
   return std::nullopt;
 }
 
 /// GEMMs of MXFP8 E4M3 operands (mxlab gemm): the exact product and every accumulation model on the SIMD kernel
-/// (256 x 4096 x 256; 64 x 4096 x 64 with --quick), one thread, in multiply-accumulates per second beside Eigen's
-/// FP32 GEMM (the trainer's) of the same shape in the same run; and the scalar definition of each at 16 x 4096 x 16.
-/// Each row is measured `repeats` times: the median and spread (Eigen's row too, beside which the ratios stand).
+/// (256 x 4096 x 256; 64 x 4096 x 64 with --quick), one thread, in multiply-accumulates per second beside the
+/// trainer's FP32 GEMM (OpenBLAS's SGEMM, one thread) of the same shape in the same run; and the scalar definition of
+/// each at 16 x 4096 x 16. Each row is measured `repeats` times: the median and spread (OpenBLAS's row too, beside
+/// which the ratios stand).
 std::optional<Error> gemm_rows(bool quick, int repeats, Table& t) {
   auto f = parse_block_format("mxfp8_e4m3");
   if (!f) return f.error();
@@ -526,11 +557,11 @@ std::optional<Error> gemm_rows(bool quick, int repeats, Table& t) {
     if (!qa) return qa.error();
     if (!qb) return qb.error();
     const double macs = static_cast<double>(m * n * k);
-    std::vector<double> eigen_times;
+    std::vector<double> blas_times;
     for (int r = 0; r < repeats; ++r)
-      eigen_times.push_back(macs / (train::fp32_gemm_gflops(m, n, k, quick ? 3 : 10) * 1e9 / 2));
-    const Repeats eigen_rep = summarize(eigen_times);
-    const double eigen = macs / eigen_rep.median;
+      blas_times.push_back(macs / (train::fp32_gemm_gflops(m, n, k, quick ? 3 : 10) * 1e9 / 2));
+    const Repeats blas_rep = summarize(blas_times);
+    const double blas = macs / blas_rep.median;
     const std::string shape = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
     const std::string path = scalar ? " scalar" : "";
     auto row = [&](const std::string& what, const std::function<void()>& work) {
@@ -539,8 +570,8 @@ std::optional<Error> gemm_rows(bool quick, int repeats, Table& t) {
       const Repeats rep = summarize(times);
       const double seconds = rep.median;
       std::string note = joined(unstable_note(rep), "mac_per_s=" + fixed(macs / seconds, 0) +
-                                                        "; ratio_to_eigen_fp32=" + fixed(macs / seconds / eigen, 4));
-      if (!eigen_rep.stable()) note = joined(note, "ratio from an unstable eigen row");
+                                                        "; ratio_to_openblas_fp32=" + fixed(macs / seconds / blas, 4));
+      if (!blas_rep.stable()) note = joined(note, "ratio from an unstable openblas row");
       t.rows.push_back({"gemm " + what + path + " " + shape, "gemm", "mxfp8_e4m3", "", fixed(macs, 0), "1",
                         fixed(seconds, 6), fixed(macs / seconds, 0), fixed(macs / seconds / 1e6, 3), "", "", "", "", "",
                         note});
@@ -552,10 +583,10 @@ std::optional<Error> gemm_rows(bool quick, int repeats, Table& t) {
       if (!model) return model.error();
       row(p.name, [&] { (void)gemm::model_gemm(*model, *qa, *qb, out, 1, nullptr, scalar); });
     }
-    t.rows.push_back({"eigen fp32 gemm " + shape, "gemm", "float32", "", fixed(macs, 0), "1", fixed(eigen_rep.median, 6),
-                      fixed(eigen, 0), fixed(eigen / 1e6, 3), "", "", "", "", "",
-                      joined(unstable_note(eigen_rep), "mac_per_s=" + fixed(eigen, 0))});
-    for (auto& cell : repeat_cells(repeats, eigen_rep)) t.rows.back().push_back(cell);
+    t.rows.push_back({"openblas fp32 gemm " + shape, "gemm", "float32", "", fixed(macs, 0), "1",
+                      fixed(blas_rep.median, 6), fixed(blas, 0), fixed(blas / 1e6, 3), "", "", "", "", "",
+                      joined(unstable_note(blas_rep), "mac_per_s=" + fixed(blas, 0))});
+    for (auto& cell : repeat_cells(repeats, blas_rep)) t.rows.back().push_back(cell);
   }
   return std::nullopt;
 }
@@ -570,10 +601,10 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   auto specs = table_output_options();
   specs.push_back({"quick", false, "", "two sizes (256 KiB and 256 MiB of float32 input) and short timings"});
   specs.push_back({"train-only", false, "", "only the training rows (step times of the recipes, FP32 GEMM)"});
-  specs.push_back({"gemm-only", false, "", "only the GEMM rows (mxlab gemm's models beside Eigen's FP32 GEMM)"});
+  specs.push_back({"gemm-only", false, "", "only the GEMM rows (mxlab gemm's models beside the trainer's FP32 GEMM)"});
   specs.push_back({"kernels-only", false, "", "only the kernel rows (casts, block kernels, end to end), not GEMM or training"});
   specs.push_back({"repeats", true, "N", "times each row is measured (default 5, 3 with --quick): median and spread"});
-  specs.push_back({"threads", true, "N", "worker threads of the SIMD kernels (default: all hardware threads)"});
+  specs.push_back({"threads", true, "N", "worker threads of the SIMD kernels and the training rows' second thread count (default: all hardware threads)"});
   specs.push_back({"max-mib", true, "MIB", "largest input size in MiB of float32 (default 256)"});
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "bench", args.error().message);
@@ -641,7 +672,7 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
     if (auto e = gemm_rows(quick, static_cast<int>(*repeats_opt), t)) return bad_input(io, "bench", e->message);
   }
   if (!args->flag("gemm-only") && !kernels_only)
-    if (const auto trained = training_rows(quick, static_cast<int>(*repeats_opt), t))
+    if (const auto trained = training_rows(quick, static_cast<int>(*repeats_opt), threads, t))
       return bad_input(io, "bench", trained->message);
 
   for (auto& row : t.rows) row.resize(t.columns.size());  // unsupported rows have no times

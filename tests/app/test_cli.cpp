@@ -1019,15 +1019,15 @@ TEST_CASE("bench repeats each kernel and GEMM row, reports median and spread, an
   }
   CHECK(measured > 10);
   CHECK(copy_stable.size() == 2);  // 256 KiB and 1 MiB
-  // The GEMM rows too: each model's rate is the median of its repeats, its ratio to Eigen's row marked when
+  // The GEMM rows too: each model's rate is the median of its repeats, its ratio to OpenBLAS's row marked when
   // that row is unstable.
   const Run g = run({"bench", "--quick", "--gemm-only", "--repeats", "2", "--csv"});
   REQUIRE(g.code == 0);
   const auto gl = lines(g.out);
   REQUIRE(gl.size() > 10);
-  bool eigen_stable = true;
+  bool blas_stable = true;
   std::size_t gemm_rows = 0;
-  for (std::size_t i = gl.size() - 1; i >= 1; --i) {  // Eigen's row closes each shape's rows
+  for (std::size_t i = gl.size() - 1; i >= 1; --i) {  // OpenBLAS's row closes each shape's rows
     const auto c = split_csv(gl[i]);
     INFO(gl[i]);
     REQUIRE(c.size() == split_csv(gl[0]).size());
@@ -1035,12 +1035,12 @@ TEST_CASE("bench repeats each kernel and GEMM row, reports median and spread, an
     const double s = std::stod(c[spread]);
     CHECK(c[stable] == (s <= 20 ? "yes" : "no"));
     CHECK((c[stable] == "no") == (c[note].find("unstable: repeats span") != std::string::npos));
-    if (c[name].rfind("eigen", 0) == 0) {
-      eigen_stable = c[stable] == "yes";
+    if (c[name].rfind("openblas", 0) == 0) {
+      blas_stable = c[stable] == "yes";
     } else {
       ++gemm_rows;
-      CHECK_THAT(c[note], Catch::Contains("ratio_to_eigen_fp32="));
-      CHECK((c[note].find("ratio from an unstable eigen row") != std::string::npos) == !eigen_stable);
+      CHECK_THAT(c[note], Catch::Contains("ratio_to_openblas_fp32="));
+      CHECK((c[note].find("ratio from an unstable openblas row") != std::string::npos) == !blas_stable);
     }
   }
   CHECK(gemm_rows >= 13);  // the exact reference and six models on the kernel, six models' scalar definitions

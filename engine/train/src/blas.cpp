@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 
 #include "mxlab/core/ceil_div.hpp"
@@ -52,6 +53,7 @@ void sgemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, con
     return;
   }
   single_threaded_blas();
+  const auto start = std::chrono::steady_clock::now();
   const GemmPieces p = gemm_pieces(m, n, k);
   const auto piece = [&](std::int64_t i) {
     const std::int64_t side = p.by_rows ? m : n;
@@ -79,6 +81,14 @@ void sgemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, con
     const std::int64_t first = p.count * t / parts, last = p.count * (t + 1) / parts;
     for (std::int64_t i = first; i < last; ++i) piece(i);
   });
+  GemmTally& tally = gemm_tally();
+  tally.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  tally.flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+}
+
+GemmTally& gemm_tally() {
+  thread_local GemmTally tally;
+  return tally;
 }
 
 const char* blas_kernel_name() { return openblas_get_corename(); }

@@ -23,6 +23,14 @@ GemmPieces gemm_pieces(std::int64_t m, std::int64_t n, std::int64_t k);
 void sgemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
            const float* b, std::int64_t ldb, float* c, std::int64_t ldc, unsigned threads);
 
+/// The seconds spent in sgemm calls made from this thread, and their floating-point operations (2 m n k each):
+/// how `mxlab bench` measures the trainer's own products within its steps.
+struct GemmTally {
+  double seconds = 0;
+  double flops = 0;
+};
+GemmTally& gemm_tally();
+
 /// The name of the SGEMM kernel OpenBLAS picked for this CPU (its core name, "Haswell", "SkylakeX", ...).
 const char* blas_kernel_name();
 

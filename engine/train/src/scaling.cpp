@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
+
+#include "mxlab/core/threads.hpp"
 
 namespace mxlab::train {
 
@@ -50,33 +54,55 @@ std::optional<BlockFormat> delayed_format(const Recipe& r, const BlockFormat& f)
 
 Result<std::int64_t> delayed_cast(const ops::FakeQuantizer& q, std::span<const float> x, std::int64_t rows,
                                   std::int64_t cols, std::span<float> out, AmaxHistory& history, bool record,
-                                  const ops::Run& run, bool columns) {
+                                  const ops::Run& run, bool columns, float* amax) {
   // The input times the tensor's scale in float32, cast with saturation; the GEMM sees the cast value times
-  // scale_inv.
-  thread_local std::vector<float> scaled;
-  scaled.resize(x.size());
-  const float scale = history.scale(), limit = history.fp8_max();
-  // Three simple loops that vectorize: the amax (NaN ignored, as fmax does) over kParts interleaved partial
-  // maxima (a maximum does not depend on the order it is taken in), the scaled values, the saturations.
-  constexpr std::size_t kParts = 8;
+  // scale_inv. One pass over x gives the amax (NaN ignored, as fmax does), the scaled values and the saturations,
+  // in parts of at least kPart elements over the run's threads: a maximum and a count do not depend on the order
+  // they are taken in, so neither does the result.
+  constexpr std::size_t kPart = std::size_t{1} << 16, kLanes = 8;
+  thread_local std::vector<float> buffer;
   const std::size_t n = x.size();
-  float part[kParts] = {};
-  std::size_t i = 0;
-  for (; i + kParts <= n; i += kParts)
-    for (std::size_t j = 0; j < kParts; ++j) {
-      const float a = std::fabs(x[i + j]);
-      part[j] = part[j] < a ? a : part[j];
+  buffer.resize(n);
+  const std::span<float> scaled(buffer);  // the caller's buffer (a worker's thread_local would be its own)
+  const float scale = history.scale(), limit = history.fp8_max();
+  const auto parts = static_cast<unsigned>(
+      std::clamp<std::size_t>(n / kPart, 1, resolve_threads(static_cast<unsigned>(run.threads))));
+  std::vector<float> part_amax(parts, 0.0F);
+  std::vector<std::int64_t> part_saturated(parts, 0);
+  auto range = [&](unsigned t) { return std::pair{n * t / parts, n * (t + 1) / parts}; };
+  run_parts(parts, [&](unsigned t) {
+    const auto [begin, end] = range(t);
+    float lane[kLanes] = {};  // interleaved partial maxima: a loop that vectorizes
+    std::int64_t over = 0;
+    std::size_t i = begin;
+    for (; i + kLanes <= end; i += kLanes)
+      for (std::size_t j = 0; j < kLanes; ++j) {
+        const float v = x[i + j], a = std::fabs(v), s = v * scale;
+        lane[j] = lane[j] < a ? a : lane[j];
+        scaled[i + j] = s;
+        over += std::fabs(s) > limit ? 1 : 0;
+      }
+    for (; i < end; ++i) {
+      const float v = x[i], s = v * scale;
+      lane[0] = std::max(lane[0], std::fabs(v));
+      scaled[i] = s;
+      over += std::fabs(s) > limit ? 1 : 0;
     }
-  for (; i < n; ++i) part[0] = std::max(part[0], std::fabs(x[i]));
-  const float amax = *std::max_element(part, part + kParts);
-  std::int64_t saturated = 0;
-  for (std::size_t k = 0; k < n; ++k) scaled[k] = x[k] * scale;
-  for (std::size_t k = 0; k < n; ++k) saturated += std::fabs(scaled[k]) > limit ? 1 : 0;
+    part_amax[t] = *std::max_element(lane, lane + kLanes);
+    part_saturated[t] = over;
+  });
   auto r = columns ? q.run_columns(scaled, rows, cols, out, run) : q.run(scaled, {rows, cols}, out, run);
   if (!r) return r.error();
   const float inv = history.scale_inv();
-  for (float& v : out.first(n)) v *= inv;
-  if (record) history.record(amax);
+  run_parts(parts, [&](unsigned t) {
+    const auto [begin, end] = range(t);
+    for (std::size_t i = begin; i < end; ++i) out[i] *= inv;
+  });
+  const float largest = *std::max_element(part_amax.begin(), part_amax.end());
+  if (record) history.record(largest);
+  if (amax != nullptr) *amax = largest;
+  std::int64_t saturated = 0;
+  for (const std::int64_t c : part_saturated) saturated += c;
   return saturated;
 }
 

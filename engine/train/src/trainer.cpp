@@ -659,9 +659,6 @@ Result<std::int64_t> check_resume_state(const TrainData& data, const TrainOption
   return loop.steps_done;
 }
 
-Result<double> step_seconds(const ModelConfig& model, const Recipe& recipe, std::int64_t batch, std::int64_t steps,
-                            int reps, unsigned threads) {
-  TrainData d;
 Result<std::vector<EvalMetrics>> evaluate_casts(const TrainData& data, const TrainOptions& o,
                                                 const std::vector<Recipe>& inference, const Reporter& reporter) {
   // The checkpoint is read into the model the training options build (its recipe decides the delayed-scaling
@@ -704,6 +701,9 @@ Result<std::vector<EvalMetrics>> evaluate_casts(const TrainData& data, const Tra
   return out;
 }
 
+Result<StepTime> step_time(const ModelConfig& model, const Recipe& recipe, std::int64_t batch, std::int64_t steps,
+                           int reps, unsigned threads) {
+  TrainData d;
   d.name = "random images";
   d.rows = d.cols = 28;
   d.classes = 10;
@@ -719,17 +719,21 @@ Result<std::vector<EvalMetrics>> evaluate_casts(const TrainData& data, const Tra
   o.metrics_every = 0;
   o.eval_every = 0;
   o.final_eval = false;
-  double best = 1e300;
+  StepTime best;
+  best.seconds = 1e300;
+  const auto per_step = 1.0 / static_cast<double>(steps);
   for (int r = 0; r <= std::max(1, reps); ++r) {
     o.steps = r == 0 ? 1 : steps;  // the first run warms caches and allocations and is not counted
+    detail::gemm_tally() = {};
     auto res = run_training(d, o);
     if (!res) return res.error();
-    if (r > 0) best = std::min(best, res->seconds / static_cast<double>(steps));
+    if (r > 0 && res->seconds * per_step < best.seconds)
+      best = {res->seconds * per_step, detail::gemm_tally().seconds * per_step, detail::gemm_tally().flops * per_step};
   }
   return best;
 }
 
-double fp32_gemm_gflops(std::int64_t m, std::int64_t n, std::int64_t k, int reps) {
+double fp32_gemm_gflops(std::int64_t m, std::int64_t n, std::int64_t k, int reps, unsigned threads) {
   detail::Normal rnd(1);
   Mat<float> a(m, k), bt(n, k), c(m, n);
   detail::fill_normal(a, 1.0, rnd);
@@ -737,12 +741,14 @@ double fp32_gemm_gflops(std::int64_t m, std::int64_t n, std::int64_t k, int reps
   double best = 1e300;
   for (int r = 0; r < std::max(1, reps); ++r) {
     const auto t0 = Clock::now();
-    c.noalias() = a * bt.transpose();
+    detail::sgemm(false, true, m, n, k, a.data(), k, bt.data(), k, c.data(), n, threads);
     best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   volatile float sink = c(0, 0);  // the product is used
   (void)sink;
   return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / best / 1e9;
 }
+
+std::string blas_kernel() { return detail::blas_kernel_name(); }
 
 }  // namespace mxlab::train

@@ -56,10 +56,10 @@ std::optional<BlockFormat> delayed_format(const Recipe& r, const BlockFormat& f)
 /// Transformer Engine's FP8 cast of one operand (rows x cols, row-major) under its delayed scale, as mxlab train
 /// casts it: fl32(x * scale) through the saturating element quantizer q (along the rows, or down the columns with
 /// `columns`), the result times fl32(1 / scale) into out; with `record`, the input's amax (NaN ignored) is
-/// recorded in the history (training steps; evaluation records none). Returns the inputs whose scaled magnitude
-/// exceeds the format's largest value (clipped by the cast).
+/// recorded in the history (training steps; evaluation records none), and given in *amax when amax is not null.
+/// Returns the inputs whose scaled magnitude exceeds the format's largest value (clipped by the cast).
 Result<std::int64_t> delayed_cast(const ops::FakeQuantizer& q, std::span<const float> x, std::int64_t rows,
                                   std::int64_t cols, std::span<float> out, AmaxHistory& history, bool record,
-                                  const ops::Run& run, bool columns = false);
+                                  const ops::Run& run, bool columns = false, float* amax = nullptr);
 
 }  // namespace mxlab::train

@@ -159,13 +159,24 @@ Result<std::int64_t> check_resume_state(const TrainData& data, const TrainOption
 Result<std::vector<EvalMetrics>> evaluate_casts(const TrainData& data, const TrainOptions& options,
                                                 const std::vector<Recipe>& inference, const Reporter& reporter = {});
 
-/// Seconds per training step (best of `reps` runs of `steps` steps, after one untimed step) of the model on
-/// seeded random 28x28 images in 10 classes, without operand metrics or evaluation: what `mxlab bench`
-/// compares between recipes. Timing only; the values do not matter.
-Result<double> step_seconds(const ModelConfig& model, const Recipe& recipe, std::int64_t batch, std::int64_t steps,
-                            int reps, unsigned threads);
+/// One training step's time: what `mxlab bench` compares between recipes and thread counts.
+struct StepTime {
+  double seconds = 0;       ///< per step
+  double gemm_seconds = 0;  ///< per step, in the float32 GEMMs (OpenBLAS; none under an accumulation model)
+  double gemm_flops = 0;    ///< per step, of those GEMMs
+};
 
-/// Best-of-reps FP32 GEMM throughput in GFLOP/s of an m x k by k x n product (the trainer's GEMM, one thread).
-double fp32_gemm_gflops(std::int64_t m, std::int64_t n, std::int64_t k, int reps);
+/// The time per training step (the best of `reps` runs of `steps` steps, after one untimed step) of the model on
+/// seeded random 28x28 images in 10 classes, without operand metrics or evaluation, on `threads` threads.
+/// Timing only; the values do not matter.
+Result<StepTime> step_time(const ModelConfig& model, const Recipe& recipe, std::int64_t batch, std::int64_t steps,
+                           int reps, unsigned threads);
+
+/// Best-of-reps FP32 GEMM throughput in GFLOP/s of an m x k by k x n product on the trainer's GEMM (OpenBLAS's
+/// SGEMM in pieces over `threads` threads).
+double fp32_gemm_gflops(std::int64_t m, std::int64_t n, std::int64_t k, int reps, unsigned threads = 1);
+
+/// The SGEMM kernel OpenBLAS picked for this CPU ("Haswell", "SkylakeX", "Cooperlake", ...).
+std::string blas_kernel();
 
 }  // namespace mxlab::train
