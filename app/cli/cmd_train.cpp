@@ -11,6 +11,7 @@
 #include "cli/cli.hpp"
 #include "mxlab/core/quote.hpp"
 #include "mxlab/core/text.hpp"
+#include "mxlab/core/threads.hpp"
 #include "mxlab/io/datasets.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/train/run_record.hpp"
@@ -53,7 +54,9 @@ std::vector<OptionSpec> train_options() {
           {"seed", true, "S", "seed of the initial weights, the batches and the split (default 0)"},
           {"batch", true, "B", "batch size (default 64; transformer: sequences)"},
           {"lr", true, "X", "peak learning rate (default 1e-3)"},
-          {"threads", true, "N", "quantization threads (default 1); results do not depend on it"},
+          {"threads", true, "N",
+           "threads of the GEMMs, convolutions, pooling and quantization (default: every hardware thread); results "
+           "do not depend on it"},
           {"nongemm", true, "FORMAT", "round the non-GEMM layers' outputs to FORMAT (bf16); overrides the recipe's"},
           {"optimizer", true, "adamw|sgd", "optimizer (default adamw; sgd uses momentum 0.9)"},
           {"weight-decay", true, "X", "weight decay of the weights (default 0)"},
@@ -142,6 +145,7 @@ Result<train::TrainOptions> options_from_args(const Args& args) {
     if (r) out = *r;
   };
   o.checkpoint_every = 500;
+  o.threads = hardware_threads();
   integer("steps", 1, 100000000, o.steps);
   integer("seed", 0, std::int64_t{1} << 62, o.seed);
   integer("batch", 1, 1 << 20, o.batch);

@@ -36,7 +36,7 @@ struct TrainOptions {
   std::int64_t steps = 1000;
   std::int64_t batch = 64;
   std::uint64_t seed = 0;            ///< initial weights, batch order
-  unsigned threads = 1;              ///< quantization threads; results do not depend on it
+  unsigned threads = 1;              ///< GEMM, convolution, pooling, quantization threads; never changes a result
   std::int64_t metrics_every = 1;    ///< operand metrics on every Nth step (0: never)
   /// Validation every Nth step (0: only at the end; -1: every steps/10, at least every step), the same in
   /// mxlab train, experiments and the GUI.
