@@ -24,7 +24,7 @@ std::atomic<bool> g_interrupted{false};
 extern "C" void on_interrupt(int) { g_interrupted = true; }
 
 constexpr const char* kUsage =
-    "usage: mxlab train --model mlp|cnn|transformer|resnet|mobilenet|vit --data fashion-mnist|digits|text:NAME\n"
+    "usage: mxlab train --model mlp|cnn|transformer|resnet|mobilenet|vit|mixer --data fashion-mnist|digits|text:NAME\n"
     "                   --recipe NAME|FILE\n"
     "                   --steps N --out DIR [--seed S] [--batch B] [--lr X] [--threads N] [options]\n\n"
     "Trains a model with every GEMM operand (weights w, activations a, output gradients g; w_bp and a_bp in\n"
@@ -46,7 +46,7 @@ constexpr const char* kUsage =
     "text:sherlock, text:tom-sawyer or text:PATH.\n\n";
 
 std::vector<OptionSpec> train_options() {
-  return {{"model", true, "KIND", "mlp, cnn, transformer (text), resnet, mobilenet or vit (images)"},
+  return {{"model", true, "KIND", "mlp, cnn, transformer (text), resnet, mobilenet, vit or mixer (images)"},
           {"data", true, "DATA", "fashion-mnist, digits or text:NAME"},
           {"recipe", true, "NAME|FILE", "formats per tensor role and loss scaling"},
           {"steps", true, "N", "training steps"},
@@ -67,10 +67,10 @@ std::vector<OptionSpec> train_options() {
           {"metrics-every", true, "N", "operand metrics every N steps (default 1; 0 = never)"},
           {"data-dir", true, "DIR", "data folder (default $MXLAB_DATA_DIR or ~/.local/share/mxlab)"},
           {"hidden", true, "W,W", "MLP hidden widths, at most 64 of them (default 256,128)"},
-          {"d-model", true, "D", "transformer and vit width (default 128)"},
-          {"layers", true, "L", "transformer and vit blocks (default 2)"},
+          {"d-model", true, "D", "transformer, vit and mixer width (default 128)"},
+          {"layers", true, "L", "transformer, vit and mixer blocks (default 2)"},
           {"heads", true, "H", "transformer and vit heads (default 4)"},
-          {"patch", true, "P", "vit patch side, dividing the image's sides (default 4)"},
+          {"patch", true, "P", "vit and mixer patch side, dividing the image's sides (default 4)"},
           {"width", true, "W", "resnet: first stage's channels; mobilenet: channels x W/16 (default 16)"},
           {"context", true, "T", "transformer context length (default 64)"},
           {"checkpoint-every", true, "N", "save DIR/checkpoint.bin every N steps (default 500; 0 = never)"},
