@@ -92,8 +92,8 @@ GemmView::GemmView(QWidget* parent) : View(parent) {
   metric_->addItem(tr("SQNR (dB)"), "sqnr_db");
   metric_->setToolTip(tr("The error plotted (the columns of mxlab gemm); relative errors over the entries with r != 0"));
   reference_ = new QComboBox(form);
-  reference_->addItem(tr("exact product of the quantized operands"), "acc_");
-  reference_->addItem(tr("exact product of the float32 operands"), "total_");
+  reference_->addItem(tr("exact, quantized operands"), "acc_");
+  reference_->addItem(tr("exact, float32 operands"), "total_");
   reference_->setToolTip(tr("R: the exact product of the quantized operands (the accumulation's error alone), or of "
                             "the operands before quantization (the formats' and the accumulation's error)"));
   seed_ = spin(form, 0, 1 << 30, 0, {}, tr("A is normal(0,1) of this seed, B of seed + 1: the same seed gives the same operands"));
