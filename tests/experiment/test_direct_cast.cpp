@@ -1,6 +1,7 @@
 // The direct_cast job: a trained model's weights (and activations) cast to formats at inference, next to FP32.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -205,4 +206,43 @@ TEST_CASE("a train point counts its loss-scale growths and back-offs; hidden tak
   bool fc4 = false;
   for (const auto& l : layers) fc4 |= l.at("layer") == "fc4";
   CHECK(fc4);
+}
+
+TEST_CASE("mxlab direct-cast casts a checkpoint's model; bad input exits 2 with one message", "[experiment][direct_cast]") {
+  DigitsData d;
+  const fs::path run = d.dir.dir / "run";
+  std::string out, err;
+  int rc = run_cli({"train", "--model", "cnn", "--data", "digits", "--recipe", "fp32", "--steps", "6", "--batch", "16",
+                    "--seed", "4", "--metrics-every", "0", "--out", run.string(), "--keep-checkpoint"},
+                   &out, &err);
+  INFO(err);
+  REQUIRE(rc == 0);
+  const std::string summary = mxlab_test::read_file(run / "summary.json");
+  const fs::path csv = d.dir.dir / "cast.csv";
+  rc = run_cli({"direct-cast", run.string(), "--formats", "fp32,e8m23,mxfp4", "--cast", "weights,weights+activations",
+                "--csv", "--out", csv.string()},
+               &out, &err);
+  INFO(err);
+  REQUIRE(rc == 0);
+  const auto rows = read_csv(csv);
+  REQUIRE(rows.size() == 5);  // FP32 once, then two formats under two casts
+  const CsvRow& fp32 = find_row(rows, "fp32", "none");
+  CHECK(std::abs(std::strtod(fp32.at("test_accuracy").c_str(), nullptr) - json_field(summary, "test", "accuracy")) < 1e-9);
+  for (const char* cast : {"weights", "weights+activations"}) {
+    CHECK(find_row(rows, "e8m23", cast).at("test_loss") == fp32.at("test_loss"));
+    CHECK(find_row(rows, "mxfp4", cast).at("test_loss") != fp32.at("test_loss"));
+  }
+  CHECK(fs::exists(d.dir.dir / "cast.csv.provenance.json"));
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"direct-cast", (d.dir.dir / "none").string(), "--formats", "mxint8"}, "does not exist"},
+      {{"direct-cast", run.string(), "--formats", "mxfp9"}, "'mxfp9'"},
+      {{"direct-cast", run.string(), "--formats", "mxint8", "--cast", "activations"}, "'activations'"},
+      {{"direct-cast", (run / "summary.json").string(), "--formats", "mxint8"}, "not a training checkpoint"},
+      {{"direct-cast", run.string()}, "'--formats' is required"}};
+  for (const auto& [args, message] : bad) {
+    std::string o, e;
+    CHECK(run_cli(args, &o, &e) == 2);
+    CHECK_THAT(e, Catch::Contains(message));
+    CHECK(std::count(e.begin(), e.end(), '\n') == 1);
+  }
 }

@@ -352,7 +352,7 @@ TEST_CASE("malformed experiment files: exit 2, the file, line and key named, not
       {"name = \"x\"\njob = \"analyze\"\nformat = [\"mxfp4\"]\n", ":3: key 'format': unknown key"},
       {"name = \"x\"\n[sweep\nformat = 1\n", "bad.toml:2:"},
       {"job = \"analyze\"\n", "key 'name'"},
-      {"name = \"x\"\njob = \"train-all\"\n", ":2: key 'job': expected analyze, catalogue, bounds, profiles, train or gemm"},
+      {"name = \"x\"\njob = \"train-all\"\n", ":2: key 'job': expected analyze, catalogue, bounds, profiles, train, gemm or direct_cast"},
       {"name = \"x\"\n[sweep]\nformat = [\"mxfp4\"]\ninput = [\"missing\"]\n", "no input named 'missing'"},
       {"name = \"x\"\n[inputs.a]\nsource = \"gen:normal:0,1\"\n[sweep]\nformat = [\"mxfp99\"]\ninput = \"a\"\n", "mxfp99"},
       {"name = \"x\"\n[inputs.a]\nsource = \"gen:normal:0,1\"\n[sweep]\nformat = \"mxfp4\"\ninput = \"a\"\nround = \"sideways\"\n",
