@@ -610,6 +610,356 @@ QCPScatterStyle ring(double size) {
   return QCPScatterStyle(path, QPen(QColor(60, 60, 60), 1.6 * 6 / size), Qt::NoBrush, size);
 }
 
+/// The title's row of the layout, if the figure has a title; returns the next free row.
+int add_title(QCustomPlot& plot, const Figure& f, double font_px) {
+  QFont title_font;
+  title_font.setPixelSize(static_cast<int>(std::lround(font_px * 1.2)));
+  title_font.setBold(true);
+  int row = 0;
+  if (!f.title.empty()) {
+    auto* title = new QCPTextElement(&plot, label(f.title), title_font);
+    title->setTextFlags(Qt::AlignCenter);
+    plot.plotLayout()->addElement(row++, 0, title);
+    fit_title(plot, title, label(f.title), font_px);
+  }
+  return row;
+}
+
+/// The panels of a figure: one axis rect per facet, in a grid of at most three columns with shared axes.
+struct Panels {
+  std::vector<QCPAxisRect*> rects;
+  std::size_t count = 1, columns = 1, rows = 1;
+  experiment::Axis x;  // every panel's x axis: a bar chart's categories are its tick labels
+};
+
+/// The panels' axis rects from layout row `row` on; the x label under the bottom panel of each column, the y label
+/// beside the left column, each panel titled with its facet.
+Panels add_panels(QCustomPlot& plot, const Figure& f, double font_px, int row) {
+  Panels out;
+  out.count = std::max<std::size_t>(1, f.facets.size());
+  out.columns = std::min<std::size_t>(3, out.count);
+  out.rows = (out.count + out.columns - 1) / out.columns;
+  QCPLayoutGrid* grid = plot.plotLayout();
+  int grid_row = row;
+  if (!f.facets.empty()) {
+    grid = new QCPLayoutGrid;
+    plot.plotLayout()->addElement(row, 0, grid);
+    grid_row = 0;
+  }
+  auto* align = f.facets.empty() ? nullptr : new QCPMarginGroup(&plot);
+  QFont panel_font;
+  panel_font.setPixelSize(static_cast<int>(std::lround(font_px)));
+  panel_font.setBold(true);
+  for (std::size_t p = 0; p < out.count; ++p) {
+    const int r = grid_row + static_cast<int>(p / out.columns) * (f.facets.empty() ? 1 : 2);
+    const int c = static_cast<int>(p % out.columns);
+    if (!f.facets.empty()) grid->addElement(r, c, new QCPTextElement(&plot, label(f.facets[p]), panel_font));
+    auto* rect = new QCPAxisRect(&plot);
+    grid->addElement(f.facets.empty() ? r : r + 1, c, rect);
+    if (align) rect->setMarginGroup(QCP::msLeft | QCP::msRight | QCP::msTop | QCP::msBottom, align);
+    out.rects.push_back(rect);
+  }
+  out.x = f.x;
+  if (f.kind == PlotKind::Bar && out.x.tick_labels.empty()) out.x.tick_labels = f.categories;
+  for (std::size_t p = 0; p < out.count; ++p) {
+    QCPAxis* x = out.rects[p]->axis(QCPAxis::atBottom);
+    QCPAxis* y = out.rects[p]->axis(QCPAxis::atLeft);
+    set_scale(x, out.x, font_px);
+    set_scale(y, f.y, font_px);
+    // Axis labels once per row and column of panels.
+    if (p + out.columns < out.count) x->setLabel("");
+    if (p % out.columns != 0) y->setLabel("");
+    for (QCPAxis* a : {x, y}) {
+      a->grid()->setPen(QPen(QColor(225, 225, 225), 0, Qt::SolidLine));
+      a->grid()->setSubGridVisible(false);
+    }
+  }
+  return out;
+}
+
+/// The extent of the data drawn, over every panel.
+struct Extent {
+  double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
+};
+
+/// A series' points that its axes' scales can show, with their spread (seeds, layers) and their values before
+/// smoothing.
+struct Points {
+  QVector<double> xs, ys, lo, hi, raw;
+};
+
+/// The points of `s` the axes can show; widens `e` to hold them (a bar's or bin's width, the whole spread).
+Points usable_points(const Figure& f, const experiment::Series& s, Extent& e) {
+  Points pts;
+  const bool spread = s.lo.size() == s.y.size() && s.hi.size() == s.y.size() && !s.lo.empty();
+  for (std::size_t k = 0; k < s.x.size() && k < s.y.size(); ++k) {
+    double xv = s.x[k];
+    const double yv = s.y[k];
+    if (f.kind == PlotKind::Histogram) xv += s.bin_width / 2;
+    if (!usable(xv, f.x.tick_labels.empty() ? f.x.scale : AxisScale::Linear) || !usable(yv, f.y.scale)) continue;
+    pts.xs.push_back(xv);
+    pts.ys.push_back(yv);
+    if (k < s.raw.size()) pts.raw.push_back(s.raw[k]);
+    const double half = f.kind == PlotKind::Histogram ? s.bin_width / 2 : f.kind == PlotKind::Bar ? 0.5 : 0;
+    e.xlo = std::min(e.xlo, xv - half), e.xhi = std::max(e.xhi, xv + half);
+    e.ylo = std::min(e.ylo, yv), e.yhi = std::max(e.yhi, yv);
+    if (spread) {
+      pts.lo.push_back(s.lo[k]);
+      pts.hi.push_back(s.hi[k]);
+      // The axis holds the whole spread.
+      if (usable(s.lo[k], f.y.scale)) e.ylo = std::min(e.ylo, s.lo[k]);
+      if (usable(s.hi[k], f.y.scale)) e.yhi = std::max(e.yhi, s.hi[k]);
+    }
+  }
+  return pts;
+}
+
+/// Error bars of the points' spread on the plottable `of`, if the points have one.
+void add_error_bars(QCPAbstractPlottable* of, const QPen& pen, const Points& pts) {
+  if (pts.lo.size() != pts.xs.size() || pts.lo.isEmpty()) return;
+  auto* bars_of = new QCPErrorBars(of->keyAxis(), of->valueAxis());
+  bars_of->setDataPlottable(of);
+  bars_of->setPen(pen);
+  QVector<double> below, above;
+  for (qsizetype k = 0; k < pts.lo.size(); ++k) below.push_back(pts.ys[k] - pts.lo[k]), above.push_back(pts.hi[k] - pts.ys[k]);
+  bars_of->setData(below, above);
+}
+
+/// One of overlaid histograms as a step outline (translucent bars over each other hide which is which).
+void draw_outline(QCPAxis* x, QCPAxis* y, const experiment::Series& s, const Points& pts, const QColor& c) {
+  auto* g = new QCPGraph(x, y);
+  g->setName(label(s.name));
+  g->setPen(QPen(c, 1.6));
+  g->setLineStyle(QCPGraph::lsStepCenter);
+  g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssNone));
+  g->setAdaptiveSampling(false);
+  std::vector<std::pair<double, double>> bins;
+  for (qsizetype k = 0; k < pts.xs.size(); ++k) bins.emplace_back(pts.xs[k], pts.ys[k]);
+  std::sort(bins.begin(), bins.end());
+  trace_outline(*g, bins, s.bin_width > 0 ? s.bin_width : 1);
+}
+
+/// A series as bars (a bar chart, or a histogram's bins); the bars of one panel's series side by side in `group`.
+void draw_bars(QCustomPlot& plot, const Figure& f, const experiment::Series& s, const Points& pts, const QColor& c,
+               QCPAxis* x, QCPAxis* y, QCPBarsGroup*& group) {
+  auto* b = new QCPBars(x, y);
+  b->setName(label(s.name));
+  b->setPen(QPen(c.darker(130), 0.8));
+  QColor fill = c;
+  fill.setAlpha(f.kind == PlotKind::Histogram && f.series.size() > 1 ? 110 : 210);
+  b->setBrush(fill);
+  const std::size_t in_panel = static_cast<std::size_t>(
+      std::count_if(f.series.begin(), f.series.end(), [&](const experiment::Series& o) { return o.facet == s.facet; }));
+  if (f.kind == PlotKind::Bar && in_panel > 1 && !group) group = new QCPBarsGroup(&plot);
+  if (f.kind == PlotKind::Histogram) b->setWidth(s.bin_width);
+  else b->setWidth(group ? 0.8 / static_cast<double>(in_panel) : 0.6);
+  if (group && f.kind == PlotKind::Bar) b->setBarsGroup(group);
+  b->setData(pts.xs, pts.ys);
+  // Spread over seeds or layers: error bars in a darker tone of the bar's colour.
+  add_error_bars(b, QPen(c.darker(200), 1.0), pts);
+}
+
+/// A series as a line or as markers, over its raw values (faint) and its spread (a band under a line, error bars
+/// on markers); these have no name, so no legend entry.
+void draw_curve(const Figure& f, const experiment::Series& s, const Points& pts, std::size_t style, double font_px,
+                QCPAxis* x, QCPAxis* y) {
+  const QColor c = colour(style);
+  if (pts.raw.size() == pts.xs.size() && !pts.raw.empty()) {
+    auto* r = new QCPGraph(x, y);
+    QColor faint = c;
+    faint.setAlpha(70);
+    r->setPen(QPen(faint, 0.8));
+    r->setData(pts.xs, pts.raw, true);
+  }
+  if (f.kind == PlotKind::Line && pts.lo.size() == pts.xs.size() && !pts.lo.empty()) {
+    auto* band_low = new QCPGraph(x, y);
+    band_low->setPen(Qt::NoPen);
+    band_low->setData(pts.xs, pts.lo, true);
+    auto* band_high = new QCPGraph(x, y);
+    band_high->setPen(Qt::NoPen);
+    QColor fill = c;
+    fill.setAlpha(50);
+    band_high->setBrush(fill);
+    band_high->setChannelFillGraph(band_low);
+    band_high->setData(pts.xs, pts.hi, true);
+  }
+  auto* g = new QCPGraph(x, y);
+  g->setName(label(s.name));
+  g->setPen(QPen(c, 1.4));
+  g->setLineStyle(f.kind == PlotKind::Line ? QCPGraph::lsLine : QCPGraph::lsNone);
+  if (f.kind == PlotKind::Scatter) add_error_bars(g, QPen(c, 0.8), pts);
+  const bool dense = f.kind == PlotKind::Scatter && pts.xs.size() > 200;
+  const double size = dense ? font_px * 0.3 : font_px * 0.55;
+  // Long curves (loss over thousands of steps) are lines only: markers would hide them.
+  if (f.kind == PlotKind::Line && pts.xs.size() > 60) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssNone));
+  else g->setScatterStyle(QCPScatterStyle(shape(style), c, dense ? c : QColor(Qt::white), size));
+  g->setData(pts.xs, pts.ys, f.kind == PlotKind::Line);
+  // Sampling keeps a pixel column's extremes only, which hides scattered points between them.
+  g->setAdaptiveSampling(f.kind == PlotKind::Line);
+}
+
+/// Every series in its panel; returns the extent of the points drawn.
+Extent draw_series(QCustomPlot& plot, const Figure& f, double font_px, const Panels& panels) {
+  Extent e;
+  std::vector<QCPBarsGroup*> bar_groups(panels.count, nullptr);
+  std::map<std::string, std::size_t> series_style;
+  for (const auto& s : f.series) {
+    QCPAxisRect* rect = panels.rects[std::min(s.facet, panels.count - 1)];
+    QCPAxis* x = rect->axis(QCPAxis::atBottom);
+    QCPAxis* y = rect->axis(QCPAxis::atLeft);
+    const Points pts = usable_points(f, s, e);
+    // A series drawn in several panels keeps its colour and marker in each.
+    const std::size_t style = series_style.emplace(s.name, series_style.size()).first->second;
+    if (f.kind == PlotKind::Histogram && f.series.size() > 1) draw_outline(x, y, s, pts, colour(style));
+    else if (f.kind == PlotKind::Histogram || f.kind == PlotKind::Bar)
+      draw_bars(plot, f, s, pts, colour(style), x, y, bar_groups[std::min(s.facet, panels.count - 1)]);
+    else draw_curve(f, s, pts, style, font_px, x, y);
+  }
+  return e;
+}
+
+/// Whether every finite x (or y) of the figure's series is a whole number, and there is a series.
+bool whole_numbers(const Figure& f, bool along_x) {
+  for (const auto& s : f.series)
+    for (double v : along_x ? s.x : s.y)
+      if (std::isfinite(v) && v != std::round(v)) return false;
+  return !f.series.empty();
+}
+
+/// Each panel's axes fitted to the extent of the data (categories: one unit each).
+void fit_panels(QCustomPlot& plot, const Figure& f, const Panels& panels, const Extent& e) {
+  const experiment::Axis& xa = panels.x;
+  const bool bars = f.kind == PlotKind::Bar || f.kind == PlotKind::Histogram;
+  for (QCPAxisRect* rect : panels.rects) {
+    QCPAxis* x = rect->axis(QCPAxis::atBottom);
+    QCPAxis* y = rect->axis(QCPAxis::atLeft);
+    // Whole-number data on a linear axis (gaps, counts of bits) gets whole-number ticks.
+    if (xa.tick_labels.empty() && xa.scale == AxisScale::Linear && whole_numbers(f, true) && f.kind != PlotKind::Histogram) {
+      auto t = QSharedPointer<QCPAxisTickerFixed>::create();
+      t->setTickStep(1);
+      t->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+      x->setTicker(t);
+    }
+    fit(x, xa, e.xlo, e.xhi, false);
+    fit(y, f.y, e.ylo, e.yhi, bars && f.y.scale == AxisScale::Linear);
+    if (!xa.tick_labels.empty()) x->setRange(-0.5, static_cast<double>(xa.tick_labels.size()) - 0.5);
+    if (!f.y.tick_labels.empty()) y->setRange(-0.5, static_cast<double>(f.y.tick_labels.size()) - 0.5);
+    // Bars on a log axis start below the smallest.
+    if (f.y.scale != AxisScale::Linear)
+      for (int i = 0; i < plot.plottableCount(); ++i)
+        if (auto* b = qobject_cast<QCPBars*>(plot.plottable(i)); b && b->valueAxis() == y) b->setBaseValue(y->range().lower);
+  }
+}
+
+/// Category labels: side by side, wrapped, slanted, upright or an index, as the panel's width allows; then the
+/// y labels fitted to the panels' height.
+void label_panels(QCustomPlot& plot, const Figure& f, const Panels& panels) {
+  const experiment::Axis& xa = panels.x;
+  if (!xa.tick_labels.empty()) {
+    lay_out(plot);
+    const double budget = 0.3 * plot.viewport().height() / static_cast<double>(panels.rows);
+    const CategoryFit fitted = fit_categories(xa.tick_labels, panels.rects[0]->axis(QCPAxis::atBottom)->tickLabelFont(),
+                                              panels.rects[0]->rect().width(), budget);
+    for (std::size_t p = 0; p < panels.count; ++p)
+      show_categories(panels.rects[p]->axis(QCPAxis::atBottom), fitted,
+                      p + panels.columns < panels.count ? QString() : label(f.x.label));
+    for (QCPAxisRect* rect : panels.rects) keep_labels_inside(plot, rect);
+  }
+  if (!f.y.tick_labels.empty())
+    for (QCPAxisRect* rect : panels.rects) {
+      QCPAxis* y = rect->axis(QCPAxis::atLeft);
+      show_categories(y, fit_categories(f.y.tick_labels, y->tickLabelFont(), 1e9, 0), y->label());
+    }
+  for (QCPAxisRect* rect : panels.rects) fit_axis_label(plot, rect->axis(QCPAxis::atLeft));
+}
+
+/// A vertical line across `rect` at the marker's x, its label at the top, stacked downwards below the labels in
+/// `taken` (pixel ranges by level) that it would print over.
+void mark_line(QCustomPlot& plot, QCPAxisRect* rect, const experiment::Marker& m, const QFont& font,
+               std::vector<std::pair<double, double>>& taken) {
+  QCPAxis* x = rect->axis(QCPAxis::atBottom);
+  QCPAxis* y = rect->axis(QCPAxis::atLeft);
+  auto* line = new QCPItemStraightLine(&plot);
+  line->setClipAxisRect(rect);
+  line->point1->setAxes(x, y);
+  line->point2->setAxes(x, y);
+  line->point1->setCoords(m.x, y->range().lower);
+  line->point2->setCoords(m.x, y->range().upper);
+  line->setPen(QPen(QColor(90, 90, 90), 1, Qt::DashLine));
+  if (m.label.empty()) return;
+  auto* text = new QCPItemText(&plot);
+  text->setClipAxisRect(rect);
+  text->position->setAxes(x, y);
+  text->position->setCoords(m.x, y->range().upper);
+  text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+  text->setFont(font);
+  text->setText(" " + label(m.label));
+  const double left = x->coordToPixel(m.x), width = QFontMetrics(font).horizontalAdvance(text->text()) + 4;
+  std::size_t level = 0;
+  while (level < taken.size() && left < taken[level].second) ++level;
+  if (level == taken.size()) taken.push_back({left, left + width});
+  else taken[level] = {left, left + width};
+  text->setPadding(QMargins(0, static_cast<int>(level) * (QFontMetrics(font).height() + 1), 0, 0));
+}
+
+/// Markers: a ring on a series' point (one legend entry, the label), or a vertical line whose labels stack
+/// downwards where they would print over the previous one.
+void draw_markers(QCustomPlot& plot, const Figure& f, double font_px, const Panels& panels) {
+  lay_out(plot);
+  QFont marker_font;
+  marker_font.setPixelSize(static_cast<int>(std::lround(font_px * 0.9)));
+  for (std::size_t p = 0; p < panels.count; ++p) {
+    QCPAxisRect* rect = panels.rects[p];
+    std::vector<std::pair<double, double>> taken;  // pixel ranges of the labels placed, by level
+    QVector<double> ring_x, ring_y;
+    QString ring_label;
+    for (const auto& m : f.markers) {
+      if (m.series.empty()) {
+        mark_line(plot, rect, m, marker_font, taken);
+        continue;
+      }
+      const bool here = std::any_of(f.series.begin(), f.series.end(), [&](const experiment::Series& s) {
+        return s.name == m.series && std::min(s.facet, panels.count - 1) == p;
+      });
+      if (here && usable(m.y, f.y.scale)) ring_x.push_back(m.x), ring_y.push_back(m.y), ring_label = label(m.label);
+    }
+    if (!ring_x.isEmpty()) {
+      auto* rings = new QCPGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+      rings->setName(ring_label);
+      rings->setPen(QPen(QColor(60, 60, 60), 1.6));
+      rings->setLineStyle(QCPGraph::lsNone);
+      rings->setScatterStyle(ring(font_px * 0.9));
+      rings->setData(ring_x, ring_y);
+    }
+  }
+}
+
+/// The legend, if a plottable is named: inside a single panel where it fits, else below the panels in layout row
+/// `legend_row` (facets: always; one legend for every panel).
+void add_legend(QCustomPlot& plot, const Figure& f, double font_px, const Panels& panels, int legend_row) {
+  bool named = false;
+  for (int i = 0; i < plot.plottableCount(); ++i) named |= !plot.plottable(i)->name().isEmpty();
+  if (!f.legend || !named) return;
+  bool inside = false;
+  if (panels.rects.size() == 1) {
+    QCPLegend* legend = make_legend(font_px);
+    panels.rects[0]->insetLayout()->addElement(legend, Qt::AlignTop | Qt::AlignRight);
+    legend->setLayer("legend");
+    fill_legend(plot, legend);
+    if (!f.legend_title.empty()) {
+      QFont tf = legend->font();
+      tf.setBold(true);
+      legend->insertRow(0);
+      auto* title = new QCPTextElement(&plot, label(f.legend_title), tf);
+      title->setTextColor(Qt::black);
+      title->setLayer("legend");  // above the legend's translucent box, not under it on the main layer
+      legend->addElement(0, 0, title);
+    }
+    inside = legend_inside(plot, panels.rects[0], legend);
+  }
+  if (!inside) legend_below(plot, f, font_px, legend_row);
+}
+
 }  // namespace
 
 void draw(QCustomPlot& plot, const Figure& f, double font_px) {
@@ -622,17 +972,7 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
   plot.setViewport(plot.rect());
 
   Redraw::of(plot).drawn(f, font_px);
-
-  QFont title_font;
-  title_font.setPixelSize(static_cast<int>(std::lround(font_px * 1.2)));
-  title_font.setBold(true);
-  int row = 0;
-  if (!f.title.empty()) {
-    auto* title = new QCPTextElement(&plot, label(f.title), title_font);
-    title->setTextFlags(Qt::AlignCenter);
-    plot.plotLayout()->addElement(row++, 0, title);
-    fit_title(plot, title, label(f.title), font_px);
-  }
+  const int row = add_title(plot, f, font_px);
   if (f.kind == PlotKind::Heatmap) {
     // The map and its colour scale side by side in one cell, so the title spans both.
     auto* body = new QCPLayoutGrid;
@@ -640,279 +980,13 @@ void draw(QCustomPlot& plot, const Figure& f, double font_px) {
     auto* rect = new QCPAxisRect(&plot);
     body->addElement(0, 0, rect);
     draw_heatmap(plot, f, font_px, body, rect);
-    Redraw::of(plot).ranged();
-    plot.replot();
-    return;
-  }
-
-  // Panels: one per facet, in a grid of at most three columns with shared axes; the x label under the bottom
-  // panel of each column, the y label beside the left column, each panel titled with its facet.
-  const std::size_t panels = std::max<std::size_t>(1, f.facets.size());
-  const std::size_t columns = std::min<std::size_t>(3, panels), panel_rows = (panels + columns - 1) / columns;
-  std::vector<QCPAxisRect*> rects;
-  QCPLayoutGrid* grid = plot.plotLayout();
-  int grid_row = row;
-  if (!f.facets.empty()) {
-    grid = new QCPLayoutGrid;
-    plot.plotLayout()->addElement(row, 0, grid);
-    grid_row = 0;
-  }
-  auto* align = f.facets.empty() ? nullptr : new QCPMarginGroup(&plot);
-  QFont panel_font;
-  panel_font.setPixelSize(static_cast<int>(std::lround(font_px)));
-  panel_font.setBold(true);
-  for (std::size_t p = 0; p < panels; ++p) {
-    const int r = grid_row + static_cast<int>(p / columns) * (f.facets.empty() ? 1 : 2), c = static_cast<int>(p % columns);
-    if (!f.facets.empty()) grid->addElement(r, c, new QCPTextElement(&plot, label(f.facets[p]), panel_font));
-    auto* rect = new QCPAxisRect(&plot);
-    grid->addElement(f.facets.empty() ? r : r + 1, c, rect);
-    if (align) rect->setMarginGroup(QCP::msLeft | QCP::msRight | QCP::msTop | QCP::msBottom, align);
-    rects.push_back(rect);
-  }
-  experiment::Axis xa = f.x;
-  if (f.kind == PlotKind::Bar && xa.tick_labels.empty()) xa.tick_labels = f.categories;
-  for (std::size_t p = 0; p < panels; ++p) {
-    QCPAxis* x = rects[p]->axis(QCPAxis::atBottom);
-    QCPAxis* y = rects[p]->axis(QCPAxis::atLeft);
-    set_scale(x, xa, font_px);
-    set_scale(y, f.y, font_px);
-    // Axis labels once per row and column of panels.
-    if (p + columns < panels) x->setLabel("");
-    if (p % columns != 0) y->setLabel("");
-    for (QCPAxis* a : {x, y}) {
-      a->grid()->setPen(QPen(QColor(225, 225, 225), 0, Qt::SolidLine));
-      a->grid()->setSubGridVisible(false);
-    }
-  }
-
-  double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
-  std::vector<QCPBarsGroup*> bar_groups(panels, nullptr);
-  std::map<std::string, std::size_t> series_style;
-  for (std::size_t i = 0; i < f.series.size(); ++i) {
-    const auto& s = f.series[i];
-    QCPAxisRect* rect = rects[std::min(s.facet, panels - 1)];
-    QCPAxis* x = rect->axis(QCPAxis::atBottom);
-    QCPAxis* y = rect->axis(QCPAxis::atLeft);
-    // Points with their spread (seeds, layers) and their values before smoothing.
-    QVector<double> xs, ys, lo, hi, raw;
-    const bool spread = s.lo.size() == s.y.size() && s.hi.size() == s.y.size() && !s.lo.empty();
-    for (std::size_t k = 0; k < s.x.size() && k < s.y.size(); ++k) {
-      double xv = s.x[k];
-      const double yv = s.y[k];
-      if (f.kind == PlotKind::Histogram) xv += s.bin_width / 2;
-      if (!usable(xv, f.x.tick_labels.empty() ? f.x.scale : AxisScale::Linear) || !usable(yv, f.y.scale)) continue;
-      xs.push_back(xv);
-      ys.push_back(yv);
-      if (k < s.raw.size()) raw.push_back(s.raw[k]);
-      const double half = f.kind == PlotKind::Histogram ? s.bin_width / 2 : f.kind == PlotKind::Bar ? 0.5 : 0;
-      xlo = std::min(xlo, xv - half), xhi = std::max(xhi, xv + half);
-      ylo = std::min(ylo, yv), yhi = std::max(yhi, yv);
-      if (spread) {
-        lo.push_back(s.lo[k]);
-        hi.push_back(s.hi[k]);
-        // The axis holds the whole spread.
-        if (usable(s.lo[k], f.y.scale)) ylo = std::min(ylo, s.lo[k]);
-        if (usable(s.hi[k], f.y.scale)) yhi = std::max(yhi, s.hi[k]);
-      }
-    }
-    // A series drawn in several panels keeps its colour and marker in each.
-    const std::size_t style = series_style.emplace(s.name, series_style.size()).first->second;
-    const QColor c = colour(style);
-    auto error_bars = [&](QCPAbstractPlottable* of, const QPen& pen) {
-      if (lo.size() != xs.size() || lo.isEmpty()) return;
-      auto* bars_of = new QCPErrorBars(x, y);
-      bars_of->setDataPlottable(of);
-      bars_of->setPen(pen);
-      QVector<double> below, above;
-      for (qsizetype k = 0; k < lo.size(); ++k) below.push_back(ys[k] - lo[k]), above.push_back(hi[k] - ys[k]);
-      bars_of->setData(below, above);
-    };
-    if (f.kind == PlotKind::Histogram && f.series.size() > 1) {
-      // Overlaid histograms as step outlines (translucent bars over each other hide which is which).
-      auto* g = new QCPGraph(x, y);
-      g->setName(label(s.name));
-      g->setPen(QPen(c, 1.6));
-      g->setLineStyle(QCPGraph::lsStepCenter);
-      g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssNone));
-      g->setAdaptiveSampling(false);
-      std::vector<std::pair<double, double>> bins;
-      for (qsizetype k = 0; k < xs.size(); ++k) bins.emplace_back(xs[k], ys[k]);
-      std::sort(bins.begin(), bins.end());
-      trace_outline(*g, bins, s.bin_width > 0 ? s.bin_width : 1);
-      continue;
-    }
-    if (f.kind == PlotKind::Histogram || f.kind == PlotKind::Bar) {
-      auto* b = new QCPBars(x, y);
-      b->setName(label(s.name));
-      b->setPen(QPen(c.darker(130), 0.8));
-      QColor fill = c;
-      fill.setAlpha(f.kind == PlotKind::Histogram && f.series.size() > 1 ? 110 : 210);
-      b->setBrush(fill);
-      const std::size_t in_panel = static_cast<std::size_t>(
-          std::count_if(f.series.begin(), f.series.end(), [&](const experiment::Series& o) { return o.facet == s.facet; }));
-      QCPBarsGroup*& group = bar_groups[std::min(s.facet, panels - 1)];
-      if (f.kind == PlotKind::Bar && in_panel > 1 && !group) group = new QCPBarsGroup(&plot);
-      if (f.kind == PlotKind::Histogram) b->setWidth(s.bin_width);
-      else b->setWidth(group ? 0.8 / static_cast<double>(in_panel) : 0.6);
-      if (group && f.kind == PlotKind::Bar) b->setBarsGroup(group);
-      b->setData(xs, ys);
-      // Spread over seeds or layers: error bars in a darker tone of the bar's colour.
-      error_bars(b, QPen(c.darker(200), 1.0));
-      continue;
-    }
-    // The raw values of a smoothed line (faint) and the spread (a band under a line, error bars on markers),
-    // under the series itself; they have no name, so no legend entry.
-    if (raw.size() == xs.size() && !raw.empty()) {
-      auto* r = new QCPGraph(x, y);
-      QColor faint = c;
-      faint.setAlpha(70);
-      r->setPen(QPen(faint, 0.8));
-      r->setData(xs, raw, true);
-    }
-    if (f.kind == PlotKind::Line && lo.size() == xs.size() && !lo.empty()) {
-      auto* band_low = new QCPGraph(x, y);
-      band_low->setPen(Qt::NoPen);
-      band_low->setData(xs, lo, true);
-      auto* band_high = new QCPGraph(x, y);
-      band_high->setPen(Qt::NoPen);
-      QColor fill = c;
-      fill.setAlpha(50);
-      band_high->setBrush(fill);
-      band_high->setChannelFillGraph(band_low);
-      band_high->setData(xs, hi, true);
-    }
-    auto* g = new QCPGraph(x, y);
-    g->setName(label(s.name));
-    g->setPen(QPen(c, 1.4));
-    g->setLineStyle(f.kind == PlotKind::Line ? QCPGraph::lsLine : QCPGraph::lsNone);
-    if (f.kind == PlotKind::Scatter) error_bars(g, QPen(c, 0.8));
-    const double size = f.kind == PlotKind::Scatter && xs.size() > 200 ? font_px * 0.3 : font_px * 0.55;
-    // Long curves (loss over thousands of steps) are lines only: markers would hide them.
-    if (f.kind == PlotKind::Line && xs.size() > 60) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssNone));
-    else g->setScatterStyle(QCPScatterStyle(shape(style), c, f.kind == PlotKind::Scatter && xs.size() > 200 ? c : QColor(Qt::white), size));
-    g->setData(xs, ys, f.kind == PlotKind::Line);
-    // Sampling keeps a pixel column's extremes only, which hides scattered points between them.
-    g->setAdaptiveSampling(f.kind == PlotKind::Line);
-  }
-  const bool bars = f.kind == PlotKind::Bar || f.kind == PlotKind::Histogram;
-  // Whole-number data on a linear axis (gaps, counts of bits) gets whole-number ticks.
-  auto whole = [&](bool along_x) {
-    for (const auto& s : f.series)
-      for (double v : along_x ? s.x : s.y)
-        if (std::isfinite(v) && v != std::round(v)) return false;
-    return !f.series.empty();
-  };
-  for (QCPAxisRect* rect : rects) {
-    QCPAxis* x = rect->axis(QCPAxis::atBottom);
-    QCPAxis* y = rect->axis(QCPAxis::atLeft);
-    if (xa.tick_labels.empty() && xa.scale == AxisScale::Linear && whole(true) && f.kind != PlotKind::Histogram) {
-      auto t = QSharedPointer<QCPAxisTickerFixed>::create();
-      t->setTickStep(1);
-      t->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
-      x->setTicker(t);
-    }
-    fit(x, xa, xlo, xhi, false);
-    fit(y, f.y, ylo, yhi, bars && f.y.scale == AxisScale::Linear);
-    if (!xa.tick_labels.empty()) x->setRange(-0.5, static_cast<double>(xa.tick_labels.size()) - 0.5);
-    if (!f.y.tick_labels.empty()) y->setRange(-0.5, static_cast<double>(f.y.tick_labels.size()) - 0.5);
-    // Bars on a log axis start below the smallest.
-    if (f.y.scale != AxisScale::Linear)
-      for (int i = 0; i < plot.plottableCount(); ++i)
-        if (auto* b = qobject_cast<QCPBars*>(plot.plottable(i)); b && b->valueAxis() == y) b->setBaseValue(y->range().lower);
-  }
-  // The legend below the panels when it cannot sit inside (facets: always; one legend for every panel).
-  const int legend_row = static_cast<int>(row + 1);
-  // Category labels: side by side, wrapped, slanted, upright or an index, as the panel's width allows.
-  if (!xa.tick_labels.empty()) {
-    lay_out(plot);
-    const double budget = 0.3 * plot.viewport().height() / static_cast<double>(panel_rows);
-    const CategoryFit fitted = fit_categories(xa.tick_labels, rects[0]->axis(QCPAxis::atBottom)->tickLabelFont(),
-                                              rects[0]->rect().width(), budget);
-    for (std::size_t p = 0; p < panels; ++p)
-      show_categories(rects[p]->axis(QCPAxis::atBottom), fitted, p + columns < panels ? QString() : label(f.x.label));
-    for (QCPAxisRect* rect : rects) keep_labels_inside(plot, rect);
-  }
-  if (!f.y.tick_labels.empty())
-    for (QCPAxisRect* rect : rects) {
-      QCPAxis* y = rect->axis(QCPAxis::atLeft);
-      show_categories(y, fit_categories(f.y.tick_labels, y->tickLabelFont(), 1e9, 0), y->label());
-    }
-  for (QCPAxisRect* rect : rects) fit_axis_label(plot, rect->axis(QCPAxis::atLeft));
-
-  // Markers: a ring on a series' point (one legend entry, the label), or a vertical line whose labels stack
-  // downwards where they would print over the previous one.
-  lay_out(plot);
-  QFont marker_font;
-  marker_font.setPixelSize(static_cast<int>(std::lround(font_px * 0.9)));
-  for (std::size_t p = 0; p < panels; ++p) {
-    QCPAxisRect* rect = rects[p];
-    QCPAxis* x = rect->axis(QCPAxis::atBottom);
-    QCPAxis* y = rect->axis(QCPAxis::atLeft);
-    std::vector<std::pair<double, double>> taken;  // pixel ranges of the labels placed, by level
-    QVector<double> ring_x, ring_y;
-    QString ring_label;
-    for (const auto& m : f.markers) {
-      if (!m.series.empty()) {
-        const bool here = std::any_of(f.series.begin(), f.series.end(), [&](const experiment::Series& s) {
-          return s.name == m.series && std::min(s.facet, panels - 1) == p;
-        });
-        if (here && usable(m.y, f.y.scale)) ring_x.push_back(m.x), ring_y.push_back(m.y), ring_label = label(m.label);
-        continue;
-      }
-      auto* line = new QCPItemStraightLine(&plot);
-      line->setClipAxisRect(rect);
-      line->point1->setAxes(x, y);
-      line->point2->setAxes(x, y);
-      line->point1->setCoords(m.x, y->range().lower);
-      line->point2->setCoords(m.x, y->range().upper);
-      line->setPen(QPen(QColor(90, 90, 90), 1, Qt::DashLine));
-      if (!m.label.empty()) {
-        auto* text = new QCPItemText(&plot);
-        text->setClipAxisRect(rect);
-        text->position->setAxes(x, y);
-        text->position->setCoords(m.x, y->range().upper);
-        text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-        text->setFont(marker_font);
-        text->setText(" " + label(m.label));
-        const double left = x->coordToPixel(m.x), width = QFontMetrics(marker_font).horizontalAdvance(text->text()) + 4;
-        std::size_t level = 0;
-        while (level < taken.size() && left < taken[level].second) ++level;
-        if (level == taken.size()) taken.push_back({left, left + width});
-        else taken[level] = {left, left + width};
-        text->setPadding(QMargins(0, static_cast<int>(level) * (QFontMetrics(marker_font).height() + 1), 0, 0));
-      }
-    }
-    if (!ring_x.isEmpty()) {
-      auto* rings = new QCPGraph(x, y);
-      rings->setName(ring_label);
-      rings->setPen(QPen(QColor(60, 60, 60), 1.6));
-      rings->setLineStyle(QCPGraph::lsNone);
-      rings->setScatterStyle(ring(font_px * 0.9));
-      rings->setData(ring_x, ring_y);
-    }
-  }
-
-  bool named = false;
-  for (int i = 0; i < plot.plottableCount(); ++i) named |= !plot.plottable(i)->name().isEmpty();
-  if (f.legend && named) {
-    bool inside = false;
-    if (rects.size() == 1) {
-      QCPLegend* legend = make_legend(font_px);
-      rects[0]->insetLayout()->addElement(legend, Qt::AlignTop | Qt::AlignRight);
-      legend->setLayer("legend");
-      fill_legend(plot, legend);
-      if (!f.legend_title.empty()) {
-        QFont tf = legend->font();
-        tf.setBold(true);
-        legend->insertRow(0);
-        auto* title = new QCPTextElement(&plot, label(f.legend_title), tf);
-        title->setTextColor(Qt::black);
-        title->setLayer("legend");  // above the legend's translucent box, not under it on the main layer
-        legend->addElement(0, 0, title);
-      }
-      inside = legend_inside(plot, rects[0], legend);
-    }
-    if (!inside) legend_below(plot, f, font_px, legend_row);
+  } else {
+    const Panels panels = add_panels(plot, f, font_px, row);
+    const Extent extent = draw_series(plot, f, font_px, panels);
+    fit_panels(plot, f, panels, extent);
+    label_panels(plot, f, panels);
+    draw_markers(plot, f, font_px, panels);
+    add_legend(plot, f, font_px, panels, row + 1);
   }
   Redraw::of(plot).ranged();
   plot.replot();
