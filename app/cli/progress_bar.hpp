@@ -10,6 +10,9 @@
 
 namespace mxlab::cli {
 
+/// Inputs from this size on show a progress bar on a terminal (counts, rate, ETA).
+inline constexpr std::size_t kProgressElements = std::size_t{1} << 24;
+
 class ProgressBar {
  public:
   /// `unit` names what is counted ("points", "steps"); `tty` chooses the redrawn bar over plain lines.
