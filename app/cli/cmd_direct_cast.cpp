@@ -78,7 +78,7 @@ int cmd_direct_cast(const std::vector<std::string>& argv, Io io) {
   const std::string split = text || data->test.count() == 0 ? "val" : "test";
   Table t;
   for (const char* c : {"format", "cast"}) t.add_column(c);
-  for (const std::string c : {split + "_loss", split + (text ? "_bpc" : "_accuracy"), std::string("delta"), std::string("examples")})
+  for (const std::string& c : {split + "_loss", split + (text ? "_bpc" : "_accuracy"), std::string("delta"), std::string("examples")})
     t.add_column(c, true);
   auto score = [&](const train::EvalMetrics& m) { return text ? m.bpc : m.accuracy; };
   const double fp32 = score((*evals)[0]);
