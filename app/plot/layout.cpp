@@ -281,6 +281,137 @@ int data_under(QCustomPlot& plot, const QRectF& box) {
   return n;
 }
 
+namespace {
+
+void fault(LayoutReport& r, const QString& s) { r.faults.push_back(s.toStdString()); }
+
+/// No text over text; every text inside the figure.
+void check_texts(LayoutReport& r, const std::vector<TextBox>& texts, const Canvas& c) {
+  const QRectF page(-0.5, -0.5, c.width + 1.0, c.height + 1.0);
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    ++r.checks;
+    if (!page.contains(texts[i].bounds)) fault(r, "text outside the figure: " + shown(texts[i].text));
+    for (std::size_t j = i + 1; j < texts.size(); ++j) {
+      ++r.checks;
+      if (overlap(texts[i], texts[j])) fault(r, "texts overlap: " + shown(texts[i].text) + " and " + shown(texts[j].text));
+    }
+  }
+}
+
+/// Every category label drawn (QCustomPlot leaves out a tick label the figure's edge would cut).
+void check_category_labels(LayoutReport& r, QCustomPlot& plot, const std::vector<TextBox>& texts) {
+  std::map<QString, int> drawn;
+  for (const auto& t : texts) ++drawn[t.text.trimmed()];
+  for (int i = 0; i < plot.axisRectCount(); ++i)
+    for (QCPAxis* axis : plot.axisRect(i)->axes()) {
+      auto ticker = axis->ticker().dynamicCast<QCPAxisTickerText>();
+      if (!ticker || !axis->visible() || !axis->tickLabels()) continue;
+      for (auto it = ticker->ticks().constBegin(); it != ticker->ticks().constEnd(); ++it) {
+        if (!axis->range().contains(it.key()) || it.value().isEmpty()) continue;
+        ++r.checks;
+        for (const QString& line : it.value().split('\n'))
+          if (drawn[line.trimmed()] == 0) fault(r, "category label not drawn (cut by the figure's edge): " + shown(line));
+      }
+    }
+}
+
+/// The title in the figure's width: no line of it could take the next line's first word and still fit.
+void check_title(LayoutReport& r, QCustomPlot& plot, const Canvas& c) {
+  for (int i = 0; i < plot.plotLayout()->elementCount(); ++i) {
+    auto* title = qobject_cast<QCPTextElement*>(plot.plotLayout()->elementAt(i));
+    if (!title) continue;
+    const QStringList lines = title->text().split('\n');
+    const QFontMetricsF m(title->font());
+    for (qsizetype k = 0; k + 1 < lines.size(); ++k) {
+      ++r.checks;
+      const QString longer = lines[k] + " " + lines[k + 1].section(' ', 0, 0);
+      if (m.horizontalAdvance(longer) <= c.width - 8)
+        fault(r, "the title is wrapped narrower than the figure: " + shown(lines[k]) + " then " + shown(lines[k + 1]));
+    }
+  }
+}
+
+/// Axis labels at their size (a tenth larger than the tick labels), but for a vertical one too long for its axis
+/// on two lines.
+void check_axis_labels(LayoutReport& r, QCustomPlot& plot, const Canvas& c) {
+  const int label_px = static_cast<int>(std::lround(c.font_px * 1.1));
+  for (int i = 0; i < plot.axisRectCount(); ++i) {
+    QCPAxisRect* rect = plot.axisRect(i);
+    if (qobject_cast<QCPColorScaleAxisRectPrivate*>(rect)) continue;  // a colour scale's title: tick-label size
+    for (QCPAxis* axis : {rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft)}) {
+      if (!axis || !axis->visible() || axis->label().isEmpty()) continue;
+      ++r.checks;
+      if (axis->labelFont().pixelSize() == label_px) continue;
+      QFont normal = axis->labelFont();
+      normal.setPixelSize(label_px);
+      const QFontMetricsF m(normal);
+      double widest = 0;
+      for (const QString& line : axis->label().split('\n')) widest = std::max(widest, m.horizontalAdvance(line));
+      const bool too_long = axis->orientation() == Qt::Vertical && widest > rect->rect().height() - 4;
+      if (!too_long)
+        fault(r, "axis label " + shown(axis->label()) + " is " + QString::number(axis->labelFont().pixelSize()) +
+                     " px, not " + QString::number(label_px));
+    }
+  }
+}
+
+/// Overlaid histograms: each outline runs across every non-empty bin at its count and along the bottom of the
+/// plot (zero) over the empty bins between them; read from the lines drawn in the series' colour.
+void check_outlines(LayoutReport& r, QCustomPlot& plot, const experiment::Figure& f, const std::vector<Segment>& lines,
+                    const std::vector<QCPLegend*>& legends) {
+  if (f.kind != experiment::PlotKind::Histogram || f.series.size() <= 1) return;
+  std::map<QString, int> taken;  // a series drawn in several panels: its k-th graph is its k-th series
+  for (const auto& s : f.series) {
+    const QString name = QString::fromStdString(s.name);
+    QCPGraph* g = nullptr;
+    for (int i = 0, k = 0; i < plot.plottableCount() && !g; ++i)
+      if (auto* gi = qobject_cast<QCPGraph*>(plot.plottable(i)); gi && gi->name() == name && k++ == taken[name]) g = gi;
+    ++taken[name];
+    ++r.checks;
+    if (!g) {
+      fault(r, "histogram " + shown(name) + " has no outline");
+      continue;
+    }
+    for (const QString& why : outline_faults(*g, s, f.y.scale, lines, legends)) fault(r, "histogram " + shown(name) + ": " + why);
+  }
+}
+
+/// Every series its own colour and marker (series of one name in several panels are one series).
+void check_series_styles(LayoutReport& r, QCustomPlot& plot, const experiment::Figure& f) {
+  std::map<QString, std::pair<QColor, int>> seen;
+  for (int i = 0; i < plot.plottableCount(); ++i) {
+    QCPAbstractPlottable* p = plot.plottable(i);
+    if (p->name().isEmpty() || seen.count(p->name())) continue;
+    const QColor colour = p->pen().color();
+    int shape = -1;
+    if (auto* g = qobject_cast<QCPGraph*>(p)) shape = g->scatterStyle().shape() == QCPScatterStyle::ssNone ? -1 : g->scatterStyle().shape();
+    for (const auto& [name, other] : seen) {
+      ++r.checks;
+      if (other.first.rgb() == colour.rgb() && f.kind != experiment::PlotKind::Heatmap)
+        fault(r, "series " + shown(p->name()) + " and " + shown(name) + " share a colour");
+      if (shape >= 0 && other.second == shape) fault(r, "series " + shown(p->name()) + " and " + shown(name) + " share a marker");
+    }
+    seen[p->name()] = {colour, shape};
+  }
+}
+
+/// Linear colour scales of values that cannot be negative start at 0.
+void check_colour_scale(LayoutReport& r, QCustomPlot& plot, const experiment::Figure& f) {
+  if (f.kind != experiment::PlotKind::Heatmap || f.heatmap.log_values) return;
+  bool negative = false, any = false;
+  for (double v : f.heatmap.values)
+    if (std::isfinite(v)) any = true, negative |= v < 0;
+  for (int i = 0; i < plot.plotLayout()->elementCount(); ++i)
+    if (auto* scale = qobject_cast<QCPColorScale*>(plot.plotLayout()->elementAt(i))) {
+      ++r.checks;
+      if (any && !negative && scale->dataRange().lower != 0)
+        fault(r, "the colour scale of values that cannot be negative starts at " + QString::number(scale->dataRange().lower) +
+                     ", not 0");
+    }
+}
+
+}  // namespace
+
 LayoutReport check_layout(const experiment::Figure& f, const SaveOptions& o) { return check_layout_after_resize(f, 0, 0, o); }
 
 LayoutReport check_layout_after_resize(const experiment::Figure& f, int drawn_width, int drawn_height, const SaveOptions& o) {
@@ -309,118 +440,21 @@ LayoutReport check_layout_after_resize(const experiment::Figure& f, int drawn_wi
     auto* g = qobject_cast<QCPGraph*>(plot.plottable(i));
     if (qobject_cast<QCPErrorBars*>(plot.plottable(i)) || (g && g->channelFillGraph())) ++r.spreads;
   }
-  auto fault = [&](const QString& s) { r.faults.push_back(s.toStdString()); };
-  // No text over text; every text inside the figure.
-  const QRectF page(-0.5, -0.5, c.width + 1.0, c.height + 1.0);
-  for (std::size_t i = 0; i < texts.size(); ++i) {
-    ++r.checks;
-    if (!page.contains(texts[i].bounds)) fault("text outside the figure: " + shown(texts[i].text));
-    for (std::size_t j = i + 1; j < texts.size(); ++j) {
-      ++r.checks;
-      if (overlap(texts[i], texts[j])) fault("texts overlap: " + shown(texts[i].text) + " and " + shown(texts[j].text));
-    }
-  }
-  // Every category label drawn (QCustomPlot leaves out a tick label the figure's edge would cut).
-  std::map<QString, int> drawn;
-  for (const auto& t : texts) ++drawn[t.text.trimmed()];
-  for (int i = 0; i < plot.axisRectCount(); ++i)
-    for (QCPAxis* axis : plot.axisRect(i)->axes()) {
-      auto ticker = axis->ticker().dynamicCast<QCPAxisTickerText>();
-      if (!ticker || !axis->visible() || !axis->tickLabels()) continue;
-      for (auto it = ticker->ticks().constBegin(); it != ticker->ticks().constEnd(); ++it) {
-        if (!axis->range().contains(it.key()) || it.value().isEmpty()) continue;
-        ++r.checks;
-        for (const QString& line : it.value().split('\n'))
-          if (drawn[line.trimmed()] == 0) fault("category label not drawn (cut by the figure's edge): " + shown(line));
-      }
-    }
+  check_texts(r, texts, c);
+  check_category_labels(r, plot, texts);
   // No legend over data.
   std::vector<QCPLegend*> legends;
   legends_in(plot.plotLayout(), legends);
   for (QCPLegend* legend : legends) {
     ++r.checks;
-    if (const int n = data_under(plot, QRectF(legend->outerRect()))) fault("the legend covers data (" + QString::number(n) + " points or samples)");
+    if (const int n = data_under(plot, QRectF(legend->outerRect())))
+      fault(r, "the legend covers data (" + QString::number(n) + " points or samples)");
   }
-  // The title in the figure's width: no line of it could take the next line's first word and still fit.
-  for (int i = 0; i < plot.plotLayout()->elementCount(); ++i) {
-    auto* title = qobject_cast<QCPTextElement*>(plot.plotLayout()->elementAt(i));
-    if (!title) continue;
-    const QStringList lines = title->text().split('\n');
-    const QFontMetricsF m(title->font());
-    for (qsizetype k = 0; k + 1 < lines.size(); ++k) {
-      ++r.checks;
-      const QString longer = lines[k] + " " + lines[k + 1].section(' ', 0, 0);
-      if (m.horizontalAdvance(longer) <= c.width - 8)
-        fault("the title is wrapped narrower than the figure: " + shown(lines[k]) + " then " + shown(lines[k + 1]));
-    }
-  }
-  // Axis labels at their size (a tenth larger than the tick labels), but for a vertical one too long for its axis
-  // on two lines.
-  const int label_px = static_cast<int>(std::lround(c.font_px * 1.1));
-  for (int i = 0; i < plot.axisRectCount(); ++i) {
-    QCPAxisRect* rect = plot.axisRect(i);
-    if (qobject_cast<QCPColorScaleAxisRectPrivate*>(rect)) continue;  // a colour scale's title: tick-label size
-    for (QCPAxis* axis : {rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft)}) {
-      if (!axis || !axis->visible() || axis->label().isEmpty()) continue;
-      ++r.checks;
-      if (axis->labelFont().pixelSize() == label_px) continue;
-      QFont normal = axis->labelFont();
-      normal.setPixelSize(label_px);
-      const QFontMetricsF m(normal);
-      double widest = 0;
-      for (const QString& line : axis->label().split('\n')) widest = std::max(widest, m.horizontalAdvance(line));
-      const bool too_long = axis->orientation() == Qt::Vertical && widest > rect->rect().height() - 4;
-      if (!too_long)
-        fault("axis label " + shown(axis->label()) + " is " + QString::number(axis->labelFont().pixelSize()) + " px, not " +
-              QString::number(label_px));
-    }
-  }
-  // Overlaid histograms: each outline runs across every non-empty bin at its count and along the bottom of the
-  // plot (zero) over the empty bins between them; read from the lines drawn in the series' colour.
-  if (f.kind == experiment::PlotKind::Histogram && f.series.size() > 1) {
-    std::map<QString, int> taken;  // a series drawn in several panels: its k-th graph is its k-th series
-    for (const auto& s : f.series) {
-      const QString name = QString::fromStdString(s.name);
-      QCPGraph* g = nullptr;
-      for (int i = 0, k = 0; i < plot.plottableCount() && !g; ++i)
-        if (auto* gi = qobject_cast<QCPGraph*>(plot.plottable(i)); gi && gi->name() == name && k++ == taken[name]) g = gi;
-      ++taken[name];
-      ++r.checks;
-      if (!g) {
-        fault("histogram " + shown(name) + " has no outline");
-        continue;
-      }
-      for (const QString& why : outline_faults(*g, s, f.y.scale, device.engine.lines, legends)) fault("histogram " + shown(name) + ": " + why);
-    }
-  }
-  // Every series its own colour and marker (series of one name in several panels are one series).
-  std::map<QString, std::pair<QColor, int>> seen;
-  for (int i = 0; i < plot.plottableCount(); ++i) {
-    QCPAbstractPlottable* p = plot.plottable(i);
-    if (p->name().isEmpty() || seen.count(p->name())) continue;
-    const QColor colour = p->pen().color();
-    int shape = -1;
-    if (auto* g = qobject_cast<QCPGraph*>(p)) shape = g->scatterStyle().shape() == QCPScatterStyle::ssNone ? -1 : g->scatterStyle().shape();
-    for (const auto& [name, other] : seen) {
-      ++r.checks;
-      if (other.first.rgb() == colour.rgb() && f.kind != experiment::PlotKind::Heatmap)
-        fault("series " + shown(p->name()) + " and " + shown(name) + " share a colour");
-      if (shape >= 0 && other.second == shape) fault("series " + shown(p->name()) + " and " + shown(name) + " share a marker");
-    }
-    seen[p->name()] = {colour, shape};
-  }
-  // Linear colour scales of values that cannot be negative start at 0.
-  if (f.kind == experiment::PlotKind::Heatmap && !f.heatmap.log_values) {
-    bool negative = false, any = false;
-    for (double v : f.heatmap.values)
-      if (std::isfinite(v)) any = true, negative |= v < 0;
-    for (int i = 0; i < plot.plotLayout()->elementCount(); ++i)
-      if (auto* scale = qobject_cast<QCPColorScale*>(plot.plotLayout()->elementAt(i))) {
-        ++r.checks;
-        if (any && !negative && scale->dataRange().lower != 0)
-          fault("the colour scale of values that cannot be negative starts at " + QString::number(scale->dataRange().lower) + ", not 0");
-      }
-  }
+  check_title(r, plot, c);
+  check_axis_labels(r, plot, c);
+  check_outlines(r, plot, f, device.engine.lines, legends);
+  check_series_styles(r, plot, f);
+  check_colour_scale(r, plot, f);
   return r;
 }
 
