@@ -74,7 +74,8 @@ const Mat<T>& quantized_columns(const Mat<T>& x, const ops::FakeQuantizer* f, Ma
 }
 
 /// x quantized along its rows with fr into rows_buf and down its columns with fc into columns_buf, in one pass
-/// over x (quantize_rows_and_columns); both 1-D block formats.
+/// over x (quantize_rows_and_columns), or in one delayed-scaling cast for both (delayed_cast_both); both 1-D block
+/// formats.
 template <typename T>
 void quantized_both(const Mat<T>& x, const ops::FakeQuantizer& fr, Mat<T>& rows_buf, const ops::FakeQuantizer& fc,
                     Mat<T>& columns_buf, QuantContext& ctx, const std::string& rows_key, const std::string& columns_key) {
@@ -82,9 +83,10 @@ void quantized_both(const Mat<T>& x, const ops::FakeQuantizer& fr, Mat<T>& rows_
     rows_buf.resize(x.rows(), x.cols());
     columns_buf.resize(x.rows(), x.cols());
     const auto n = static_cast<std::size_t>(x.size());
-    quantize_rows_and_columns(fr, fc, std::span<const float>(x.data(), n), x.rows(), x.cols(),
-                              std::span<float>(rows_buf.data(), n), std::span<float>(columns_buf.data(), n), ctx,
-                              rows_key, columns_key);
+    const std::span<const float> in(x.data(), n);
+    const std::span<float> along_rows(rows_buf.data(), n), down_columns(columns_buf.data(), n);
+    if (!delayed_cast_both(fr, fc, in, x.rows(), x.cols(), along_rows, down_columns, ctx, rows_key, columns_key))
+      quantize_rows_and_columns(fr, fc, in, x.rows(), x.cols(), along_rows, down_columns, ctx, rows_key, columns_key);
   } else {
     throw std::logic_error("quantized GEMM operands are float32");
   }

@@ -5,6 +5,7 @@
 #include <utility>
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include "mxlab/formats/parse.hpp"
@@ -135,6 +136,37 @@ void add_counts(OperandStats& s, std::span<const float> x, std::span<const float
   s.nonzero += nonzero;
   s.underflow += underflow;
   s.sse += sse;
+}
+
+bool delayed_cast_both(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q, std::span<const float> x,
+                       std::int64_t rows, std::int64_t cols, std::span<float> out_rows, std::span<float> out_columns,
+                       QuantContext& ctx, const std::string& rows_key, const std::string& columns_key) {
+  AmaxHistory* rows_state = ctx.delayed_state(rows_key);
+  AmaxHistory* columns_state = ctx.delayed_state(columns_key);
+  if (rows_state == nullptr || columns_state == nullptr) return false;
+  const BlockFormat& f = rows_q.format();
+  const BlockFormat& g = columns_q.format();
+  if (f.name != g.name || f.options.element.overflow != g.options.element.overflow || f.layout.scale ||
+      f.layout.sparse_m != 0 || f.options.element.rounding == Rounding::Stochastic ||
+      rows_state->scale() != columns_state->scale())
+    return false;
+  ops::Run run;
+  run.threads = ctx.threads;
+  float amax = 0;
+  auto r = delayed_cast(rows_q, x, rows, cols, out_rows, *rows_state, ctx.training, run, false, &amax);
+  if (!r) throw std::runtime_error("quantizing " + rows_key + " with " + f.name + ": " + r.error().message);
+  std::copy_n(out_rows.begin(), x.size(), out_columns.begin());
+  if (ctx.training) columns_state->record(amax);
+  if (ctx.collect)
+    for (const auto& [key, state, out] :
+         {std::tuple{&rows_key, rows_state, out_rows}, std::tuple{&columns_key, columns_state, out_columns}}) {
+      OperandStats& s = ctx.at(*key);
+      s.delayed = true;
+      s.saturated += *r;
+      s.scale = state->scale();
+      add_counts(s, x, out);
+    }
+  return true;
 }
 
 }  // namespace mxlab::train::detail
