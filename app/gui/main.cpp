@@ -10,6 +10,7 @@
 #include <QSettings>
 #include <QSlider>
 #include <QSpinBox>
+#include <QStandardPaths>
 #include <QTabWidget>
 #include <QTimer>
 #include <cstdio>
@@ -197,7 +198,10 @@ int main(int argc, char** argv) {
   QApplication::setOrganizationName("mxlab");
   // Screenshots show the defaults: a session of their own, cleared, so they neither read nor change the user's.
   QApplication::setApplicationName(cl.screenshots.isEmpty() ? "mxlab-gui" : "mxlab-gui-screenshots");
-  if (!cl.screenshots.isEmpty()) QSettings().clear();
+  if (!cl.screenshots.isEmpty()) {
+    QSettings().clear();
+    QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).removeRecursively();  // its kept runs
+  }
   mxlab::gui::MainWindow window;
   window.show();
   if (!cl.screenshots.isEmpty()) return screenshots(app, window, cl.screenshots);

@@ -11,6 +11,7 @@
 #include <QMessageBox>
 #include <QSettings>
 #include <QSpinBox>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QTabWidget>
 
@@ -176,6 +177,8 @@ void MainWindow::restore() {
     }
     if (!kept.isEmpty()) QSettings().setValue("training/runs", kept);
   }
+  // Runs trained here are kept under the per-user data location and listed again at each start.
+  training_->setRunsFolder(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/runs");
   if (number("window/tab", 0, tabs_->count() - 1, &n)) tabs_->setCurrentIndex(n);
 }
 

@@ -3,6 +3,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDateTime>
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
@@ -31,7 +32,9 @@
 
 #include "checks.hpp"
 #include "mxlab/core/bits.hpp"
+#include "mxlab/core/folder_lock.hpp"
 #include "mxlab/core/table.hpp"
+#include "mxlab/ops/ops.hpp"
 #include "mxlab/plot/draw.hpp"
 #include "mxlab/plot/plot.hpp"
 #include "plot_tools.hpp"
@@ -61,6 +64,29 @@ namespace {
 /// A saved run's name on screen: its recipe and its folder's name ("fp32 (run-a)").
 std::string savedName(const train::SavedRun& r) {
   return r.recipe + " (" + std::filesystem::path(r.dir).filename().string() + ")";
+}
+
+/// A kept run's folder name: when it started (UTC), its model and its recipe, each character but a letter, digit,
+/// '-' and '.' as '_' ("20261127-043000-mlp-mxfp8").
+std::string keptName(const train::TrainOptions& o) {
+  std::string name = QDateTime::currentDateTimeUtc().toString("yyyyMMdd-HHmmss").toStdString() + "-" +
+                     std::string(o.model.kind.name()) + "-" + o.recipe.name;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
+  return name;
+}
+
+/// Opens the record of a run kept in DIR (its temporary folder), as mxlab train --out DIR opens one.
+Result<train::RunRecord> openKept(const train::TrainData& data, train::TrainOptions& o, const std::string& dir) {
+  auto plan = train::plan_record(data, o);
+  if (!plan) return plan.error();
+  auto estimate = train::estimate_memory(data, o);
+  if (!estimate) return estimate.error();
+  estimate->record_bytes = plan->record_bytes;
+  train::RecordSettings settings;
+  settings.out_dir = dir;
+  settings.identity = "mxlab-gui\n" + std::string(o.model.kind.name()) + "\n" + train::recipe_text(o.recipe);
+  return train::RunRecord::open(data, o, settings, *plan, *estimate);
 }
 
 experiment::Series seriesOf(const std::string& name, const std::vector<double>& x, const std::vector<double>& y) {
@@ -300,14 +326,51 @@ QString TrainingView::openRun(const QString& dir) {
   return {};
 }
 
+bool TrainingView::isKept(const train::SavedRun& r) const {
+  return !runsFolder_.isEmpty() && QString::fromStdString(r.dir).startsWith(runsFolder_ + "/");
+}
+
 QStringList TrainingView::savedRuns() const {
   QStringList out;
-  for (const auto& r : saved_) out << QString::fromStdString(r.dir);
+  for (const auto& r : saved_)
+    if (!isKept(r)) out << QString::fromStdString(r.dir);
   return out;
+}
+
+QStringList TrainingView::keptRuns() const {
+  QStringList out;
+  for (const auto& r : saved_)
+    if (isKept(r)) out << QString::fromStdString(r.dir);
+  return out;
+}
+
+void TrainingView::setRunsFolder(const QString& dir) {
+  runsFolder_ = dir.isEmpty() ? QString() : QDir(dir).absolutePath();
+  if (runsFolder_.isEmpty()) return;
+  const QDir d(runsFolder_);
+  // A run cut short by a crash left its temporary folder (never renamed): removed, unless a run of another window
+  // still holds its lock.
+  for (const QFileInfo& e : d.entryInfoList({".*.tmp"}, QDir::Dirs | QDir::Hidden | QDir::NoDotAndDotDot)) {
+    bool free = false;
+    if (auto lock = FolderLock::acquire(e.absoluteFilePath().toStdString(), "mxlab-gui")) free = true;
+    if (free) QDir(e.absoluteFilePath()).removeRecursively();
+  }
+  QStringList problems;
+  for (const QFileInfo& e : d.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
+    if (const QString err = openRun(e.absoluteFilePath()); !err.isEmpty()) problems << err;
+  status_->setText(problems.isEmpty() ? QString() : problems.join("; "));
+  for (const QString& p : problems) qWarning("%s", qPrintable(p));
 }
 
 void TrainingView::clearSavedRuns() {
   saved_.clear();
+  // The kept runs are deleted (those of earlier sessions and of this one), or they would be listed again at the
+  // next start; a run training now is still in its temporary folder and is kept when it ends.
+  int removed = 0;
+  if (!runsFolder_.isEmpty())
+    for (const QFileInfo& e : QDir(runsFolder_).entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot))
+      removed += QDir(e.absoluteFilePath()).removeRecursively() ? 1 : 0;
+  if (removed > 0) status_->setText(tr("deleted %1 kept runs from %2").arg(removed).arg(runsFolder_));
   refresh();
 }
 
@@ -359,7 +422,8 @@ void TrainingView::start() {
   status_->setText(tr("training ..."));
   timer_->start();
   const std::string spec = settings.data.toStdString();
-  watcher_->setFuture(QtConcurrent::run([this, configs, cancel, spec] {
+  const std::string runsFolder = runsFolder_.toStdString();
+  watcher_->setFuture(QtConcurrent::run([this, configs, cancel, spec, runsFolder] {
     train::DataOptions dopt;
     dopt.seed = configs.front().seed;
     auto loaded = train::load_train_data(spec, dopt);
@@ -369,7 +433,7 @@ void TrainingView::start() {
       return;
     }
     const bool text = loaded->is_text;
-    for (const auto& o : configs) {
+    for (train::TrainOptions o : configs) {
       if (cancel->load()) {  // stopped between runs, or while the data loaded
         std::lock_guard<std::mutex> lock(mu_);
         error_ = "cancelled";
@@ -380,9 +444,26 @@ void TrainingView::start() {
         runs_.push_back(Run{});
         runs_.back().recipe = o.recipe.name;
       }
+      // The run is kept as mxlab train --out DIR writes it, in a temporary folder renamed when it ends: a crash
+      // leaves no half run under its name.
+      std::optional<train::RunRecord> record;
+      std::string name, tmp;
+      if (!runsFolder.empty()) {
+        name = keptName(o);
+        tmp = runsFolder + "/." + name + ".tmp";
+        auto opened = openKept(*loaded, o, tmp);
+        if (!opened) {
+          std::lock_guard<std::mutex> lock(mu_);
+          error_ = tr("cannot keep the run in %1: %2")
+                       .arg(QString::fromStdString(runsFolder), QString::fromStdString(opened.error().message));
+          return;
+        }
+        record.emplace(std::move(*opened));
+      }
       Reporter r;
       r.cancel = cancel.get();
-      auto result = train::run_training(*loaded, o, [this, text](const train::StepMetrics& m) {
+      auto result = train::run_training(*loaded, o, [this, text, &record](const train::StepMetrics& m) {
+        if (record) record->step(m);
         std::lock_guard<std::mutex> lock(mu_);
         Run& run = runs_.back();
         run.step.push_back(static_cast<double>(m.step));
@@ -398,9 +479,31 @@ void TrainingView::start() {
         run.g[static_cast<std::size_t>(std::min(windows_ - 1, (m.step - 1) / window_))].add(m);
         ++done_;
       }, r);
+      std::string keepError;
+      if (record) {
+        std::error_code ec;
+        if (!result) {
+          record->discard();
+        } else {
+          Provenance prov = build_provenance();
+          prov.simd_target = ops::simd_target();
+          if (auto e = record->finish(*result, prov)) keepError = e->message;
+        }
+        record.reset();  // releases the folder's lock
+        // A stopped run is kept as stopped, with the steps it has; a failed one is not kept.
+        std::string kept = runsFolder + "/" + name;
+        for (int n = 2; std::filesystem::exists(kept, ec); ++n) kept = runsFolder + "/" + name + "-" + std::to_string(n);
+        if (result && keepError.empty()) std::filesystem::rename(tmp, kept, ec);
+        if (ec) keepError = "cannot rename '" + tmp + "' to '" + kept + "': " + ec.message();
+        if (!result || !keepError.empty()) std::filesystem::remove_all(tmp, ec);
+      }
       std::lock_guard<std::mutex> lock(mu_);
       if (!result) {
         error_ = QString::fromStdString(result.error().message);
+        return;
+      }
+      if (!keepError.empty()) {
+        error_ = tr("cannot keep the run in %1: %2").arg(QString::fromStdString(runsFolder), QString::fromStdString(keepError));
         return;
       }
       if (result->test) runs_.back().test_accuracy = text ? result->test->bpc : result->test->accuracy;
@@ -552,8 +655,14 @@ QString TrainingView::exportTable(const QString& base) const {
 
 QString TrainingView::experimentText() const {
   const Settings s = shown_ ? *shown_ : formSettings();
+  // Saved runs shown beside these are files already: the experiment names their folders, it does not rerun them.
+  QString saved;
+  for (const auto& r : saved_) saved += "# shown beside them: " + QString::fromStdString(savedName(r)) + ", saved in " +
+                                        QString::fromStdString(r.dir).replace('\n', ' ') + "\n";
+  const int smooth = smoothing_->value() > 1 ? smoothing_->value() : 0;
+  const bool text = s.data.startsWith("text:");
   return QString(R"TOML(# Training Simulator, saved from mxlab-gui
-name = "training"
+%9name = "training"
 description = %1
 job = "train"
 
@@ -580,19 +689,30 @@ x = "step"
 y = "loss"
 series = "recipe"
 y_scale = "log10"
+smooth = %10
+
+[[plot]]
+name = "accuracy"
+kind = "line"
+from = "steps"
+x = "step"
+y = %11
+series = "recipe"
+smooth = %10
 
 [[plot]]
 name = "underflow"
 kind = "heatmap"
 from = "layers"
-where = { role = "g" }
+where = { role = %12 }
 x = "recipe"
 y = "layer"
 value = "underflow_ratio"
 )TOML")
       .arg(tomlString(s.model + " on " + s.data + " with " + s.recipes.join(", ")), tomlString(s.model), tomlString(s.data),
            QString::number(s.steps), QString::number(s.batch), QString::fromStdString(g17(s.lr)), QString::number(s.seed),
-           tomlList(s.recipes));
+           tomlList(s.recipes))
+      .arg(saved, QString::number(smooth), tomlString(text ? "bpc" : "accuracy"), tomlString(role_->currentText()));
 }
 
 }  // namespace mxlab::gui

@@ -78,9 +78,16 @@ class TrainingView : public QWidget {
   /// Opens a saved run's folder (what mxlab train --out DIR writes) and shows it beside the runs trained here, until
   /// removed; an error naming the folder and the file at fault, or "".
   QString openRun(const QString& dir);
-  /// The folders of the saved runs shown, in the order they were opened (kept for the next start).
+  /// The folders of the saved runs opened (not those kept in runsFolder()), in the order they were opened (kept
+  /// for the next start).
   QStringList savedRuns() const;
-  /// Removes every saved run from the view (the folders stay).
+  /// Where every run trained here is kept, a folder per run written by the engine's train::RunRecord (as mxlab
+  /// train --out DIR), and shows the runs already there (oldest first). "": runs trained here are not kept.
+  void setRunsFolder(const QString& dir);
+  QString runsFolder() const { return runsFolder_; }
+  /// The folders of the kept runs shown (those in runsFolder()).
+  QStringList keptRuns() const;
+  /// Removes every saved run from the view (opened folders stay) and deletes the kept runs' folders.
   void clearSavedRuns();
   /// Losses received so far per recipe (tests compare them with train::run).
   std::map<std::string, std::vector<double>> losses() const;
@@ -99,6 +106,8 @@ class TrainingView : public QWidget {
     double lr = 0;
   };
   Settings formSettings() const;
+  /// Whether a saved run's folder is one of runsFolder()'s.
+  bool isKept(const train::SavedRun& r) const;
 
   QComboBox* model_ = nullptr;
   QLabel* sizes_ = nullptr;
@@ -125,6 +134,7 @@ class TrainingView : public QWidget {
   std::vector<experiment::Figure> figures_;  ///< as last drawn: loss, accuracy, underflow, validation
   std::optional<Settings> shown_;            ///< the settings of the runs on screen
   std::vector<train::SavedRun> saved_;       ///< runs read from their folders, drawn after the runs trained here
+  QString runsFolder_;                       ///< where runs trained here are kept ("": not kept)
 
   /// What the worker has reported, read by the GUI thread under the mutex.
   struct Run {

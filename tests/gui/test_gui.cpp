@@ -18,6 +18,7 @@
 #include <QSpinBox>
 #include <QStandardItemModel>
 #include <QTabWidget>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTimer>
 #include <QtTest>
@@ -146,6 +147,12 @@ bool wait_idle(TrainingView* v) {
   return !v->busy();
 }
 
+/// Checks the recipes named in the Training Simulator and unchecks the others.
+void check_recipes(TrainingView* v, const QStringList& names) {
+  for (int i = 0; i < v->recipes()->count(); ++i)
+    v->recipes()->item(i)->setCheckState(names.contains(v->recipes()->item(i)->text()) ? Qt::Checked : Qt::Unchecked);
+}
+
 /// Trains a short MLP run with the engine and writes its folder as mxlab train --out DIR does (RunRecord).
 QString write_run(const QString& dir, const std::string& recipe) {
   train::DataOptions dopt;
@@ -185,6 +192,12 @@ std::vector<std::pair<double, double>> csv_column(const QString& path, const QSt
   return out;
 }
 
+/// Points as a run's metrics.csv records them: each value to 9 significant digits (the engine's RunRecord).
+std::vector<std::pair<double, double>> as_recorded(std::vector<std::pair<double, double>> points) {
+  for (auto& [x, y] : points) y = QString::asprintf("%.9g", y).toDouble();
+  return points;
+}
+
 /// A figure's series of that name as (x, y) pairs.
 std::vector<std::pair<double, double>> series_points(const experiment::Figure& f, const std::string& name) {
   std::vector<std::pair<double, double>> out;
@@ -204,12 +217,16 @@ class GuiTest : public QObject {
     QCoreApplication::setOrganizationName("mxlab-test");
     QCoreApplication::setApplicationName("mxlab-gui-test");
     QSettings().clear();
+    // Runs trained in the Training Simulator are kept under the per-user data location: a temporary one here.
+    QVERIFY(dataHome_.isValid());
+    qputenv("XDG_DATA_HOME", dataHome_.path().toUtf8());
   }
 
   // Each test starts from no saved session (a window saves its own when it closes). The functions that run as
   // ctest entries of their own (tests/CMakeLists.txt) are skipped by the entry that runs the rest.
   void init() {
     QSettings().clear();
+    QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).removeRecursively();
     if (qEnvironmentVariable("MXLAB_GUI_OWN_ENTRIES").split(',').contains(QString(QTest::currentTestFunction())))
       QSKIP("runs as a ctest entry of its own");
   }
@@ -1009,6 +1026,56 @@ class GuiTest : public QObject {
     QVERIFY(no_dialog());
   }
 
+  void trainedRunsAreKeptAndReopenedAfterARestart() {
+    if (!fashion_mnist()) QSKIP("the Debian package dataset-fashion-mnist is not installed");
+    const QString runs = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/runs";
+    QVERIFY(runs.startsWith(dataHome_.path()));
+    std::vector<std::pair<double, double>> loss, accuracy;
+    {
+      MainWindow w;
+      TrainingView* v = w.training();
+      QCOMPARE(v->runsFolder(), runs);
+      check_recipes(v, {"fp32", "mxfp4"});
+      v->steps()->setValue(8);
+      v->batch()->setValue(32);
+      v->start();
+      QVERIFY(wait_idle(v));
+      loss = series_points(v->figures()[0], "mxfp4");
+      accuracy = series_points(v->figures()[1], "mxfp4");
+      QCOMPARE(loss.size(), std::size_t{8});
+      // The first run is kept, no temporary folder is left, and the file holds what was drawn.
+      const QStringList kept = QDir(runs).entryList(QDir::Dirs | QDir::Hidden | QDir::NoDotAndDotDot, QDir::Name);
+      QCOMPARE(kept.size(), 2);
+      QVERIFY2(kept[0].endsWith("-mlp-fp32") && kept[1].endsWith("-mlp-mxfp4"), qPrintable(kept.join(' ')));
+      QCOMPARE(csv_column(runs + "/" + kept[1] + "/metrics.csv", "loss"), as_recorded(loss));
+    }
+    const QStringList kept = QDir(runs).entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name);
+    const std::string name = "mxfp4 (" + kept[1].toStdString() + ")";
+    // A temporary folder a crash left behind (no process holds its lock) is deleted at the next start.
+    const QString left = runs + "/.20260101-000000-mlp-fp32.tmp";
+    QVERIFY(QDir().mkpath(left));
+    {
+      // A fresh window lists both, and the reopened curves are the first window's, point for point (as recorded).
+      MainWindow w;
+      TrainingView* v = w.training();
+      QCOMPARE(v->keptRuns(), (QStringList{runs + "/" + kept[0], runs + "/" + kept[1]}));
+      QVERIFY(!QFileInfo::exists(left));
+      QVERIFY(v->savedRuns().isEmpty());  // kept runs are listed from their folder, not from the saved settings
+      QCOMPARE(series_points(v->figures()[0], name), as_recorded(loss));
+      QCOMPARE(series_points(v->figures()[1], name), as_recorded(accuracy));
+      QCOMPARE(v->summary()->rowCount(), 2);
+      // Saved as an experiment, the file names the runs shown beside those it reruns.
+      QVERIFY(v->experimentText().contains(QString::fromStdString("# shown beside them: " + name)));
+      // Remove saved runs deletes them: none at the next start.
+      v->clearSavedRuns();
+      QVERIFY(v->keptRuns().isEmpty());
+    }
+    MainWindow w;
+    QVERIFY(w.training()->keptRuns().isEmpty());
+    QVERIFY(QDir(runs).entryList(QDir::Dirs | QDir::Hidden | QDir::NoDotAndDotDot).isEmpty());
+    QVERIFY(no_dialog());
+  }
+
   void exportsFollowTheVisibleTabAndTheTable() {
     MainWindow w;
     FormatExplorer* v = w.formatExplorer();
@@ -1045,10 +1112,7 @@ class GuiTest : public QObject {
     MainWindow w;
     TrainingView* v = w.training();
     w.tabs()->setCurrentWidget(v);
-    for (int i = 0; i < v->recipes()->count(); ++i) {
-      const QString n = v->recipes()->item(i)->text();
-      v->recipes()->item(i)->setCheckState(n == "fp32" || n == "mxfp4" ? Qt::Checked : Qt::Unchecked);
-    }
+    check_recipes(v, {"fp32", "mxfp4"});
     v->steps()->setValue(12);
     v->batch()->setValue(32);
     v->start();
@@ -1142,6 +1206,9 @@ class GuiTest : public QObject {
     QVERIFY(v->progress()->format().contains("validation skipped"));
     QCOMPARE(v->summary()->item(0, 3)->text(), QString("-"));  // no validation loss
   }
+
+ private:
+  QTemporaryDir dataHome_;
 };
 
 QTEST_MAIN(GuiTest)
