@@ -93,9 +93,7 @@ Result<Tensor> layer_operand(const std::string& path, const std::string& name) {
   return t->reshaped({static_cast<std::int64_t>(t->size()) / depth, depth});
 }
 
-}  // namespace
-
-int cmd_gemm(const std::vector<std::string>& argv, Io io) {
+std::vector<OptionSpec> gemm_option_specs() {
   std::vector<OptionSpec> specs = {
       {"accumulate", true, "MODEL", "accumulation model: a preset or key=value settings (docs/gemm.md); several separated by ';'"},
       {"shape", true, "MxKxN", "A is M x K, B is K x N (required)"},
@@ -110,84 +108,161 @@ int cmd_gemm(const std::vector<std::string>& argv, Io io) {
   };
   for (auto& o : quant_options()) specs.push_back(o);
   for (auto& o : table_output_options()) specs.push_back(o);
+  return specs;
+}
+
+void print_gemm_help(std::ostream& out, const std::vector<OptionSpec>& specs) {
+  out << "usage: mxlab gemm SPEC_A SPEC_B --accumulate MODEL --shape MxKxN [--a INPUT] [--b INPUT]\n"
+         "                  [--csv|--json|--md] [--out FILE] [options]\n\n"
+         "Quantizes A (M x K) with SPEC_A and B (K x N) with SPEC_B, blocks along K, and computes C = A B under\n"
+         "each accumulation MODEL. Rows compare C with the exact product of the quantized operands (reference\n"
+         "exact: the accumulation's error) and with the exact product of the float32 operands (reference fp32:\n"
+         "quantization and accumulation together); the row of model 'exact product' is the quantized operands'\n"
+         "exact product against fp32 (the element formats' error alone). Relative errors are over the entries\n"
+         "whose reference is nonzero (percentiles by nearest rank); SQNR over all entries.\n\n"
+         "Models (docs/gemm.md): ";
+  for (const auto& p : gemm::model_presets()) out << p.name << (&p == &gemm::model_presets().back() ? "" : ", ");
+  out << "; or key=value settings product, group, order, sum, scale, acc, promote, round.\n\n"
+      << terminal_columns_help({{"", kGemmColumns}}) << "\n" << options_help(specs);
+}
+
+/// What `mxlab gemm` is asked: the engine's request and the options as given (for the provenance).
+struct GemmCommand {
+  gemm::GemmRequest request;
+  std::string accumulate, shape;
+  std::optional<std::string> b_layer;
+  std::optional<Tensor> layer;  // B's transpose, [N, K]
+  std::uint64_t seed = 0;
+  std::string in_a, in_b;
+};
+
+/// The two block formats and the accumulation models.
+Result<GemmCommand> gemm_formats(const Args& args) {
+  if (args.positional.size() != 2)
+    return make_error("expected two block formats SPEC_A SPEC_B (e.g. mxlab gemm mxfp8_e4m3 mxfp8_e4m3 ...), got " +
+                      std::to_string(args.positional.size()) + " arguments");
+  GemmCommand c;
+  auto fa = block_format_from_args(args.positional[0], args);
+  if (!fa) return fa.error();
+  auto fb = block_format_from_args(args.positional[1], args);
+  if (!fb) return fb.error();
+  c.request.format_a = *fa;
+  c.request.format_b = *fb;
+  const auto accumulate = args.value("accumulate");
+  if (!accumulate) return make_error("missing --accumulate MODEL (e.g. ocp-dot-fp32)");
+  c.accumulate = *accumulate;
+  auto models = models_from(*accumulate);
+  if (!models) return models.error();
+  c.request.models = *models;
+  return c;
+}
+
+/// M, K and N of --shape (M alone with --b-layer, whose layer gives K and N), and the layer of --b-layer.
+std::optional<Error> gemm_shape(const Args& args, GemmCommand& c) {
+  const auto shape_text = args.value("shape");
+  if (!shape_text) return make_error("missing --shape MxKxN (e.g. --shape 64x4096x64)");
+  c.shape = *shape_text;
+  auto shape = parse_shape(*shape_text);
+  c.b_layer = args.value("b-layer");
+  if (c.b_layer) {
+    if (!args.value("b")) return make_error("option '--b-layer " + *c.b_layer + "' needs --b WEIGHT_FILE");
+    auto t = layer_operand(*args.value("b"), *c.b_layer);
+    if (!t) return t.error();
+    c.layer = std::move(*t);
+    if (shape && shape->size() == 1) shape->insert(shape->end(), {c.layer->shape()[1], c.layer->shape()[0]});
+  }
+  if (!shape || shape->size() != 3 || (*shape)[0] <= 0 || (*shape)[1] <= 0 || (*shape)[2] <= 0)
+    return make_error("option '--shape " + *shape_text + "': expected MxKxN with three positive sizes" +
+                      (c.b_layer ? " (or M with --b-layer)" : ""));
+  gemm::GemmRequest& r = c.request;
+  r.m = (*shape)[0], r.k = (*shape)[1], r.n = (*shape)[2];
+  if (c.layer && (c.layer->shape()[1] != r.k || c.layer->shape()[0] != r.n))
+    return make_error("option '--b-layer " + *c.b_layer + "': the layer is N x K = " + format_shape(c.layer->shape()) +
+                      ", not the K = " + std::to_string(r.k) + " and N = " + std::to_string(r.n) + " of --shape " +
+                      *shape_text);
+  if (r.m * r.k > (std::int64_t{1} << 28) || r.k * r.n > (std::int64_t{1} << 28) || r.m * r.n > (std::int64_t{1} << 24))
+    return make_error("option '--shape " + *shape_text + "': at most 2^28 elements per operand and 2^24 in C");
+  return std::nullopt;
+}
+
+/// --output, --threads and --data-seed.
+std::optional<Error> gemm_settings(const Args& args, GemmCommand& c) {
+  if (auto out = args.value("output")) {
+    auto f = parse_format(*out);
+    if (!f) return make_error("option '--output " + *out + "': " + f.error().message);
+    c.request.out = *f;
+  }
+  auto threads = threads_from_args(args);
+  if (!threads) return threads.error();
+  c.request.threads = *threads;
+  const auto seed = args.unsigned_integer("data-seed", 0);
+  if (!seed) return seed.error();
+  c.seed = *seed;
+  if (c.seed == UINT64_MAX) return make_error("option '--data-seed': B uses N + 1, so N must be below 2^64 - 1");
+  return std::nullopt;
+}
+
+/// A and B: the inputs of --a and --b (or the transpose of --b-layer's layer).
+std::optional<Error> load_operands(const Args& args, GemmCommand& c) {
+  gemm::GemmRequest& r = c.request;
+  c.in_a = args.value("a").value_or("gen:normal:0,1"), c.in_b = args.value("b").value_or("gen:normal:0,1");
+  auto ta = operand(c.in_a, "a", r.m, r.k, c.seed, args);
+  if (!ta) return ta.error();
+  r.a = ta->exact_values();
+  if (c.layer) {
+    r.b = gemm::transpose(c.layer->exact_values(), r.n, r.k);
+    return std::nullopt;
+  }
+  auto tb = operand(c.in_b, "b", r.k, r.n, c.seed + 1, args);
+  if (!tb) return tb.error();
+  r.b = tb->exact_values();
+  return std::nullopt;
+}
+
+/// The rows of the report: the exact product against fp32, then each model against exact and against fp32.
+Table gemm_table(const gemm::GemmRequest& r, const gemm::GemmReport& report) {
+  Table table = gemm_header();
+  table.rows.push_back(gemm_row("exact product", "fp32", "", r, report.exact_vs_fp32));
+  for (const auto& m : report.models) {
+    const std::string def = gemm::describe(m.model);
+    table.rows.push_back(gemm_row(m.model.name, "exact", def, r, m.vs_exact));
+    table.rows.push_back(gemm_row(m.model.name, "fp32", def, r, m.vs_fp32));
+  }
+  return table;
+}
+
+Provenance gemm_provenance(const GemmCommand& c) {
+  const gemm::GemmRequest& r = c.request;
+  const std::string seed = std::to_string(c.seed), seed_b = std::to_string(c.seed + 1);
+  Provenance prov = build_provenance();
+  prov.simd_target = active_simd_target();
+  prov.inputs = {{"format_a", r.format_a.name}, {"format_b", r.format_b.name}, {"accumulate", c.accumulate},
+                 {"shape", c.shape}, {"a", c.in_a + (c.in_a.rfind("gen:", 0) == 0 ? " data-seed " + seed : "")},
+                 {"b", c.in_b + (c.b_layer ? " layer " + *c.b_layer + " (B's transpose)"
+                                 : c.in_b.rfind("gen:", 0) == 0 ? " data-seed " + seed_b : "")},
+                 {"output", r.out ? r.out->name() : "float32"}};
+  for (auto& o : describe_options(r.format_a)) prov.inputs.emplace_back("a." + o.first, o.second);
+  for (auto& o : describe_options(r.format_b)) prov.inputs.emplace_back("b." + o.first, o.second);
+  return prov;
+}
+
+}  // namespace
+
+int cmd_gemm(const std::vector<std::string>& argv, Io io) {
+  const std::vector<OptionSpec> specs = gemm_option_specs();
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "gemm", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab gemm SPEC_A SPEC_B --accumulate MODEL --shape MxKxN [--a INPUT] [--b INPUT]\n"
-              "                  [--csv|--json|--md] [--out FILE] [options]\n\n"
-              "Quantizes A (M x K) with SPEC_A and B (K x N) with SPEC_B, blocks along K, and computes C = A B under\n"
-              "each accumulation MODEL. Rows compare C with the exact product of the quantized operands (reference\n"
-              "exact: the accumulation's error) and with the exact product of the float32 operands (reference fp32:\n"
-              "quantization and accumulation together); the row of model 'exact product' is the quantized operands'\n"
-              "exact product against fp32 (the element formats' error alone). Relative errors are over the entries\n"
-              "whose reference is nonzero (percentiles by nearest rank); SQNR over all entries.\n\n"
-              "Models (docs/gemm.md): ";
-    for (const auto& p : gemm::model_presets()) io.out << p.name << (&p == &gemm::model_presets().back() ? "" : ", ");
-    io.out << "; or key=value settings product, group, order, sum, scale, acc, promote, round.\n\n"
-           << terminal_columns_help({{"", kGemmColumns}}) << "\n" << options_help(specs);
+    print_gemm_help(io.out, specs);
     return kExitOk;
   }
-  if (args->positional.size() != 2)
-    return bad_input(io, "gemm", "expected two block formats SPEC_A SPEC_B (e.g. mxlab gemm mxfp8_e4m3 mxfp8_e4m3 ...), got " +
-                                     std::to_string(args->positional.size()) + " arguments");
-  gemm::GemmRequest r;
-  auto fa = block_format_from_args(args->positional[0], *args);
-  if (!fa) return bad_input(io, "gemm", fa.error().message);
-  auto fb = block_format_from_args(args->positional[1], *args);
-  if (!fb) return bad_input(io, "gemm", fb.error().message);
-  r.format_a = *fa;
-  r.format_b = *fb;
-  const auto accumulate = args->value("accumulate");
-  if (!accumulate) return bad_input(io, "gemm", "missing --accumulate MODEL (e.g. ocp-dot-fp32)");
-  auto models = models_from(*accumulate);
-  if (!models) return bad_input(io, "gemm", models.error().message);
-  r.models = *models;
-  const auto shape_text = args->value("shape");
-  if (!shape_text) return bad_input(io, "gemm", "missing --shape MxKxN (e.g. --shape 64x4096x64)");
-  auto shape = parse_shape(*shape_text);
-  const auto b_layer = args->value("b-layer");
-  std::optional<Tensor> layer;  // B's transpose, [N, K]
-  if (b_layer) {
-    if (!args->value("b")) return bad_input(io, "gemm", "option '--b-layer " + *b_layer + "' needs --b WEIGHT_FILE");
-    auto t = layer_operand(*args->value("b"), *b_layer);
-    if (!t) return bad_input(io, "gemm", t.error().message);
-    layer = std::move(*t);
-    if (shape && shape->size() == 1) shape->insert(shape->end(), {layer->shape()[1], layer->shape()[0]});
-  }
-  if (!shape || shape->size() != 3 || (*shape)[0] <= 0 || (*shape)[1] <= 0 || (*shape)[2] <= 0)
-    return bad_input(io, "gemm", "option '--shape " + *shape_text + "': expected MxKxN with three positive sizes" +
-                                     (b_layer ? " (or M with --b-layer)" : ""));
-  r.m = (*shape)[0], r.k = (*shape)[1], r.n = (*shape)[2];
-  if (layer && (layer->shape()[1] != r.k || layer->shape()[0] != r.n))
-    return bad_input(io, "gemm", "option '--b-layer " + *b_layer + "': the layer is N x K = " + format_shape(layer->shape()) +
-                                     ", not the K = " + std::to_string(r.k) + " and N = " + std::to_string(r.n) +
-                                     " of --shape " + *shape_text);
-  if (r.m * r.k > (std::int64_t{1} << 28) || r.k * r.n > (std::int64_t{1} << 28) || r.m * r.n > (std::int64_t{1} << 24))
-    return bad_input(io, "gemm", "option '--shape " + *shape_text + "': at most 2^28 elements per operand and 2^24 in C");
-  if (auto out = args->value("output")) {
-    auto f = parse_format(*out);
-    if (!f) return bad_input(io, "gemm", "option '--output " + *out + "': " + f.error().message);
-    r.out = *f;
-  }
-  auto threads = threads_from_args(*args);
-  if (!threads) return bad_input(io, "gemm", threads.error().message);
-  r.threads = *threads;
-  const auto seed_or = args->unsigned_integer("data-seed", 0);
-  if (!seed_or) return bad_input(io, "gemm", seed_or.error().message);
-  const std::uint64_t seed = *seed_or;
-  if (seed == UINT64_MAX) return bad_input(io, "gemm", "option '--data-seed': B uses N + 1, so N must be below 2^64 - 1");
+  auto c = gemm_formats(*args);
+  if (!c) return bad_input(io, "gemm", c.error().message);
+  if (auto e = gemm_shape(*args, *c)) return bad_input(io, "gemm", e->message);
+  if (auto e = gemm_settings(*args, *c)) return bad_input(io, "gemm", e->message);
   if (auto e = check_table_options(*args, gemm_header())) return bad_input(io, "gemm", e->message);
-  const std::string in_a = args->value("a").value_or("gen:normal:0,1"), in_b = args->value("b").value_or("gen:normal:0,1");
-  auto ta = operand(in_a, "a", r.m, r.k, seed, *args);
-  if (!ta) return bad_input(io, "gemm", ta.error().message);
-  r.a = ta->exact_values();
-  if (layer) {
-    r.b = gemm::transpose(layer->exact_values(), r.n, r.k);
-  } else {
-    auto tb = operand(in_b, "b", r.k, r.n, seed + 1, *args);
-    if (!tb) return bad_input(io, "gemm", tb.error().message);
-    r.b = tb->exact_values();
-  }
+  if (auto e = load_operands(*args, *c)) return bad_input(io, "gemm", e->message);
+  gemm::GemmRequest& r = c->request;
 
   // Long GEMMs show each product's progress (a bar on a terminal, otherwise a line every few seconds). Ctrl-C
   // stops the command after the running panels of C: nothing is written.
@@ -203,22 +278,7 @@ int cmd_gemm(const std::vector<std::string>& argv, Io io) {
     return kExitInterrupted;
   }
   if (!report) return bad_input(io, "gemm", report.error().message);
-  Table table = gemm_header();
-  table.rows.push_back(gemm_row("exact product", "fp32", "", r, report->exact_vs_fp32));
-  for (const auto& m : report->models) {
-    const std::string def = gemm::describe(m.model);
-    table.rows.push_back(gemm_row(m.model.name, "exact", def, r, m.vs_exact));
-    table.rows.push_back(gemm_row(m.model.name, "fp32", def, r, m.vs_fp32));
-  }
-  Provenance prov = build_provenance();
-  prov.simd_target = active_simd_target();
-  prov.inputs = {{"format_a", r.format_a.name}, {"format_b", r.format_b.name}, {"accumulate", *accumulate},
-                 {"shape", *shape_text}, {"a", in_a + (in_a.rfind("gen:", 0) == 0 ? " data-seed " + std::to_string(seed) : "")},
-                 {"b", in_b + (b_layer ? " layer " + *b_layer + " (B's transpose)" : in_b.rfind("gen:", 0) == 0 ? " data-seed " + std::to_string(seed + 1) : "")},
-                 {"output", r.out ? r.out->name() : "float32"}};
-  for (auto& o : describe_options(r.format_a)) prov.inputs.emplace_back("a." + o.first, o.second);
-  for (auto& o : describe_options(r.format_b)) prov.inputs.emplace_back("b." + o.first, o.second);
-  return emit_table(io, "gemm", *args, table, prov, {kGemmColumns, ""});
+  return emit_table(io, "gemm", *args, gemm_table(r, *report), gemm_provenance(*c), {kGemmColumns, ""});
 }
 
 }  // namespace mxlab::cli
