@@ -1070,9 +1070,29 @@ class GuiTest : public QObject {
       v->clearSavedRuns();
       QVERIFY(v->keptRuns().isEmpty());
     }
+    std::size_t stoppedSteps = 0;
+    {
+      MainWindow w;
+      TrainingView* v = w.training();
+      QVERIFY(v->keptRuns().isEmpty());
+      QVERIFY(QDir(runs).entryList(QDir::Dirs | QDir::Hidden | QDir::NoDotAndDotDot).isEmpty());
+      // A run stopped once it has steps is kept as stopped, with the steps it has.
+      check_recipes(v, {"fp32"});
+      v->steps()->setValue(100000);
+      v->start();
+      for (int i = 0; i < 6000 && v->losses()["fp32"].empty(); ++i) QTest::qWait(20);
+      v->stop();
+      QVERIFY(wait_idle(v));
+      stoppedSteps = v->losses().at("fp32").size();
+      QVERIFY(stoppedSteps > 0 && stoppedSteps < 100000);
+    }
     MainWindow w;
-    QVERIFY(w.training()->keptRuns().isEmpty());
-    QVERIFY(QDir(runs).entryList(QDir::Dirs | QDir::Hidden | QDir::NoDotAndDotDot).isEmpty());
+    const QStringList stopped = w.training()->keptRuns();
+    QCOMPARE(stopped.size(), 1);
+    auto saved = train::read_run(stopped[0].toStdString());
+    QVERIFY2(saved.ok(), saved.ok() ? "" : saved.error().message.c_str());
+    QVERIFY(saved->cancelled);
+    QCOMPARE(saved->step.size(), stoppedSteps);
     QVERIFY(no_dialog());
   }
 
