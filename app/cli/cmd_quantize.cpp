@@ -97,9 +97,7 @@ class FakeQuantWriter {
   std::size_t rounded_ = 0;
 };
 
-}  // namespace
-
-int cmd_quantize(const std::vector<std::string>& argv, Io io) {
+std::vector<OptionSpec> quantize_option_specs() {
   std::vector<OptionSpec> specs = {
       {"out", true, "FILE", "output .npy (fake quantization), or base name of the packed files"},
       {"packed", false, "", "write the packed form: FILE.elements.npy, FILE.scales.npy, FILE.tensor_scale.npy, FILE.subtiles.npy, FILE.json"},
@@ -109,19 +107,78 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
   };
   for (auto& o : quant_options()) specs.push_back(o);
   for (auto& o : input_options()) specs.push_back(o);
+  return specs;
+}
+
+void print_quantize_help(std::ostream& out, const std::vector<OptionSpec>& specs) {
+  out << "usage: mxlab quantize SPEC INPUT --out FILE [--packed] [--profile P] [options]\n\n"
+         "Quantizes INPUT with the block format SPEC (mxfp8_e4m3, mxfp4@16, nvfp4, mxsf@8x8,\n"
+         "e2m1:e8m0_t32, ...; docs/quantization.md). INPUT is FILE.npy, FILE.csv, FILE.f32 or gen:DIST.\n"
+         "Without --packed, FILE receives the dequantized values with the input's shape and dtype, and\n"
+         "FILE.provenance.json the provenance (version, commit, SIMD target used, options, input).\n"
+         "With --packed, FILE.elements.npy holds the bit-packed element codes (uint8), FILE.scales.npy\n"
+         "the scale codes (uint8, block grid order, or the cuBLAS layout), FILE.tensor_scale.npy the tensor\n"
+         "scale code bytes, and FILE.json the format, shape, options and provenance. All files appear\n"
+         "together.\n\n"
+      << options_help(specs);
+}
+
+/// The fake-quantized values to `out` (ops::quantize_fake) in the input's dtype, with FILE.provenance.json.
+int write_fake_quantized(Io io, const std::string& out, const BlockFormat& f, const ops::TensorSource& t,
+                         const ops::Run& run, ProgressBar& bar, Provenance prov) {
+  auto writer = FakeQuantWriter::create(out, t);
+  if (!writer) return bad_input(io, "quantize", writer.error().message);
+  ops::QuantizeSink sink;
+  sink.fake = [&](std::size_t, std::span<const float> v) { return writer->write(v); };
+  auto q = ops::quantize_fake(f, t, sink, run);
+  bar.finish();
+  if (!q) return bad_input(io, "quantize", q.error().message);
+  // The provenance beside the .npy (FILE.provenance.json), as beside every CSV; both appear or neither.
+  prov.simd_target = simd_target_of(q->engine);
+  const std::string side = out + ".provenance.json";
+  if (auto e = write_file_atomic(side, provenance_json(prov) + "\n")) return bad_input(io, "quantize", e->message);
+  auto written = writer->commit();
+  if (!written) {
+    std::remove(side.c_str());
+    return bad_input(io, "quantize", written.error().message);
+  }
+  if (writer->rounded())
+    io.err << "mxlab quantize: note: " << writer->rounded() << " dequantized values are not representable in "
+           << dtype_name(t.dtype()) << " and were rounded to nearest-even (use a float64 input to keep them exact)\n";
+  return kExitOk;
+}
+
+/// The packed form (ops::quantize_packed) to the files of `out`'s stem, all or none, scales in `layout`.
+int write_packed(Io io, const std::string& out, const std::string& layout, const BlockFormat& f,
+                 const ops::TensorSource& t, const ops::Run& run, ProgressBar& bar, Provenance prov) {
+  const std::string base = strip_npy(out);
+  ops::QuantizeResult engine;  // which engine ran, for the provenance
+  auto packed = ops::quantize_packed(f, t, run, &engine);
+  bar.finish();
+  if (!packed) return bad_input(io, "quantize", packed.error().message);
+  prov.simd_target = simd_target_of(engine.engine);
+  const auto files = ops::packed_file_bytes(f, *packed, layout == "cublas" ? ops::PackedScaleLayout::Cublas
+                                                                           : ops::PackedScaleLayout::Blocks,
+                                           provenance_line(prov));
+  if (!files) return bad_input(io, "quantize", "option '--scale-layout " + layout + "': " + files.error().message);
+  OutputSet outputs;
+  outputs.add(base + ".elements.npy", files->elements);
+  if (!files->scales.empty()) outputs.add(base + ".scales.npy", files->scales);
+  if (!files->subtiles.empty()) outputs.add(base + ".subtiles.npy", files->subtiles);
+  if (!files->tensor_scale.empty()) outputs.add(base + ".tensor_scale.npy", files->tensor_scale);
+  outputs.add(base + ".json", files->json);
+  if (auto e = outputs.commit()) return bad_input(io, "quantize", e->message);
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_quantize(const std::vector<std::string>& argv, Io io) {
+  const std::vector<OptionSpec> specs = quantize_option_specs();
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "quantize", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab quantize SPEC INPUT --out FILE [--packed] [--profile P] [options]\n\n"
-              "Quantizes INPUT with the block format SPEC (mxfp8_e4m3, mxfp4@16, nvfp4, mxsf@8x8,\n"
-              "e2m1:e8m0_t32, ...; docs/quantization.md). INPUT is FILE.npy, FILE.csv, FILE.f32 or gen:DIST.\n"
-              "Without --packed, FILE receives the dequantized values with the input's shape and dtype, and\n"
-              "FILE.provenance.json the provenance (version, commit, SIMD target used, options, input).\n"
-              "With --packed, FILE.elements.npy holds the bit-packed element codes (uint8), FILE.scales.npy\n"
-              "the scale codes (uint8, block grid order, or the cuBLAS layout), FILE.tensor_scale.npy the tensor\n"
-              "scale code bytes, and FILE.json the format, shape, options and provenance. All files appear\n"
-              "together.\n\n"
-           << options_help(specs);
+    print_quantize_help(io.out, specs);
     return kExitOk;
   }
   if (args->positional.empty())
@@ -144,49 +201,11 @@ int cmd_quantize(const std::vector<std::string>& argv, Io io) {
   run.threads = *threads;
   ProgressBar bar(io.err, "elements", true);
   if (t->size() >= kProgressElements && ProgressBar::stderr_is_tty()) run.reporter = bar.reporter();
-  OutputSet outputs;
   Provenance prov = build_provenance();
   prov.inputs = describe_options(*f);
   prov.inputs.emplace_back("input", describe_source(*input, *args, *t));
-  if (!args->flag("packed")) {
-    auto writer = FakeQuantWriter::create(*out, *t);
-    if (!writer) return bad_input(io, "quantize", writer.error().message);
-    ops::QuantizeSink sink;
-    sink.fake = [&](std::size_t, std::span<const float> v) { return writer->write(v); };
-    auto q = ops::quantize_fake(*f, *t, sink, run);
-    bar.finish();
-    if (!q) return bad_input(io, "quantize", q.error().message);
-    // The provenance beside the .npy (FILE.provenance.json), as beside every CSV; both appear or neither.
-    prov.simd_target = simd_target_of(q->engine);
-    const std::string side = *out + ".provenance.json";
-    if (auto e = write_file_atomic(side, provenance_json(prov) + "\n")) return bad_input(io, "quantize", e->message);
-    auto written = writer->commit();
-    if (!written) {
-      std::remove(side.c_str());
-      return bad_input(io, "quantize", written.error().message);
-    }
-    if (writer->rounded())
-      io.err << "mxlab quantize: note: " << writer->rounded() << " dequantized values are not representable in "
-             << dtype_name(t->dtype()) << " and were rounded to nearest-even (use a float64 input to keep them exact)\n";
-    return kExitOk;
-  }
-  const std::string base = strip_npy(*out);
-  ops::QuantizeResult engine;  // which engine ran, for the provenance
-  auto packed = ops::quantize_packed(*f, *t, run, &engine);
-  bar.finish();
-  if (!packed) return bad_input(io, "quantize", packed.error().message);
-  prov.simd_target = simd_target_of(engine.engine);
-  const auto files = ops::packed_file_bytes(*f, *packed, layout == "cublas" ? ops::PackedScaleLayout::Cublas
-                                                                            : ops::PackedScaleLayout::Blocks,
-                                           provenance_line(prov));
-  if (!files) return bad_input(io, "quantize", "option '--scale-layout " + layout + "': " + files.error().message);
-  outputs.add(base + ".elements.npy", files->elements);
-  if (!files->scales.empty()) outputs.add(base + ".scales.npy", files->scales);
-  if (!files->subtiles.empty()) outputs.add(base + ".subtiles.npy", files->subtiles);
-  if (!files->tensor_scale.empty()) outputs.add(base + ".tensor_scale.npy", files->tensor_scale);
-  outputs.add(base + ".json", files->json);
-  if (auto e = outputs.commit()) return bad_input(io, "quantize", e->message);
-  return kExitOk;
+  if (!args->flag("packed")) return write_fake_quantized(io, *out, *f, *t, run, bar, std::move(prov));
+  return write_packed(io, *out, layout, *f, *t, run, bar, std::move(prov));
 }
 
 }  // namespace mxlab::cli
