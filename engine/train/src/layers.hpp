@@ -415,13 +415,17 @@ struct Pool2d {
           for (int q = 0; q < 4; ++q) v[q] = x.data() + rows[static_cast<std::size_t>(q)] * c;
           T* out = y.data() + orow * c;
           std::uint8_t* at = argmax.data() + orow * c;
+          // Selects instead of branches (which input wins is data, and mispredicted branches cost more than the
+          // compares); the channels' loop vectorizes.
           for (std::int64_t ch = 0; ch < c; ++ch) {
             T best = -std::numeric_limits<T>::infinity(), sum = 0;
             std::uint8_t first = kNone;
             for (std::uint8_t q = 0; q < 4; ++q) {
               const T value = v[q][ch];
               sum += value;
-              if (value > best) best = value, first = q;
+              const bool above = value > best;
+              best = above ? value : best;
+              first = above ? q : first;
             }
             out[ch] = max ? best : sum * T(0.25);
             at[ch] = first;
