@@ -597,7 +597,9 @@ const std::vector<std::string> kBenchColumns = {"name", "input_bytes", "melem_pe
 
 }  // namespace
 
-int cmd_bench(const std::vector<std::string>& argv, Io io) {
+namespace {
+
+std::vector<OptionSpec> bench_option_specs() {
   auto specs = table_output_options();
   specs.push_back({"quick", false, "", "two sizes (256 KiB and 256 MiB of float32 input) and short timings"});
   specs.push_back({"train-only", false, "", "only the training rows (step times of the recipes, FP32 GEMM)"});
@@ -606,23 +608,60 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
   specs.push_back({"repeats", true, "N", "times each row is measured (default 5, 3 with --quick): median and spread"});
   specs.push_back({"threads", true, "N", "worker threads of the SIMD kernels and the training rows' second thread count (default: all hardware threads)"});
   specs.push_back({"max-mib", true, "MIB", "largest input size in MiB of float32 (default 256)"});
+  return specs;
+}
+
+void print_bench_help(std::ostream& out, const std::vector<OptionSpec>& specs) {
+  out << "usage: mxlab bench [--quick] [--train-only|--gemm-only|--kernels-only] [--repeats N] [--threads N] [--max-mib MIB]\n"
+         "                   [--columns A,B,...] [--csv|--json|--md]\n"
+         "                   [--out FILE]\n\n"
+         "Throughput of the SIMD kernels on float32 inputs (bfloat16 in the 'bf16-in' rows) from L2-resident\n"
+         "sizes (256 KiB of float32) to main memory:\n"
+         "elements/s, GB/s (bytes read + written), the ratio to a memory copy measured in the same run, and\n"
+         "the speed-up over the scalar reference on one thread (at the smallest size). Each row (kernels, GEMM,\n"
+         "training steps) runs\n"
+         "--repeats times: its time is their median, spread_pct their range over the median; a row whose\n"
+         "repeats span more than 20% is unstable (stable = no), and a ratio from an unstable row or baseline\n"
+         "says so in its note. --out FILE.json\n"
+         "writes JSON. The benchmark reports only; correctness is the tests' job.\n\n"
+      << terminal_columns_help({{"", kBenchColumns}}) << "\n"
+      << options_help(specs);
+}
+
+/// The kernel rows (copies, casts, block kernels, end to end) at each size from L2-resident to `max_mib` MiB.
+std::optional<Error> kernel_rows(bool quick, std::size_t max_mib, unsigned threads, int repeats, Table& t) {
+  // Sizes in bytes of float32 input: L2-resident, L3-ish, and main memory.
+  std::vector<std::size_t> sizes = {std::size_t{256} << 10};
+  if (!quick) {
+    for (std::size_t s : {std::size_t{4} << 20, std::size_t{64} << 20})
+      if (s < (max_mib << 20)) sizes.push_back(s);
+  }
+  sizes.push_back(max_mib << 20);
+  Bench bench(sizes.back() / 4);
+  const std::string dir = bench_dir();
+
+  // The rows, in the order they run at each size (a row's baseline runs before it).
+  std::vector<Case> cases = copy_rows(bench);
+  for (Case& c : cast_rows(bench)) cases.push_back(std::move(c));
+  auto blocks = block_rows(bench);
+  if (!blocks) return blocks.error();
+  for (Case& c : *blocks) cases.push_back(std::move(c));
+  for (Case& c : end_to_end_rows(bench, dir)) cases.push_back(std::move(c));
+  measure(cases, sizes, threads, quick, repeats, t);
+  std::remove((dir + "/bench-input.npy").c_str());
+  std::remove((dir + "/bench-output.npy").c_str());
+  ::rmdir(dir.c_str());
+  return std::nullopt;
+}
+
+}  // namespace
+
+int cmd_bench(const std::vector<std::string>& argv, Io io) {
+  const std::vector<OptionSpec> specs = bench_option_specs();
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "bench", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab bench [--quick] [--train-only|--gemm-only|--kernels-only] [--repeats N] [--threads N] [--max-mib MIB]\n"
-              "                   [--columns A,B,...] [--csv|--json|--md]\n"
-              "                   [--out FILE]\n\n"
-              "Throughput of the SIMD kernels on float32 inputs (bfloat16 in the 'bf16-in' rows) from L2-resident\n"
-              "sizes (256 KiB of float32) to main memory:\n"
-              "elements/s, GB/s (bytes read + written), the ratio to a memory copy measured in the same run, and\n"
-              "the speed-up over the scalar reference on one thread (at the smallest size). Each row (kernels, GEMM,\n"
-              "training steps) runs\n"
-              "--repeats times: its time is their median, spread_pct their range over the median; a row whose\n"
-              "repeats span more than 20% is unstable (stable = no), and a ratio from an unstable row or baseline\n"
-              "says so in its note. --out FILE.json\n"
-              "writes JSON. The benchmark reports only; correctness is the tests' job.\n\n"
-           << terminal_columns_help({{"", kBenchColumns}}) << "\n"
-           << options_help(specs);
+    print_bench_help(io.out, specs);
     return kExitOk;
   }
   if (!args->positional.empty()) return bad_input(io, "bench", "unexpected argument '" + args->positional[0] + "'");
@@ -644,29 +683,8 @@ int cmd_bench(const std::vector<std::string>& argv, Io io) {
     out_args.flags["json"] = true;
 
   Table t = bench_table();
-  if (!args->flag("train-only") && !args->flag("gemm-only")) {
-    // Sizes in bytes of float32 input: L2-resident, L3-ish, and main memory.
-    std::vector<std::size_t> sizes = {std::size_t{256} << 10};
-    if (!quick) {
-      for (std::size_t s : {std::size_t{4} << 20, std::size_t{64} << 20})
-        if (s < (max_mib << 20)) sizes.push_back(s);
-    }
-    sizes.push_back(max_mib << 20);
-    Bench bench(sizes.back() / 4);
-    const std::string dir = bench_dir();
-
-    // The rows, in the order they run at each size (a row's baseline runs before it).
-    std::vector<Case> cases = copy_rows(bench);
-    for (Case& c : cast_rows(bench)) cases.push_back(std::move(c));
-    auto blocks = block_rows(bench);
-    if (!blocks) return bad_input(io, "bench", blocks.error().message);
-    for (Case& c : *blocks) cases.push_back(std::move(c));
-    for (Case& c : end_to_end_rows(bench, dir)) cases.push_back(std::move(c));
-    measure(cases, sizes, threads, quick, static_cast<int>(*repeats_opt), t);
-    std::remove((dir + "/bench-input.npy").c_str());
-    std::remove((dir + "/bench-output.npy").c_str());
-    ::rmdir(dir.c_str());
-  }
+  if (!args->flag("train-only") && !args->flag("gemm-only"))
+    if (auto e = kernel_rows(quick, max_mib, threads, static_cast<int>(*repeats_opt), t)) return bad_input(io, "bench", e->message);
   const bool kernels_only = args->flag("kernels-only");
   if (!args->flag("train-only") && !kernels_only) {
     if (auto e = gemm_rows(quick, static_cast<int>(*repeats_opt), t)) return bad_input(io, "bench", e->message);
