@@ -543,14 +543,8 @@ class Quantizer {
   ops::FakeQuantizer q_;
 };
 
-}  // namespace
-}  // namespace mxlab::python
-
-PYBIND11_MODULE(_mxlab, m) {
-  using namespace mxlab;
-  using namespace mxlab::python;
-  m.doc() = "mxlab's engine entry points (ops) for NumPy arrays; use the mxlab package.";
-
+/// Formats: the catalogue, code points, block formats and their options.
+void register_formats(py::module_& m) {
   m.def("version", [] { return build_provenance().version; });
   m.def("simd_target", &ops::simd_target);
   m.def("format_table", [] { return table_tuple(ops::format_table(catalogue_formats())); });
@@ -585,7 +579,10 @@ PYBIND11_MODULE(_mxlab, m) {
       .def("__repr__", [](const BlockFormat& f) { return "<mxlab block format " + f.name + ">"; });
   m.def("block_format", &mxlab::python::block_format, py::arg("spec"), py::arg("options"));
   m.def("cast_format", &mxlab::python::cast_format);
+}
 
+/// Quantizing NumPy arrays: fake-quantized, packed, dequantized, read from packed files.
+void register_quantize(py::module_& m) {
   // Where the engine reads an array's values (the array's own buffer, or an engine copy): the tests check that
   // arrays are read in place.
   m.def("source_address", [](const py::array& x, bool bf16) {
@@ -621,6 +618,10 @@ PYBIND11_MODULE(_mxlab, m) {
     ops::PackedFile file = take(ops::read_packed(f, base));
     return py::make_tuple(file.format, packed_dict(file.format, file.tensor, "file"));
   });
+}
+
+/// Analysis of arrays and of the tensors of weight files, and the analytic bounds.
+void register_analyze(py::module_& m) {
   m.def("analyze", &mxlab::python::analyze);
   m.def("weight_list", &mxlab::python::weight_list);
   m.def("read_weight", &mxlab::python::read_weight);
@@ -633,7 +634,10 @@ PYBIND11_MODULE(_mxlab, m) {
     }
     return table_tuple(take(std::move(t)));
   });
+}
 
+/// What mxlab.torch needs: a quantizer held across calls, delayed scaling and the non-GEMM format.
+void register_torch_helpers(py::module_& m) {
   py::class_<Quantizer>(m, "Quantizer")
       .def(py::init<BlockFormat>())
       .def_property_readonly("format", &Quantizer::format)
@@ -658,7 +662,10 @@ PYBIND11_MODULE(_mxlab, m) {
   });
   // The format the outputs of non-GEMM layers are rounded to (None: FP32).
   m.def("nongemm_format", [](const train::Recipe& r) { return take(train::role_format(r.nongemm)); });
+}
 
+/// Training recipes: presets, recipe files and the format of each layer.
+void register_recipes(py::module_& m) {
   py::class_<train::Recipe>(m, "Recipe")
       .def_readonly("name", &train::Recipe::name)
       .def_property_readonly("formats", [](const train::Recipe& r) {
@@ -699,4 +706,16 @@ PYBIND11_MODULE(_mxlab, m) {
   });
   m.def("recipe_presets", &train::recipe_presets);
   m.def("layer_formats", &mxlab::python::layer_formats);
+}
+
+}  // namespace
+}  // namespace mxlab::python
+
+PYBIND11_MODULE(_mxlab, m) {
+  m.doc() = "mxlab's engine entry points (ops) for NumPy arrays; use the mxlab package.";
+  mxlab::python::register_formats(m);
+  mxlab::python::register_quantize(m);
+  mxlab::python::register_analyze(m);
+  mxlab::python::register_torch_helpers(m);
+  mxlab::python::register_recipes(m);
 }
