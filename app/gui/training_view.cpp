@@ -89,6 +89,29 @@ Result<train::RunRecord> openKept(const train::TrainData& data, train::TrainOpti
   return train::RunRecord::open(data, o, settings, *plan, *estimate);
 }
 
+/// Ends a kept run's record: its summary written (a failed run's record discarded), then its temporary folder TMP
+/// renamed to KEPT (KEPT-2, KEPT-3, ... if taken), or removed when the run failed. An error, or "".
+std::string keepRun(std::optional<train::RunRecord>& record, const Result<train::TrainResult>& result,
+                    const std::string& kept, const std::string& tmp) {
+  std::string keepError;
+  std::error_code ec;
+  if (!result) {
+    record->discard();
+  } else {
+    Provenance prov = build_provenance();
+    prov.simd_target = ops::simd_target();
+    if (auto e = record->finish(*result, prov)) keepError = e->message;
+  }
+  record.reset();  // releases the folder's lock
+  // A stopped run is kept as stopped, with the steps it has; a failed one is not kept.
+  std::string to = kept;
+  for (int n = 2; std::filesystem::exists(to, ec); ++n) to = kept + "-" + std::to_string(n);
+  if (result && keepError.empty()) std::filesystem::rename(tmp, to, ec);
+  if (ec) keepError = "cannot rename '" + tmp + "' to '" + to + "': " + ec.message();
+  if (!result || !keepError.empty()) std::filesystem::remove_all(tmp, ec);
+  return keepError;
+}
+
 experiment::Series seriesOf(const std::string& name, const std::vector<double>& x, const std::vector<double>& y) {
   experiment::Series s;
   s.name = name;
@@ -97,9 +120,33 @@ experiment::Series seriesOf(const std::string& name, const std::vector<double>& 
   return s;
 }
 
+/// F's curves as the difference from the fp32 run trained here, else from the first saved fp32 run; F unchanged
+/// when there is neither.
+void differenceFromFp32(experiment::Figure& f) {
+  auto ref = std::find_if(f.series.begin(), f.series.end(), [](const experiment::Series& x) { return x.name == "fp32"; });
+  if (ref == f.series.end())
+    ref = std::find_if(f.series.begin(), f.series.end(), [](const experiment::Series& x) { return x.name.rfind("fp32 (", 0) == 0; });
+  if (ref == f.series.end()) return;
+  const experiment::Series reference = *ref;
+  std::vector<experiment::Series> diffs;
+  for (const auto& x : f.series)
+    if (x.name != reference.name) diffs.push_back(experiment::difference(x, reference));
+  f.series = diffs;
+  f.title += " minus the fp32 run's";
+  f.y.label += " - fp32";
+  f.y.scale = experiment::AxisScale::Linear;
+}
+
 }  // namespace
 
 TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
+  QVBoxLayout* rl = formBeside(this, buildForm());
+  buildCurveControls(rl);
+  buildTabs(rl);
+  connectRun();
+}
+
+QGroupBox* TrainingView::buildForm() {
   auto* form = new QGroupBox(tr("Training"), this);
   auto* f = new QFormLayout(form);
   // Every model of the engine's traits rows, each with the sizes it reads (the defaults of train::ModelConfig).
@@ -157,6 +204,14 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   buttons->addWidget(start_);
   buttons->addWidget(stop_);
   f->addRow(buttons);
+  addSavedRunButtons(f, form);
+  addHelp(f, tr("Every GEMM operand (weights, activations, output gradients; forward and backward) is "
+                "cast by the engine in the recipe's format. Gradient underflow: nonzero output "
+                "gradients cast to zero."));
+  return form;
+}
+
+void TrainingView::addSavedRunButtons(QFormLayout* f, QWidget* form) {
   // Runs of mxlab train --out DIR, shown beside these: their curves, difference from fp32 and validation.
   auto* openRun = new QPushButton(tr("Open saved run..."), form);
   openRun->setToolTip(tr("A folder mxlab train --out DIR wrote (metrics.csv, summary.json, recipe.txt): its curves "
@@ -175,11 +230,9 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
     }
   });
   connect(clearRuns, &QPushButton::clicked, this, &TrainingView::clearSavedRuns);
-  addHelp(f, tr("Every GEMM operand (weights, activations, output gradients; forward and backward) is "
-                             "cast by the engine in the recipe's format. Gradient underflow: nonzero output "
-                             "gradients cast to zero."));
+}
 
-  QVBoxLayout* rl = formBeside(this, form);
+void TrainingView::buildCurveControls(QVBoxLayout* rl) {
   QWidget* right = rl->parentWidget();
   // As TensorBoard: curves smoothed (the values before it drawn faintly), or drawn as the difference from the fp32 run.
   auto* curveRow = new QHBoxLayout;
@@ -203,6 +256,10 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   });
   smoothingLabel->setText(tr("none"));
   connect(fromFp32_, &QCheckBox::toggled, this, &TrainingView::refresh);
+}
+
+void TrainingView::buildTabs(QVBoxLayout* rl) {
+  QWidget* right = rl->parentWidget();
   auto* tabs = tabs_ = new QTabWidget(right);
   loss_ = new QCustomPlot(tabs);
   accuracy_ = new QCustomPlot(tabs);
@@ -222,6 +279,20 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   }
   tabs->addTab(loss_, tr("loss"));
   tabs->addTab(accuracy_, tr("accuracy"));
+  tabs->addTab(buildUnderflowTab(tabs), tr("underflow"));
+  tabs->addTab(validation_, tr("validation"));
+  tabs->addTab(summary_, tr("runs (table)"));
+  rl->addWidget(tabs, 1);
+  auto* bar = new QHBoxLayout;
+  status_ = new QLabel(right);
+  progress_ = new QProgressBar(right);
+  progress_->setMaximumWidth(260);
+  bar->addWidget(status_, 1);
+  bar->addWidget(progress_);
+  rl->addLayout(bar);
+}
+
+QWidget* TrainingView::buildUnderflowTab(QTabWidget* tabs) {
   // The underflow of one role (output gradients by default) by layer over the steps, the role picked above it.
   auto* under = new QWidget(tabs);
   auto* ul = new QVBoxLayout(under);
@@ -239,49 +310,43 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   ul->addLayout(roleRow);
   ul->addWidget(underflow_, 1);
   connect(role_, &QComboBox::currentTextChanged, this, &TrainingView::refresh);
-  tabs->addTab(under, tr("underflow"));
-  tabs->addTab(validation_, tr("validation"));
-  tabs->addTab(summary_, tr("runs (table)"));
-  rl->addWidget(tabs, 1);
-  auto* bar = new QHBoxLayout;
-  status_ = new QLabel(right);
-  progress_ = new QProgressBar(right);
-  progress_->setMaximumWidth(260);
-  bar->addWidget(status_, 1);
-  bar->addWidget(progress_);
-  rl->addLayout(bar);
+  return under;
+}
 
+void TrainingView::connectRun() {
   watcher_ = new QFutureWatcher<void>(this);
   timer_ = new QTimer(this);
   timer_->setInterval(250);
   connect(timer_, &QTimer::timeout, this, &TrainingView::refresh);
   connect(start_, &QPushButton::clicked, this, &TrainingView::start);
   connect(stop_, &QPushButton::clicked, this, &TrainingView::stop);
-  connect(watcher_, &QFutureWatcher<void>::finished, this, [this] {
-    timer_->stop();
-    refresh();
-    start_->setEnabled(true);
-    stop_->setEnabled(false);
-    QString err;
+  connect(watcher_, &QFutureWatcher<void>::finished, this, &TrainingView::runFinished);
+}
+
+void TrainingView::runFinished() {
+  timer_->stop();
+  refresh();
+  start_->setEnabled(true);
+  stop_->setEnabled(false);
+  QString err;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    err = error_;
+  }
+  if (!err.isEmpty() && err != "cancelled") emit failed(err);
+  if (err == "cancelled") {
+    std::int64_t done = 0, total = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      err = error_;
+      done = done_, total = total_;
     }
-    if (!err.isEmpty() && err != "cancelled") emit failed(err);
-    if (err == "cancelled") {
-      std::int64_t done = 0, total = 0;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        done = done_, total = total_;
-      }
-      const QString what = tr("stopped at step %1 of %2: validation skipped").arg(done).arg(total);
-      progress_->setFormat(what);
-      status_->setText(what);
-    } else {
-      status_->setText(err.isEmpty() ? tr("finished") : err);
-    }
-    emit finished();
-  });
+    const QString what = tr("stopped at step %1 of %2: validation skipped").arg(done).arg(total);
+    progress_->setFormat(what);
+    status_->setText(what);
+  } else {
+    status_->setText(err.isEmpty() ? tr("finished") : err);
+  }
+  emit finished();
 }
 
 TrainingView::~TrainingView() {
@@ -381,12 +446,7 @@ std::map<std::string, std::vector<double>> TrainingView::losses() const {
   return out;
 }
 
-void TrainingView::start() {
-  if (busy()) {
-    stop();
-    watcher_->waitForFinished();
-  }
-  const Settings settings = formSettings();
+std::vector<train::TrainOptions> TrainingView::runOptions(const Settings& settings) {
   std::vector<train::TrainOptions> configs;
   for (const QString& name : settings.recipes) {
     train::TrainOptions o;
@@ -399,6 +459,16 @@ void TrainingView::start() {
     o.eval_on_cancel = false;  // Stop returns at once: no validation pass after a cancel
     configs.push_back(o);
   }
+  return configs;
+}
+
+void TrainingView::start() {
+  if (busy()) {
+    stop();
+    watcher_->waitForFinished();
+  }
+  const Settings settings = formSettings();
+  const std::vector<train::TrainOptions> configs = runOptions(settings);
   if (configs.empty()) {
     status_->setText(tr("check at least one recipe"));
     return;
@@ -427,115 +497,175 @@ void TrainingView::start() {
     train::DataOptions dopt;
     dopt.seed = configs.front().seed;
     auto loaded = train::load_train_data(spec, dopt);
-    if (!loaded) {
-      std::lock_guard<std::mutex> lock(mu_);
-      error_ = QString::fromStdString(loaded.error().message);
-      return;
-    }
-    const bool text = loaded->is_text;
-    for (train::TrainOptions o : configs) {
-      if (cancel->load()) {  // stopped between runs, or while the data loaded
-        std::lock_guard<std::mutex> lock(mu_);
-        error_ = "cancelled";
-        return;
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        runs_.push_back(Run{});
-        runs_.back().recipe = o.recipe.name;
-      }
-      // The run is kept as mxlab train --out DIR writes it, in a temporary folder renamed when it ends: a crash
-      // leaves no half run under its name.
-      std::optional<train::RunRecord> record;
-      std::string name, tmp;
-      if (!runsFolder.empty()) {
-        name = keptName(o);
-        tmp = runsFolder + "/." + name + ".tmp";
-        auto opened = openKept(*loaded, o, tmp);
-        if (!opened) {
-          std::lock_guard<std::mutex> lock(mu_);
-          error_ = tr("cannot keep the run in %1: %2")
-                       .arg(QString::fromStdString(runsFolder), QString::fromStdString(opened.error().message));
-          return;
-        }
-        record.emplace(std::move(*opened));
-      }
-      Reporter r;
-      r.cancel = cancel.get();
-      auto result = train::run_training(*loaded, o, [this, text, &record](const train::StepMetrics& m) {
-        if (record) record->step(m);
-        std::lock_guard<std::mutex> lock(mu_);
-        Run& run = runs_.back();
-        run.step.push_back(static_cast<double>(m.step));
-        run.loss.push_back(m.loss);
-        run.accuracy.push_back(text ? m.bpc : m.accuracy);
-        run.skipped = m.skipped_total;
-        if (m.validation) {
-          run.val_loss = m.validation->loss;
-          run.val_step.push_back(static_cast<double>(m.step));
-          run.val_curve.push_back(m.validation->loss);
-        }
-        run.g.resize(static_cast<std::size_t>(windows_));
-        run.g[static_cast<std::size_t>(std::min(windows_ - 1, (m.step - 1) / window_))].add(m);
-        ++done_;
-      }, r);
-      std::string keepError;
-      if (record) {
-        std::error_code ec;
-        if (!result) {
-          record->discard();
-        } else {
-          Provenance prov = build_provenance();
-          prov.simd_target = ops::simd_target();
-          if (auto e = record->finish(*result, prov)) keepError = e->message;
-        }
-        record.reset();  // releases the folder's lock
-        // A stopped run is kept as stopped, with the steps it has; a failed one is not kept.
-        std::string kept = runsFolder + "/" + name;
-        for (int n = 2; std::filesystem::exists(kept, ec); ++n) kept = runsFolder + "/" + name + "-" + std::to_string(n);
-        if (result && keepError.empty()) std::filesystem::rename(tmp, kept, ec);
-        if (ec) keepError = "cannot rename '" + tmp + "' to '" + kept + "': " + ec.message();
-        if (!result || !keepError.empty()) std::filesystem::remove_all(tmp, ec);
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!result) {
-        error_ = QString::fromStdString(result.error().message);
-        return;
-      }
-      if (!keepError.empty()) {
-        error_ = tr("cannot keep the run in %1: %2").arg(QString::fromStdString(runsFolder), QString::fromStdString(keepError));
-        return;
-      }
-      if (result->test) runs_.back().test_accuracy = text ? result->test->bpc : result->test->accuracy;
-      if (result->validation) runs_.back().val_loss = result->validation->loss;
-      if (result->cancelled) {
-        error_ = "cancelled";
-        return;
-      }
+    if (!loaded) return setError(QString::fromStdString(loaded.error().message));
+    for (const train::TrainOptions& o : configs) {
+      if (cancel->load()) return setError("cancelled");  // stopped between runs, or while the data loaded
+      if (!trainRun(*loaded, o, *cancel, runsFolder)) return;
     }
   }));
 }
 
-void TrainingView::refresh() {
-  experiment::Figure loss, acc, heat, val;
+void TrainingView::setError(const QString& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  error_ = message;
+}
+
+void TrainingView::addStep(const train::StepMetrics& m, bool text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Run& run = runs_.back();
+  run.step.push_back(static_cast<double>(m.step));
+  run.loss.push_back(m.loss);
+  run.accuracy.push_back(text ? m.bpc : m.accuracy);
+  run.skipped = m.skipped_total;
+  if (m.validation) {
+    run.val_loss = m.validation->loss;
+    run.val_step.push_back(static_cast<double>(m.step));
+    run.val_curve.push_back(m.validation->loss);
+  }
+  run.g.resize(static_cast<std::size_t>(windows_));
+  run.g[static_cast<std::size_t>(std::min(windows_ - 1, (m.step - 1) / window_))].add(m);
+  ++done_;
+}
+
+bool TrainingView::trainRun(const train::TrainData& loaded, train::TrainOptions o, std::atomic<bool>& cancel,
+                            const std::string& runsFolder) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    runs_.push_back(Run{});
+    runs_.back().recipe = o.recipe.name;
+  }
+  // The run is kept as mxlab train --out DIR writes it, in a temporary folder renamed when it ends: a crash
+  // leaves no half run under its name.
+  std::optional<train::RunRecord> record;
+  std::string name, tmp;
+  if (!runsFolder.empty()) {
+    name = keptName(o);
+    tmp = runsFolder + "/." + name + ".tmp";
+    auto opened = openKept(loaded, o, tmp);
+    if (!opened) {
+      setError(tr("cannot keep the run in %1: %2")
+                   .arg(QString::fromStdString(runsFolder), QString::fromStdString(opened.error().message)));
+      return false;
+    }
+    record.emplace(std::move(*opened));
+  }
+  const bool text = loaded.is_text;
+  Reporter r;
+  r.cancel = &cancel;
+  auto result = train::run_training(loaded, o, [this, text, &record](const train::StepMetrics& m) {
+    if (record) record->step(m);
+    addStep(m, text);
+  }, r);
+  std::string keepError;
+  if (record) keepError = keepRun(record, result, runsFolder + "/" + name, tmp);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!result) {
+    error_ = QString::fromStdString(result.error().message);
+    return false;
+  }
+  if (!keepError.empty()) {
+    error_ = tr("cannot keep the run in %1: %2").arg(QString::fromStdString(runsFolder), QString::fromStdString(keepError));
+    return false;
+  }
+  if (result->test) runs_.back().test_accuracy = text ? result->test->bpc : result->test->accuracy;
+  if (result->validation) runs_.back().val_loss = result->validation->loss;
+  if (result->cancelled) {
+    error_ = "cancelled";
+    return false;
+  }
+  return true;
+}
+
+TrainingView::Curves TrainingView::emptyCurves() const {
+  Curves c;
+  experiment::Figure& loss = c.loss;
   loss.title = "Training loss";
   loss.x.label = "step";
   loss.y.label = "batch cross-entropy";
   loss.y.scale = experiment::AxisScale::Log10;
   loss.legend_title = "recipe";
-  acc = loss;
+  c.accuracy = loss;
   const bool text = data_->currentText().startsWith("text:");
-  acc.title = text ? "Bits per character" : "Batch accuracy";
-  acc.y.label = text ? "bits per character" : "accuracy";
-  acc.y.scale = experiment::AxisScale::Linear;
-  val = loss;
-  val.title = "Validation loss";
-  val.y.label = "validation cross-entropy";
+  c.accuracy.title = text ? "Bits per character" : "Batch accuracy";
+  c.accuracy.y.label = text ? "bits per character" : "accuracy";
+  c.accuracy.y.scale = experiment::AxisScale::Linear;
+  c.validation = loss;
+  c.validation.title = "Validation loss";
+  c.validation.y.label = "validation cross-entropy";
+  return c;
+}
+
+void TrainingView::setSummaryRow(int row, const QStringList& cells) {
+  for (int c = 0; c < cells.size(); ++c) summary_->setItem(row, c, new QTableWidgetItem(cells[c]));
+}
+
+void TrainingView::addTrainedRuns(Curves& c) {
+  for (std::size_t i = 0; i < runs_.size(); ++i) {
+    const Run& r = runs_[i];
+    // A moving view: every step up to 2,000 points per curve (later steps thinned evenly).
+    const std::size_t stride = std::max<std::size_t>(1, r.step.size() / 2000);
+    experiment::Series sl, sa;
+    sl.name = sa.name = r.recipe;
+    for (std::size_t k = 0; k < r.step.size(); k += stride) {
+      sl.x.push_back(r.step[k]);
+      sl.y.push_back(r.loss[k]);
+      sa.x.push_back(r.step[k]);
+      sa.y.push_back(r.accuracy[k]);
+    }
+    c.loss.series.push_back(sl);
+    c.accuracy.series.push_back(sa);
+    c.validation.series.push_back(seriesOf(r.recipe, r.val_step, r.val_curve));
+    setSummaryRow(static_cast<int>(i), {QString::fromStdString(r.recipe), QString::number(r.step.size()),
+                                        r.test_accuracy >= 0 ? QString::number(r.test_accuracy, 'f', 4) : QString("-"),
+                                        r.val_loss >= 0 ? QString::number(r.val_loss, 'f', 4) : QString("-"),
+                                        QString::number(r.skipped)});
+  }
+}
+
+void TrainingView::addSavedRuns(Curves& c) {
+  // Saved runs, each named by its recipe and folder: every step as the file holds it.
+  for (std::size_t i = 0; i < saved_.size(); ++i) {
+    const train::SavedRun& r = saved_[i];
+    const std::string name = savedName(r);
+    c.loss.series.push_back(seriesOf(name, r.step, r.loss));
+    c.accuracy.series.push_back(seriesOf(name, r.step, r.accuracy));
+    c.validation.series.push_back(seriesOf(name, r.val_step, r.val_loss));
+    setSummaryRow(static_cast<int>(runs_.size() + i),
+                  {QString::fromStdString(name), QString::number(r.step.size()),
+                   r.test_metric ? QString::number(*r.test_metric, 'f', 4) : QString("-"),
+                   r.validation_loss ? QString::number(*r.validation_loss, 'f', 4) : QString("-"),
+                   QString::number(r.skipped_steps)});
+  }
+}
+
+void TrainingView::addUnderflow(experiment::Figure& heat, train::Role role) const {
+  const std::string roleName(train::role_name(role));
+  for (std::int64_t w = 0; w < windows_; ++w)
+    heat.heatmap.x_labels.push_back(window_ == 1 ? std::to_string(w + 1)
+                                                 : std::to_string(w * window_ + 1) + "-" + std::to_string((w + 1) * window_));
+  // One row per recipe and layer (the first run's first layer at the top), one column per window of steps.
+  for (auto r = runs_.rbegin(); r != runs_.rend(); ++r) {
+    std::set<std::string> layers;  // those with an operand of the role, by name
+    for (const auto& window : r->g)
+      for (const auto& c : window.columns())
+        if (c.role == role) layers.insert(c.layer);
+    for (auto l = layers.rbegin(); l != layers.rend(); ++l) {
+      heat.heatmap.y_labels.push_back(r->recipe + ": " + *l);
+      for (const auto& window : r->g) {
+        const train::OperandTotals& g = window.at(*l + "." + roleName);
+        heat.heatmap.values.push_back(g.nonzero > 0 ? g.underflow_ratio() : std::nan(""));
+      }
+    }
+  }
+}
+
+void TrainingView::refresh() {
+  Curves c = emptyCurves();
+  experiment::Figure heat;
   const auto parsed = train::parse_role(role_->currentText().toStdString());  // the combo box lists role_name()s
   const train::Role role = parsed ? *parsed : train::Role::G;
-  const std::string roleName(train::role_name(role));
   heat.kind = experiment::PlotKind::Heatmap;
-  heat.title = "Underflow of " + roleName + " by layer";  // the steps are the x axis
+  heat.title = "Underflow of " + std::string(train::role_name(role)) + " by layer";  // the steps are the x axis
   heat.x.label = "steps";
   heat.y.label = "recipe: layer";
   heat.heatmap.value_label = "underflow ratio";
@@ -544,90 +674,23 @@ void TrainingView::refresh() {
     std::lock_guard<std::mutex> lock(mu_);
     done = done_;
     total = total_;
-    for (std::int64_t w = 0; w < windows_; ++w)
-      heat.heatmap.x_labels.push_back(window_ == 1 ? std::to_string(w + 1)
-                                                   : std::to_string(w * window_ + 1) + "-" + std::to_string((w + 1) * window_));
     summary_->setRowCount(static_cast<int>(runs_.size() + saved_.size()));
-    for (std::size_t i = 0; i < runs_.size(); ++i) {
-      const Run& r = runs_[i];
-      // A moving view: every step up to 2,000 points per curve (later steps thinned evenly).
-      const std::size_t stride = std::max<std::size_t>(1, r.step.size() / 2000);
-      experiment::Series sl, sa;
-      sl.name = sa.name = r.recipe;
-      for (std::size_t k = 0; k < r.step.size(); k += stride) {
-        sl.x.push_back(r.step[k]);
-        sl.y.push_back(r.loss[k]);
-        sa.x.push_back(r.step[k]);
-        sa.y.push_back(r.accuracy[k]);
-      }
-      loss.series.push_back(sl);
-      acc.series.push_back(sa);
-      experiment::Series sv;
-      sv.name = r.recipe;
-      sv.x = r.val_step;
-      sv.y = r.val_curve;
-      val.series.push_back(sv);
-      const QStringList cells = {QString::fromStdString(r.recipe), QString::number(r.step.size()),
-                                 r.test_accuracy >= 0 ? QString::number(r.test_accuracy, 'f', 4) : QString("-"),
-                                 r.val_loss >= 0 ? QString::number(r.val_loss, 'f', 4) : QString("-"), QString::number(r.skipped)};
-      for (int c = 0; c < cells.size(); ++c) summary_->setItem(static_cast<int>(i), c, new QTableWidgetItem(cells[c]));
-    }
-    // Saved runs, each named by its recipe and folder: every step as the file holds it.
-    for (std::size_t i = 0; i < saved_.size(); ++i) {
-      const train::SavedRun& r = saved_[i];
-      const std::string name = savedName(r);
-      loss.series.push_back(seriesOf(name, r.step, r.loss));
-      acc.series.push_back(seriesOf(name, r.step, r.accuracy));
-      val.series.push_back(seriesOf(name, r.val_step, r.val_loss));
-      const QStringList cells = {QString::fromStdString(name), QString::number(r.step.size()),
-                                 r.test_metric ? QString::number(*r.test_metric, 'f', 4) : QString("-"),
-                                 r.validation_loss ? QString::number(*r.validation_loss, 'f', 4) : QString("-"),
-                                 QString::number(r.skipped_steps)};
-      for (int c = 0; c < cells.size(); ++c)
-        summary_->setItem(static_cast<int>(runs_.size() + i), c, new QTableWidgetItem(cells[c]));
-    }
-    // One row per recipe and layer (the first run's first layer at the top), one column per window of steps.
-    for (auto r = runs_.rbegin(); r != runs_.rend(); ++r) {
-      std::set<std::string> layers;  // those with an operand of the role, by name
-      for (const auto& window : r->g)
-        for (const auto& c : window.columns())
-          if (c.role == role) layers.insert(c.layer);
-      for (auto l = layers.rbegin(); l != layers.rend(); ++l) {
-        heat.heatmap.y_labels.push_back(r->recipe + ": " + *l);
-        for (const auto& window : r->g) {
-          const train::OperandTotals& g = window.at(*l + "." + roleName);
-          heat.heatmap.values.push_back(g.nonzero > 0 ? g.underflow_ratio() : std::nan(""));
-        }
-      }
-    }
+    addTrainedRuns(c);
+    addSavedRuns(c);
+    addUnderflow(heat, role);
   }
   // The difference from the fp32 run, then the smoothing (the engine's, as the plot key `smooth`).
-  if (fromFp32_->isChecked()) {
-    for (experiment::Figure* f : {&loss, &acc, &val}) {
-      // The fp32 run trained here, else the first saved fp32 run.
-      auto ref = std::find_if(f->series.begin(), f->series.end(), [](const experiment::Series& x) { return x.name == "fp32"; });
-      if (ref == f->series.end())
-        ref = std::find_if(f->series.begin(), f->series.end(), [](const experiment::Series& x) { return x.name.rfind("fp32 (", 0) == 0; });
-      if (ref == f->series.end()) continue;
-      const experiment::Series reference = *ref;
-      std::vector<experiment::Series> diffs;
-      for (const auto& x : f->series)
-        if (x.name != reference.name) diffs.push_back(experiment::difference(x, reference));
-      f->series = diffs;
-      f->title += " minus the fp32 run's";
-      f->y.label += " - fp32";
-      f->y.scale = experiment::AxisScale::Linear;
-    }
-  }
-  for (experiment::Figure* f : {&loss, &acc}) {
+  if (fromFp32_->isChecked())
+    for (experiment::Figure* f : {&c.loss, &c.accuracy, &c.validation}) differenceFromFp32(*f);
+  for (experiment::Figure* f : {&c.loss, &c.accuracy}) {
     f->smooth = smoothing_->value() > 1 ? smoothing_->value() : 0;
     for (auto& x : f->series) experiment::smooth_series(x, smoothing_->value());
   }
-  figures_ = {loss, acc, heat, val};
-  plot::draw(*loss_, loss, 12);
-  plot::draw(*accuracy_, acc, 12);
+  figures_ = {c.loss, c.accuracy, heat, c.validation};
+  plot::draw(*loss_, c.loss, 12);
+  plot::draw(*accuracy_, c.accuracy, 12);
   if (!heat.heatmap.x_labels.empty() && !heat.heatmap.y_labels.empty()) plot::draw(*underflow_, heat, 12);
-  plot::draw(*validation_, val, 12);
+  plot::draw(*validation_, c.validation, 12);
   progress_->setValue(total > 0 ? static_cast<int>(100 * done / total) : 0);
   if (busy() && !cancel_->load()) status_->setText(tr("step %1 of %2").arg(done).arg(total));
 }

@@ -20,6 +20,8 @@ class QComboBox;
 class QSlider;
 class QSpinBox;
 class QDoubleSpinBox;
+class QFormLayout;
+class QGroupBox;
 class QListWidget;
 class QPushButton;
 class QProgressBar;
@@ -28,6 +30,7 @@ class QCustomPlot;
 class QTableWidget;
 class QTabWidget;
 class QTimer;
+class QVBoxLayout;
 
 namespace mxlab::gui {
 
@@ -106,6 +109,42 @@ class TrainingView : public QWidget {
     double lr = 0;
   };
   Settings formSettings() const;
+  /// The options of each run the settings ask for: one per checked recipe, in the list's order.
+  static std::vector<train::TrainOptions> runOptions(const Settings& settings);
+
+  /// The form: model, data, recipes, numbers, the Train and Stop buttons and those of the saved runs.
+  QGroupBox* buildForm();
+  void addSavedRunButtons(QFormLayout* f, QWidget* form);
+  /// The smoothing slider and the fp32 difference box above the tabs.
+  void buildCurveControls(QVBoxLayout* rl);
+  /// The tabs of plots and the table of runs, then the status line and progress bar.
+  void buildTabs(QVBoxLayout* rl);
+  QWidget* buildUnderflowTab(QTabWidget* tabs);
+  /// The timer that redraws during a run and the signals that start, stop and end one.
+  void connectRun();
+  /// A run over: the buttons back, the status (finished, stopped at a step, or the error).
+  void runFinished();
+
+  /// Trains one recipe in the worker thread, keeping it in RUNSFOLDER if set; false when the runs stop here
+  /// (an error, or stopped).
+  bool trainRun(const train::TrainData& loaded, train::TrainOptions o, std::atomic<bool>& cancel,
+                const std::string& runsFolder);
+  /// A step of the run training now, from the worker thread.
+  void addStep(const train::StepMetrics& m, bool text);
+  void setError(const QString& message);
+
+  /// The figures the curves are drawn in.
+  struct Curves {
+    experiment::Figure loss, accuracy, validation;
+  };
+  /// The figures' titles and axes, no series yet.
+  Curves emptyCurves() const;
+  /// The curves and table rows of the runs trained here, then of the saved runs (mu_ held).
+  void addTrainedRuns(Curves& c);
+  void addSavedRuns(Curves& c);
+  void setSummaryRow(int row, const QStringList& cells);
+  /// The heatmap of ROLE's underflow by recipe and layer, a column per window of steps (mu_ held).
+  void addUnderflow(experiment::Figure& heat, train::Role role) const;
   /// Whether a saved run's folder is one of runsFolder()'s.
   bool isKept(const train::SavedRun& r) const;
 
