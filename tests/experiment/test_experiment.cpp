@@ -394,6 +394,43 @@ TEST_CASE("malformed experiment files: exit 2, the file, line and key named, not
   }
 }
 
+TEST_CASE("a job's own top-level keys: typed, checked, refused for other jobs, compared by value", "[experiment]") {
+  const std::string head = "name = \"x\"\njob = \"direct_cast\"\n";
+  const std::string sweep = "[sweep]\nmodel = \"mlp\"\n";
+  const std::pair<std::string, const char*> bad[] = {
+      {"name = \"x\"\nformats = [\"mxint8\"]\n[sweep]\nformat = \"mxfp4\"\n",
+       "x.toml:2: key 'formats': applies to job 'direct_cast' only"},
+      {head + "formats = []\n" + sweep, "x.toml:3: key 'formats': an empty list casts nothing"},
+      {head + "formats = [\"mxint8\"]\ncast = []\n" + sweep, "x.toml:4: key 'cast': an empty list casts nothing"},
+      {head + "formats = [\"mxint8\", \"mxfp4\", \"mxint8\"]\n" + sweep, "x.toml:3: key 'formats': 'mxint8' is listed twice"},
+      {head + "formats = 3\n" + sweep, "x.toml:3: key 'formats': expected a string or an array of strings, found an integer"},
+      {head + sweep, "x.toml: key 'formats': job 'direct_cast' needs formats = [...], the formats to cast the models to"},
+      {head + "format = [\"mxint8\"]\n" + sweep,
+       "x.toml:3: key 'format': unknown key (expected one of: name, description, job, inputs, sweep, points, metrics, gaps, "
+       "histogram_bins, baseline_profile, max_gap, formats, cast, table, plot, expect, batch)"},
+  };
+  for (const auto& [text, message] : bad) {
+    INFO(text);
+    auto e = parse_experiment(text, "x.toml");
+    REQUIRE_FALSE(e);
+    CHECK(e.error().message == message);
+  }
+  // A single string is a list of one; cast defaults to weights, so writing the default computes the same results.
+  auto plain = parse_experiment(head + "formats = \"mxint8\"\n" + sweep, "x.toml");
+  REQUIRE(plain);
+  auto written = parse_experiment(head + "cast = \"weights\"\nformats = [\"mxint8\"]\n" + sweep, "x.toml");
+  REQUIRE(written);
+  CHECK_FALSE(computation_difference(*plain, *written));
+  auto both = parse_experiment(head + "formats = [\"mxint8\"]\ncast = [\"weights\", \"weights+activations\"]\n" + sweep, "x.toml");
+  REQUIRE(both);
+  CHECK(computation_difference(*plain, *both) == std::optional<std::string>("cast"));
+  CHECK(computation_difference(*both, *plain) == std::optional<std::string>("cast"));
+  // The first key that differs is named: formats before cast.
+  auto other = parse_experiment(head + "formats = [\"mxfp4\"]\ncast = [\"weights\", \"weights+activations\"]\n" + sweep, "x.toml");
+  REQUIRE(other);
+  CHECK(computation_difference(*plain, *other) == std::optional<std::string>("formats"));
+}
+
 TEST_CASE("a table that names an unknown column leaves no outputs", "[experiment]") {
   Scratch s;
   std::string text = kTiny;
