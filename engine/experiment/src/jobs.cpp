@@ -1017,11 +1017,11 @@ Result<std::vector<std::pair<std::string, train::Recipe>>> cast_recipes(const Ex
   auto fp32 = train::cast_recipe("fp32", train::CastOperands::Weights, nongemm);
   if (!fp32) return fp32.error();
   out.emplace_back("none", *fp32);
-  for (const auto& f : e.formats) {
+  for (const auto& f : e.job_texts("formats")) {
     auto none = train::role_format(f);
     if (!none) return make_error("formats: " + none.error().message);
     if (!*none) continue;  // fp32: the baseline
-    for (const auto& c : e.cast) {
+    for (const auto& c : e.job_texts("cast")) {
       auto operands = train::parse_cast_operands(c);
       if (!operands) return make_error(operands.error().message);
       auto r = train::cast_recipe(f, *operands, nongemm);
@@ -1097,7 +1097,7 @@ Result<PointResult> run_direct_cast(const Experiment& e, const Point& p, const P
     row.add("examples", static_cast<double>(m.examples));
     out["cast"].push_back(std::move(row));
   };
-  for (const auto& c : e.cast) add_row("fp32", c, (*evals)[0]);  // FP32 is evaluated once, shown under every cast
+  for (const auto& c : e.job_texts("cast")) add_row("fp32", c, (*evals)[0]);  // FP32 is evaluated once, shown under every cast
   for (std::size_t i = 1; i < evals->size(); ++i) add_row((*recipes)[i].second.formats.w.text(), (*recipes)[i].first, (*evals)[i]);
   Row s = param_row(p);
   if (!p.param("model")) s.add("model", std::string(o.model.kind.name()));  // a checkpoint's, or the default

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <tuple>
 
 #include <toml++/toml.h>
@@ -44,11 +45,15 @@ class Reader {
 
   /// Refuses keys of `t` outside `known`, naming the first.
   void only(const toml::table& t, const std::string& prefix, std::initializer_list<const char*> known) const {
+    only(t, prefix, std::vector<std::string>(known.begin(), known.end()));
+  }
+
+  void only(const toml::table& t, const std::string& prefix, const std::vector<std::string>& known) const {
     for (auto&& [k, v] : t) {
       const std::string key(k.str());
-      if (std::none_of(known.begin(), known.end(), [&](const char* n) { return key == n; })) {
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
         std::string list;
-        for (const char* n : known) list += (list.empty() ? "" : ", ") + std::string(n);
+        for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
         fail(&v, prefix + key, "unknown key (expected one of: " + list + ")");
       }
     }
@@ -171,6 +176,88 @@ class Reader {
  private:
   std::string path_;
 };
+
+/// The jobs, in the order the message for an unknown one lists them.
+constexpr const char* kJobs[] = {"analyze", "catalogue", "bounds", "profiles", "train", "gemm", "direct_cast"};
+
+/// The type of a job's own top-level key, as JobValue holds it.
+enum class JobKeyType { Text, Integer, Number, Flag, Texts };
+
+/// A top-level key that one job reads (through Experiment's typed getters): its type, its checks and its value
+/// when it is not written. A key that several jobs read has a row per job.
+struct JobKeySpec {
+  const char* job;
+  const char* name;
+  JobKeyType type;
+  JobValue fallback{};           ///< the value when the key is not written (unused when `needed`)
+  const char* needed = nullptr;  ///< the key must be written: the message when it is not
+  const char* empty = nullptr;   ///< Texts: an empty list is refused with this message (nullptr = allowed)
+  bool distinct = false;         ///< Texts: a value listed twice is refused
+  std::int64_t lo = INT64_MIN, hi = INT64_MAX;  ///< Integer: its range
+  /// A further check of the value read: the problem, or "" (nullptr = none).
+  std::string (*check)(const JobValue&) = nullptr;
+};
+
+/// Every job's own top-level keys, a job's in the order parse_experiment fills Experiment::job_keys and
+/// computation_difference names the first that differs. The other top-level keys (gaps, histogram_bins,
+/// baseline_profile, max_gap) are still fields of Experiment.
+const std::vector<JobKeySpec>& job_key_specs() {
+  static const std::vector<JobKeySpec> specs = {
+      {.job = "direct_cast", .name = "formats", .type = JobKeyType::Texts, .fallback = std::vector<std::string>{},
+       .needed = "job 'direct_cast' needs formats = [...], the formats to cast the models to",
+       .empty = "an empty list casts nothing", .distinct = true},
+      {.job = "direct_cast", .name = "cast", .type = JobKeyType::Texts, .fallback = std::vector<std::string>{"weights"},
+       .empty = "an empty list casts nothing", .distinct = true},
+  };
+  return specs;
+}
+
+/// The value of a job's key as written, checked as its row says.
+JobValue read_job_value(const Reader& r, const toml::node& n, const JobKeySpec& s) {
+  const std::string key = s.name;
+  JobValue v;
+  switch (s.type) {
+    case JobKeyType::Text: v = r.string(n, key); break;
+    case JobKeyType::Integer: v = r.integer(n, key, s.lo, s.hi); break;
+    case JobKeyType::Number: v = r.finite_number(n, key); break;
+    case JobKeyType::Flag: v = r.boolean(n, key); break;
+    case JobKeyType::Texts: {
+      auto list = r.strings(n, key);
+      if (list.empty() && s.empty) r.fail(&n, key, s.empty);
+      if (s.distinct)
+        for (const auto& x : list)
+          if (std::count(list.begin(), list.end(), x) > 1) r.fail(&n, key, "'" + x + "' is listed twice");
+      v = std::move(list);
+      break;
+    }
+  }
+  if (s.check)
+    if (std::string problem = s.check(v); !problem.empty()) r.fail(&n, key, problem);
+  return v;
+}
+
+/// Reads the job's own keys into e.job_keys (every one of the job's rows, written or not); a key of another job is
+/// refused naming the jobs that read it.
+void read_job_keys(const Reader& r, const toml::table& root, Experiment& e) {
+  const auto& specs = job_key_specs();
+  for (const JobKeySpec& s : specs) {
+    const toml::node* n = root.get(s.name);
+    if (s.job == e.job) {
+      e.job_keys.emplace_back(s.name, n ? read_job_value(r, *n, s) : s.fallback);
+      continue;
+    }
+    auto same_key = [&](const JobKeySpec& o) { return std::string_view(o.name) == s.name; };
+    if (!n || std::any_of(specs.begin(), specs.end(), [&](const JobKeySpec& o) { return same_key(o) && o.job == e.job; }))
+      continue;  // not written, or the experiment's job reads it too (its own row)
+    std::vector<std::string> jobs;
+    for (const JobKeySpec& o : specs)
+      if (same_key(o) && std::find(jobs.begin(), jobs.end(), o.job) == jobs.end()) jobs.emplace_back(o.job);
+    std::string list;
+    for (std::size_t i = 0; i < jobs.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == jobs.size() ? " and " : ", ") + ("'" + jobs[i] + "'");
+    r.fail(n, s.name, std::string("applies to job") + (jobs.size() > 1 ? "s " : " ") + list + " only");
+  }
+}
 
 /// What is_name accepts, for messages.
 constexpr const char* kNameRule = "letters, digits, '_', '-' and '.', at most 64, not '.' or '..'";
@@ -408,8 +495,12 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
       if (e.batch.empty()) r.fail(n, "batch", "lists no experiment files");
       return e;
     }
-    r.only(root, "", {"name", "description", "job", "inputs", "sweep", "points", "metrics", "gaps", "histogram_bins", "baseline_profile",
-                      "max_gap", "formats", "cast", "table", "plot", "expect", "batch"});
+    std::vector<std::string> known = {"name", "description", "job", "inputs", "sweep", "points", "metrics", "gaps",
+                                      "histogram_bins", "baseline_profile", "max_gap"};
+    for (const JobKeySpec& s : job_key_specs())
+      if (std::find(known.begin(), known.end(), s.name) == known.end()) known.emplace_back(s.name);
+    for (const char* k : {"table", "plot", "expect", "batch"}) known.emplace_back(k);
+    r.only(root, "", known);
     Experiment e;
     e.path = path;
     e.text = text;
@@ -419,9 +510,12 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
     if (auto n = root.get("description")) e.description = r.string(*n, "description");
     if (auto n = root.get("job")) {
       e.job = r.string(*n, "job");
-      if (e.job != "analyze" && e.job != "catalogue" && e.job != "bounds" && e.job != "profiles" && e.job != "train" &&
-          e.job != "gemm" && e.job != "direct_cast")
-        r.fail(n, "job", "expected analyze, catalogue, bounds, profiles, train, gemm or direct_cast");
+      if (std::find(std::begin(kJobs), std::end(kJobs), e.job) == std::end(kJobs)) {
+        std::string list;
+        for (std::size_t i = 0; i < std::size(kJobs); ++i)
+          list += std::string(i == 0 ? "" : i + 1 == std::size(kJobs) ? " or " : ", ") + kJobs[i];
+        r.fail(n, "job", "expected " + list);
+      }
     }
     if (auto n = root.get("inputs")) {
       for (const auto& [k, v] : ordered(r.table(*n, "inputs"))) read_input(r, k, r.table(*v, "inputs." + k), e);
@@ -445,16 +539,7 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
     if (auto n = root.get("histogram_bins")) e.histogram_bins = static_cast<int>(r.integer(*n, "histogram_bins", 0, 4096));
     if (auto n = root.get("baseline_profile")) e.baseline_profile = r.string(*n, "baseline_profile");
     if (auto n = root.get("max_gap")) e.max_gap = static_cast<int>(r.integer(*n, "max_gap", 0, 512));
-    for (const char* key : {"formats", "cast"}) {
-      const toml::node* n = root.get(key);
-      if (!n) continue;
-      if (e.job != "direct_cast") r.fail(n, key, "applies to job 'direct_cast' only");
-      auto& field = std::string(key) == "formats" ? e.formats : e.cast;
-      field = r.strings(*n, key);
-      if (field.empty()) r.fail(n, key, "an empty list casts nothing");
-      for (const auto& v : field)
-        if (std::count(field.begin(), field.end(), v) > 1) r.fail(n, key, "'" + v + "' is listed twice");
-    }
+    read_job_keys(r, root, e);
     if (auto n = root.get("table")) {
       auto ts = r.tables(*n, "table");
       for (std::size_t i = 0; i < ts.size(); ++i) read_table(r, *ts[i], i, e);
@@ -487,8 +572,8 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
     for (const auto& x : e.expects)
       if (!x.table.empty() && !names.count("table:" + x.table))
         r.fail(nullptr, "expect.table", "no table named '" + x.table + "'");
-    if (e.job == "direct_cast" && e.formats.empty())
-      r.fail(nullptr, "formats", "job 'direct_cast' needs formats = [...], the formats to cast the models to");
+    for (const JobKeySpec& s : job_key_specs())
+      if (s.needed && s.job == e.job && !root.get(s.name)) r.fail(nullptr, s.name, s.needed);
     const std::string needed = e.job == "train" ? "recipe" : e.job == "direct_cast" ? "model" : "format";
     const bool has = e.job == "direct_cast" || [&] {
       for (const auto& [a, v] : e.axes) if (a == needed || a == "a") return true;
@@ -515,6 +600,28 @@ Result<Experiment> read_experiment(const std::string& path) {
   auto text = read_small_file(path, kMaxFileBytes, "experiment file");
   if (!text) return make_error(printable(text.error().message));
   return parse_experiment(*text, path);
+}
+
+namespace {
+
+template <class T>
+const T& job_value(const Experiment& e, std::string_view key, const char* type) {
+  for (const auto& [k, v] : e.job_keys) {
+    if (k != key) continue;
+    if (const T* t = std::get_if<T>(&v)) return *t;
+    throw std::logic_error("job '" + e.job + "': key '" + k + "' read as " + type + ", which its row in job_key_specs is not");
+  }
+  throw std::logic_error("job '" + e.job + "' reads key '" + std::string(key) + "', which is not one of its keys");
+}
+
+}  // namespace
+
+const std::string& Experiment::job_text(std::string_view key) const { return job_value<std::string>(*this, key, "text"); }
+std::int64_t Experiment::job_integer(std::string_view key) const { return job_value<std::int64_t>(*this, key, "an integer"); }
+double Experiment::job_number(std::string_view key) const { return job_value<double>(*this, key, "a number"); }
+bool Experiment::job_flag(std::string_view key) const { return job_value<bool>(*this, key, "true or false"); }
+const std::vector<std::string>& Experiment::job_texts(std::string_view key) const {
+  return job_value<std::vector<std::string>>(*this, key, "a list of texts");
 }
 
 std::string printable(std::string_view text) {

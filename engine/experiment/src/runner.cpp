@@ -739,8 +739,14 @@ std::optional<std::string> computation_difference(const Experiment& a, const Exp
   if (a.histogram_bins != b.histogram_bins) return "histogram_bins";
   if (a.baseline_profile != b.baseline_profile) return "baseline_profile";
   if (a.max_gap != b.max_gap) return "max_gap";
-  if (a.formats != b.formats) return "formats";
-  if (a.cast != b.cast) return "cast";
+  // The job's own keys, by value (both hold every key of the job, in its table's order; a file without a key has
+  // its default).
+  for (const auto& [key, value] : a.job_keys) {
+    auto other = std::find_if(b.job_keys.begin(), b.job_keys.end(), [&](const auto& kv) { return kv.first == key; });
+    if (other == b.job_keys.end() || other->second != value) return key;
+  }
+  for (const auto& [key, value] : b.job_keys)
+    if (std::none_of(a.job_keys.begin(), a.job_keys.end(), [&](const auto& kv) { return kv.first == key; })) return key;
   if (a.batch != b.batch) return "batch";
   return std::nullopt;
 }

@@ -95,12 +95,15 @@ struct ExpectDef {
   int line = 0;
 };
 
+/// The value of a job's own top-level key: text, an integer, a number, true or false, or a list of texts.
+using JobValue = std::variant<std::string, std::int64_t, double, bool, std::vector<std::string>>;
+
 struct Experiment {
   std::string path;         ///< the file it was read from
   std::string text;         ///< the file's text (copied into every results folder)
   std::string name;
   std::string description;
-  std::string job = "analyze";  ///< analyze, catalogue, bounds, profiles
+  std::string job = "analyze";  ///< analyze, catalogue, bounds, profiles, train, gemm, direct_cast
   std::vector<InputDef> inputs;
   /// Sweep axes in the order written: scalar values are fixed for every point, lists are crossed.
   std::vector<std::pair<std::string, std::vector<std::string>>> axes;
@@ -111,13 +114,23 @@ struct Experiment {
   int histogram_bins = 0;            ///< analyze: histograms of inputs and values, errors by binade (0 = none)
   std::string baseline_profile = "ocp";  ///< profiles: the profile every other is compared with
   int max_gap = -1;                  ///< bounds: last gap (-1: where both formats have fully underflowed)
-  std::vector<std::string> formats;  ///< direct_cast: the formats each point's model is cast to (FP32 always first)
-  std::vector<std::string> cast = {"weights"};  ///< direct_cast: weights, weights+activations
+  /// The job's own top-level keys (each job's table of them, with their types and checks, is in parse.cpp):
+  /// every key of the job with its value as written, else its default, in the table's order. direct_cast:
+  /// `formats` (the formats each point's model is cast to) and `cast` (weights, weights+activations).
+  std::vector<std::pair<std::string, JobValue>> job_keys;
   std::vector<TableDef> tables;
   std::vector<PlotDef> plots;
   std::vector<ExpectDef> expects;
   /// A batch file lists other experiment files (relative to it) instead of a job: batch = ["a.toml", ...].
   std::vector<std::string> batch;
+
+  /// Typed reads of job_keys, for the job's code: the key must be one of the job's, of that type. Anything else
+  /// is a mistake in the code, not in the file: it throws std::logic_error naming the job and the key.
+  const std::string& job_text(std::string_view key) const;
+  std::int64_t job_integer(std::string_view key) const;
+  double job_number(std::string_view key) const;
+  bool job_flag(std::string_view key) const;
+  const std::vector<std::string>& job_texts(std::string_view key) const;
 };
 
 /// Reads an experiment file. Errors give the file, the line and the key at fault.
