@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 
 #include "cli/cli.hpp"
 #include "mxlab/experiment/experiment.hpp"
@@ -429,6 +430,11 @@ TEST_CASE("a job's own top-level keys: typed, checked, refused for other jobs, c
   auto other = parse_experiment(head + "formats = [\"mxfp4\"]\ncast = [\"weights\", \"weights+activations\"]\n" + sweep, "x.toml");
   REQUIRE(other);
   CHECK(computation_difference(*plain, *other) == std::optional<std::string>("formats"));
+  // The job reads them typed; a key it does not have, or another type, is a mistake in the code.
+  CHECK(other->job_texts("formats") == std::vector<std::string>{"mxfp4"});
+  CHECK(plain->job_texts("cast") == std::vector<std::string>{"weights"});
+  CHECK_THROWS_AS(plain->job_text("formats"), std::logic_error);
+  CHECK_THROWS_AS(plain->job_texts("max_gap"), std::logic_error);
 }
 
 TEST_CASE("a table that names an unknown column leaves no outputs", "[experiment]") {
