@@ -49,6 +49,14 @@ QSpinBox* spin(QWidget* parent, int lo, int hi, int value, const QString& prefix
 GemmView::GemmView(QWidget* parent) : View(parent) {
   auto* form = new QGroupBox(tr("GEMM"), this);
   auto* f = new QFormLayout(form);
+  createOperandFields(form);
+  createSweepFields(form);
+  QPushButton* go = layoutForm(f, form);
+  build(form);
+  connectFields(go);
+}
+
+void GemmView::createOperandFields(QWidget* form) {
   a_ = formatBox(blockNames(), "mxfp8_e4m3", form);
   b_ = formatBox(blockNames(), "mxfp8_e4m3", form);
   a_->setToolTip(tr("A's block format (blocks along K): mxfp8_e4m3, nvfp4, mxsf, mxfp4@16, e4m3:float32, ..."));
@@ -71,6 +79,9 @@ GemmView::GemmView(QWidget* parent) : View(parent) {
   more_->setToolTip(tr("Model strings (docs/gemm.md): a preset with settings that override it "
                        "(tensorcore-trunc14,promote=256), or key=value settings (group=4,sum=bf16); ; between models"));
   moreMessage_ = messageLine(form);
+}
+
+void GemmView::createSweepFields(QWidget* form) {
   size_ = spin(form, 1, 1024, 32, {}, tr("M = N: the rows of A and the columns of B"));
   kMin_ = spin(form, 0, 20, 6, "2^", tr("The smallest K of the error-against-K plot"));
   kMax_ = spin(form, 0, 20, 12, "2^", tr("The largest K of the error-against-K plot, and the K of the width plot"));
@@ -100,6 +111,9 @@ GemmView::GemmView(QWidget* parent) : View(parent) {
   widthNote_ = new QLabel(form);
   widthNote_->setWordWrap(true);
   widthNote_->setVisible(false);
+}
+
+QPushButton* GemmView::layoutForm(QFormLayout* f, QWidget* form) {
   auto* kRow = new QHBoxLayout;
   kRow->addWidget(kMin_);
   kRow->addWidget(new QLabel(tr("to"), form));
@@ -129,7 +143,10 @@ GemmView::GemmView(QWidget* parent) : View(parent) {
   addHelp(f, tr("C = A B with A (M x K) and B (K x N) normal(0,1), quantized to their block formats and summed under "
                 "each model, compared with R. The width plot gives each model the accumulator of each width at the "
                 "largest K. As mxlab gemm computes it (docs/gemm.md)."));
-  build(form);
+  return go;
+}
+
+void GemmView::connectFields(QPushButton* go) {
   connect(go, &QPushButton::clicked, this, &View::recompute);
   checkAsTyped(a_, aMessage_, blockFormatProblem, this, [this] { later(); });
   checkAsTyped(b_, bMessage_, blockFormatProblem, this, [this] { later(); });

@@ -4,7 +4,9 @@
 
 #include "views.hpp"
 
+class QFormLayout;
 class QLineEdit;
+class QPushButton;
 
 namespace mxlab::gui {
 
@@ -50,6 +52,14 @@ class GemmView : public View {
   QString widthNote() const;
 
  private:
+  /// The operands' formats and the models; the sizes, the widths and what the plots measure.
+  void createOperandFields(QWidget* form);
+  void createSweepFields(QWidget* form);
+  /// The fields in the form, with the Compute button (returned) and the help.
+  QPushButton* layoutForm(QFormLayout* f, QWidget* form);
+  /// Checks as typed, the width note and a recompute on every change.
+  void connectFields(QPushButton* go);
+
   QComboBox* a_ = nullptr;
   QComboBox* b_ = nullptr;
   QLabel* aMessage_ = nullptr;
