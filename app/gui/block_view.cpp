@@ -40,6 +40,11 @@ QString hexOf(int bits, std::uint32_t code) {
 }  // namespace
 
 BlockView::BlockView(QWidget* parent) : QWidget(parent) {
+  buildResults(formBeside(this, buildForm()));
+  connectFields();
+}
+
+QGroupBox* BlockView::buildForm() {
   auto* form = new QGroupBox(tr("Block"), this);
   auto* f = new QFormLayout(form);
   source_ = new QLineEdit("gen:normal:0,1", form);
@@ -71,11 +76,14 @@ BlockView::BlockView(QWidget* parent) : QWidget(parent) {
   auto* go = new QPushButton(tr("Show"), form);
   f->addRow(go);
   addHelp(f, tr("The scalar reference quantizes the whole tensor (the definition of every format's values) "
-                             "and shows one block: its shared scale, each element's code, value and exact error. Rows "
-                             "in blue underflowed (a nonzero input became 0); rows in red saturated (the cast "
-                             "overflowed and was clamped)."));
+                "and shows one block: its shared scale, each element's code, value and exact error. Rows "
+                "in blue underflowed (a nonzero input became 0); rows in red saturated (the cast "
+                "overflowed and was clamped)."));
+  connect(go, &QPushButton::clicked, this, &BlockView::recompute);
+  return form;
+}
 
-  QVBoxLayout* rl = formBeside(this, form);
+void BlockView::buildResults(QVBoxLayout* rl) {
   QWidget* right = rl->parentWidget();
   summary_ = new QLabel(right);
   summary_->setWordWrap(true);
@@ -106,13 +114,14 @@ BlockView::BlockView(QWidget* parent) : QWidget(parent) {
   bar->addWidget(progress_);
   bar->addWidget(stop_);
   rl->addLayout(bar);
+}
 
+void BlockView::connectFields() {
   debounce_ = new QTimer(this);
   debounce_->setSingleShot(true);
   debounce_->setInterval(350);
   connect(debounce_, &QTimer::timeout, this, &BlockView::recompute);
   auto later = [this] { debounce_->start(); };
-  connect(go, &QPushButton::clicked, this, &BlockView::recompute);
   connect(stop_, &QPushButton::clicked, this, &BlockView::cancel);
   checkAsTyped(format_, formatMessage_, blockFormatProblem, this, later);
   connect(source_, &QLineEdit::textChanged, this, [this, later](const QString& t) {
@@ -121,25 +130,27 @@ BlockView::BlockView(QWidget* parent) : QWidget(parent) {
   });
   for (QSpinBox* s : {size_, seed_, block_}) connect(s, &QSpinBox::valueChanged, this, later);
   watcher_ = new QFutureWatcher<Outcome>(this);
-  connect(watcher_, &QFutureWatcher<Outcome>::finished, this, [this] {
-    progress_->setVisible(false);
-    stop_->setVisible(false);
-    Outcome o = watcher_->result();
-    if (o.cancelled) {
-      status_->setText(tr("stopped; showing the previous block"));
-      return;
-    }
-    if (!o.detail) {
-      status_->setStyleSheet(QStringLiteral("color: #c62828;"));
-      status_->setText(o.error);
-      emit failed(o.error);
-      return;
-    }
-    status_->setStyleSheet({});
-    status_->setText(tr("block %1 of %2 (%3)").arg(o.detail->block).arg(o.detail->blocks).arg(QString::fromStdString(o.detail->engine)));
-    show(std::move(*o.detail));
-    emit finished();
-  });
+  connect(watcher_, &QFutureWatcher<Outcome>::finished, this, &BlockView::computed);
+}
+
+void BlockView::computed() {
+  progress_->setVisible(false);
+  stop_->setVisible(false);
+  Outcome o = watcher_->result();
+  if (o.cancelled) {
+    status_->setText(tr("stopped; showing the previous block"));
+    return;
+  }
+  if (!o.detail) {
+    status_->setStyleSheet(QStringLiteral("color: #c62828;"));
+    status_->setText(o.error);
+    emit failed(o.error);
+    return;
+  }
+  status_->setStyleSheet({});
+  status_->setText(tr("block %1 of %2 (%3)").arg(o.detail->block).arg(o.detail->blocks).arg(QString::fromStdString(o.detail->engine)));
+  show(std::move(*o.detail));
+  emit finished();
 }
 
 BlockView::~BlockView() {

@@ -14,6 +14,7 @@
 #include "mxlab/ops/inspect.hpp"
 
 class QComboBox;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
@@ -21,6 +22,7 @@ class QPushButton;
 class QSpinBox;
 class QTableWidget;
 class QTimer;
+class QVBoxLayout;
 class QCustomPlot;
 
 namespace mxlab::gui {
@@ -59,6 +61,13 @@ class BlockView : public QWidget {
   void failed(const QString& message);
 
  private:
+  /// The form (input, format, block, the Show button); the summary, plot, table and status under it.
+  QGroupBox* buildForm();
+  void buildResults(QVBoxLayout* rl);
+  /// Checks as typed and a recompute shortly after each change.
+  void connectFields();
+  /// A computation over: the block shown, or why not.
+  void computed();
   void show(ops::BlockDetail d);
   /// Why the form does not describe a block, or "" (also shown on the field at fault).
   QString problem() const;
