@@ -46,6 +46,15 @@ QString hexOf(const Format& f, std::uint32_t code) {
 }  // namespace
 
 ValueExplorer::ValueExplorer(QWidget* parent) : QWidget(parent) {
+  QVBoxLayout* rl = formBeside(this, buildForm());
+  buildBits(rl);
+  buildReadout(rl);
+  buildRoundings(rl);
+  connectFields();
+  formatChanged();
+}
+
+QGroupBox* ValueExplorer::buildForm() {
   auto* form = new QGroupBox(tr("Value"), this);
   auto* f = new QFormLayout(form);
   format_ = formatBox(elementNames(), "e4m3", form);
@@ -78,10 +87,12 @@ ValueExplorer::ValueExplorer(QWidget* parent) : QWidget(parent) {
   f->addRow(tr("subnormals"), subnormals_);
   f->addRow(tr("stochastic seed"), seed_);
   addHelp(f, tr("Type a value to see the code it rounds to (nearest, ties to even) and its rounding "
-                             "under every mode with the exact error; type a code or click a bit to toggle it. "
-                             "Every value is exact (mxlab cast, mxlab codepoints)."));
+                "under every mode with the exact error; type a code or click a bit to toggle it. "
+                "Every value is exact (mxlab cast, mxlab codepoints)."));
+  return form;
+}
 
-  QVBoxLayout* rl = formBeside(this, form);
+void ValueExplorer::buildBits(QVBoxLayout* rl) {
   QWidget* right = rl->parentWidget();
   bitRow_ = new QWidget(right);
   bitLayout_ = new QHBoxLayout(bitRow_);
@@ -95,6 +106,10 @@ ValueExplorer::ValueExplorer(QWidget* parent) : QWidget(parent) {
                                 .arg(kSignColour, kExponentColour, kMantissaColour, kOtherColour, tr("click a bit to toggle it")),
                             right);
   rl->addWidget(legend);
+}
+
+void ValueExplorer::buildReadout(QVBoxLayout* rl) {
+  QWidget* right = rl->parentWidget();
   auto* readout = new QWidget(right);
   auto* grid = new QFormLayout(readout);
   readoutKeys_ = {"code", "bits", "fields", "class", "exact", "value", "gap_up"};
@@ -116,6 +131,10 @@ ValueExplorer::ValueExplorer(QWidget* parent) : QWidget(parent) {
   nb->addWidget(up_, 1);
   grid->addRow(tr("neighbours"), nb);
   rl->addWidget(readout);
+}
+
+void ValueExplorer::buildRoundings(QVBoxLayout* rl) {
+  QWidget* right = rl->parentWidget();
   inputLine_ = new QLabel(right);
   inputLine_->setWordWrap(true);
   inputLine_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -129,7 +148,9 @@ ValueExplorer::ValueExplorer(QWidget* parent) : QWidget(parent) {
   roundings_->horizontalHeader()->setStretchLastSection(true);
   roundings_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   rl->addWidget(roundings_, 1);
+}
 
+void ValueExplorer::connectFields() {
   checkAsTyped(format_, formatMessage_, elementFormatProblem, this, [this] { formatChanged(); });
   connect(value_, &QLineEdit::textChanged, this, &ValueExplorer::valueEdited);
   connect(code_, &QLineEdit::textEdited, this, &ValueExplorer::codeEdited);
@@ -141,7 +162,6 @@ ValueExplorer::ValueExplorer(QWidget* parent) : QWidget(parent) {
   connect(up_, &QPushButton::clicked, this, [this] {
     if (upCode_) showCode(*upCode_);
   });
-  formatChanged();
 }
 
 QString ValueExplorer::readout(const QString& key) const {

@@ -12,12 +12,14 @@
 #include "mxlab/formats/format.hpp"
 
 class QComboBox;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QPushButton;
 class QSpinBox;
 class QTableWidget;
 class QHBoxLayout;
+class QVBoxLayout;
 
 namespace mxlab::gui {
 
@@ -54,6 +56,15 @@ class ValueExplorer : public QWidget {
   void showCode(std::uint32_t code);
 
  private:
+  /// The form (format, value, code, cast options); the bits and their legend; the readout of the code with its
+  /// neighbours; the input line and the table of roundings.
+  QGroupBox* buildForm();
+  void buildBits(QVBoxLayout* rl);
+  void buildReadout(QVBoxLayout* rl);
+  void buildRoundings(QVBoxLayout* rl);
+  /// Every field redraws what depends on it.
+  void connectFields();
+
   /// Shows a code; takeValue: the value field takes its exact value (a code typed or toggled, not a value typed).
   void display(std::uint32_t code, bool takeValue);
   void formatChanged();
