@@ -333,17 +333,21 @@ QString QuantizationLab::problem() const {
   return p.isEmpty() ? QString() : tr("input: %1").arg(p);
 }
 
-QString QuantizationLab::experimentText() const {
-  QStringList formats;
-  for (int i = 0; i < formats_->count(); ++i)
-    if (formats_->item(i)->checkState() == Qt::Checked) formats << formats_->item(i)->text();
-  if (formats.isEmpty()) formats << "mxfp8_e4m3";
-  QStringList profiles;
-  for (int i = 0; i < profiles_->count(); ++i)
-    if (profiles_->item(i)->checkState() == Qt::Checked) profiles << profiles_->item(i)->text();
-  if (profiles.isEmpty()) profiles << "ocp";
+namespace {
+
+/// The checked items' texts, or FALLBACK when none is checked.
+QStringList checkedOr(const QListWidget* list, const QString& fallback) {
+  QStringList out;
+  for (int i = 0; i < list->count(); ++i)
+    if (list->item(i)->checkState() == Qt::Checked) out << list->item(i)->text();
+  if (out.isEmpty()) out << fallback;
+  return out;
+}
+
+/// The [[points]] of the Quantization Lab's experiment: each format with each profile that covers it (OCP covers
+/// every format).
+QString labPoints(const QStringList& formats, const QStringList& profiles) {
   QString points;
-  // Each format with each checked profile that covers it (OCP covers every format).
   for (const auto& f : formats) {
     auto parsed = parse_block_format(f.toStdString());
     bool any = false;
@@ -354,16 +358,22 @@ QString QuantizationLab::experimentText() const {
     }
     if (!any) points += QString("[[points]]\nformat = %1\nprofile = \"ocp\"\n").arg(tomlString(f));
   }
-  const QString src = source_->text().trimmed();
-  const bool generated = src.startsWith("gen:");
-  // model:NAME:PATTERN is a layer (or the layers) of a registered model or weight file.
-  QString input = "source = " + tomlString(src) + "\n";
-  if (src.startsWith("model:")) {
-    const QString rest = src.mid(6);
-    const int colon = static_cast<int>(rest.indexOf(':'));
-    input = "weights = " + tomlString(colon < 0 ? rest : rest.left(colon)) + "\n" + (colon < 0 ? QString() : "select = " + tomlString(rest.mid(colon + 1)) + "\n");
-  }
-  return QString(R"TOML(# Quantization Lab, saved from mxlab-gui
+  return points;
+}
+
+/// The input's keys: source = SRC, or for model:NAME:PATTERN (a layer, or the layers, of a registered model or
+/// weight file) weights = NAME and select = PATTERN.
+QString labInput(const QString& src) {
+  if (!src.startsWith("model:")) return "source = " + tomlString(src) + "\n";
+  const QString rest = src.mid(6);
+  const int colon = static_cast<int>(rest.indexOf(':'));
+  return "weights = " + tomlString(colon < 0 ? rest : rest.left(colon)) + "\n" +
+         (colon < 0 ? QString() : "select = " + tomlString(rest.mid(colon + 1)) + "\n");
+}
+
+/// The Quantization Lab's experiment: %1 its description, %2 the input's keys, %3 a generated input's shape and
+/// seed, %4 its points.
+constexpr const char* kLabExperiment = R"TOML(# Quantization Lab, saved from mxlab-gui
 name = "quantization_lab"
 description = %1
 job = "analyze"
@@ -434,10 +444,19 @@ y_scale = "log2"
 title = "Largest relative error by exponent gap"
 x_label = "exponent gap"
 y_label = "max relative error"
-)TOML")
-      .arg(tomlString(src + " through " + formats.join(", ")), input,
+)TOML";
+
+}  // namespace
+
+QString QuantizationLab::experimentText() const {
+  const QStringList formats = checkedOr(formats_, "mxfp8_e4m3");
+  const QStringList profiles = checkedOr(profiles_, "ocp");
+  const QString src = source_->text().trimmed();
+  const bool generated = src.startsWith("gen:");
+  return QString(kLabExperiment)
+      .arg(tomlString(src + " through " + formats.join(", ")), labInput(src),
            generated ? QString("shape = \"%1\"\nseed = %2\n").arg(qulonglong{1} << size_->value()).arg(seed_->value()) : QString(),
-           points);
+           labPoints(formats, profiles));
 }
 
 // ---- Bounds
