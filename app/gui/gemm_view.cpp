@@ -211,9 +211,8 @@ QString GemmView::problem() const {
   return {};
 }
 
-QString GemmView::experimentText() const {
+QString GemmView::experimentPoints(const QStringList& models, const QStringList& accs) const {
   const QString a = a_->currentText().trimmed(), b = b_->currentText().trimmed();
-  const QStringList models = modelList();
   const qulonglong kWidth = qulonglong{1} << kMax_->value();
   // The K points say output = "float32" (C's default format) so the plots can tell them from the width points,
   // which set acc.
@@ -223,15 +222,22 @@ QString GemmView::experimentText() const {
   for (const QString& m : models)
     for (int e = kMin_->value(); e <= kMax_->value(); ++e)
       points += QString("[[points]]\n%1model = %2\nk = %3\noutput = \"float32\"\n\n").arg(formats, tomlString(m)).arg(qulonglong{1} << e);
-  QStringList accs, labels;
-  for (int w = wMin_->value(); w <= wMax_->value(); w += wStep_->value()) {
-    accs << accSetting(w);
-    labels << QString("%1 = %2").arg(tomlString(accSetting(w)), tomlString(QString::number(w)));
-  }
   for (const QString& m : models) {
     if (!modelProblem(m + ",acc=" + accs.front()).isEmpty()) continue;  // widthNote() says why
     for (const QString& acc : accs)
       points += QString("[[points]]\n%1model = %2\nk = %3\nacc = %4\n\n").arg(formats, tomlString(m)).arg(kWidth).arg(tomlString(acc));
+  }
+  return points;
+}
+
+QString GemmView::experimentText() const {
+  const QString a = a_->currentText().trimmed(), b = b_->currentText().trimmed();
+  const QStringList models = modelList();
+  const qulonglong kWidth = qulonglong{1} << kMax_->value();
+  QStringList accs, labels;
+  for (int w = wMin_->value(); w <= wMax_->value(); w += wStep_->value()) {
+    accs << accSetting(w);
+    labels << QString("%1 = %2").arg(tomlString(accSetting(w)), tomlString(QString::number(w)));
   }
   const QString y = metricColumn();
   const QString scale = y.endsWith("sqnr_db") ? "linear" : "log10";
@@ -291,7 +297,7 @@ legend_title = "model"
 labels = { %12 }
 )TOML")
       .arg(tomlString(QString("%1 x %2, %3 x K x %3: %4").arg(a, b).arg(size_->value()).arg(models.join(", "))),
-           QString::number(size_->value()), QString::number(seed_->value()), points, tomlList(accs), tomlString(y),
+           QString::number(size_->value()), QString::number(seed_->value()), experimentPoints(models, accs), tomlList(accs), tomlString(y),
            tomlString(scale), tomlString(tr("GEMM error against K: %1 x %2").arg(a, b)), tomlString(yLabel),
            tomlString(tr("GEMM error against the accumulator's width, K = %1").arg(kWidth)),
            tomlString(tr("accumulator bits (%1)").arg(widthKind_->currentText())), labels.join(", "));

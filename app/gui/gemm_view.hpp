@@ -59,6 +59,9 @@ class GemmView : public View {
   QPushButton* layoutForm(QFormLayout* f, QWidget* form);
   /// Checks as typed, the width note and a recompute on every change.
   void connectFields(QPushButton* go);
+  /// The experiment's points: each model at each K (output float32), then each model that takes an accumulator
+  /// setting at each width of ACCS, at the largest K.
+  QString experimentPoints(const QStringList& models, const QStringList& accs) const;
 
   QComboBox* a_ = nullptr;
   QComboBox* b_ = nullptr;
