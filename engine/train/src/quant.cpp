@@ -64,6 +64,28 @@ void quantize_operand(const ops::FakeQuantizer& f, std::span<const float> x, std
     s.scale = delayed->scale();
   }
   add_counts(s, x, out);
+}
+
+void quantize_rows_and_columns(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q,
+                               std::span<const float> x, std::int64_t rows, std::int64_t cols, std::span<float> out_rows,
+                               std::span<float> out_columns, QuantContext& ctx, const std::string& rows_key,
+                               const std::string& columns_key) {
+  if (ctx.delayed_state(rows_key) != nullptr || ctx.delayed_state(columns_key) != nullptr) {
+    quantize_operand(rows_q, x, rows, cols, out_rows, ctx, rows_key);
+    quantize_operand(columns_q, x, rows, cols, out_columns, ctx, columns_key, true);
+    return;
+  }
+  ops::Run run;
+  run.threads = ctx.threads;
+  auto r = rows_q.run_rows_and_columns(x, rows, cols, out_rows, columns_q, out_columns, run);
+  if (!r)
+    throw std::runtime_error("quantizing " + rows_key + " with " + rows_q.format().name + " and " + columns_key +
+                             " with " + columns_q.format().name + ": " + r.error().message);
+  if (!ctx.collect) return;
+  add_counts(ctx.at(rows_key), x, out_rows);
+  add_counts(ctx.at(columns_key), x, out_columns);
+}
+
 Result<std::optional<gemm::Model>> accumulation_model(const Recipe& recipe) {
   if (recipe.accumulate.empty()) return std::optional<gemm::Model>{};
   auto m = gemm::parse_model(recipe.accumulate);
@@ -98,28 +120,6 @@ void model_product(const ModelOperand& a, const ModelOperand& bt, float* out, co
   if (!c) throw std::runtime_error("the product " + key + " under model '" + ctx.accumulate->name + "': " + c.error().message);
   // Each entry is rounded to float32: the conversion is exact.
   for (std::size_t i = 0; i < c->values.size(); ++i) out[i] = static_cast<float>(c->values[i]);
-}
-
-}
-
-void quantize_rows_and_columns(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q,
-                               std::span<const float> x, std::int64_t rows, std::int64_t cols, std::span<float> out_rows,
-                               std::span<float> out_columns, QuantContext& ctx, const std::string& rows_key,
-                               const std::string& columns_key) {
-  if (ctx.delayed_state(rows_key) != nullptr || ctx.delayed_state(columns_key) != nullptr) {
-    quantize_operand(rows_q, x, rows, cols, out_rows, ctx, rows_key);
-    quantize_operand(columns_q, x, rows, cols, out_columns, ctx, columns_key, true);
-    return;
-  }
-  ops::Run run;
-  run.threads = ctx.threads;
-  auto r = rows_q.run_rows_and_columns(x, rows, cols, out_rows, columns_q, out_columns, run);
-  if (!r)
-    throw std::runtime_error("quantizing " + rows_key + " with " + rows_q.format().name + " and " + columns_key +
-                             " with " + columns_q.format().name + ": " + r.error().message);
-  if (!ctx.collect) return;
-  add_counts(ctx.at(rows_key), x, out_rows);
-  add_counts(ctx.at(columns_key), x, out_columns);
 }
 
 void add_counts(OperandStats& s, std::span<const float> x, std::span<const float> out) {

@@ -373,11 +373,11 @@ std::optional<Error> RunRecord::State::resume(TrainOptions& o, const RecordPlan&
   o.resume_state = std::move(cp->sections["state"]);
   auto done = check_resume_state(*data, o);
   if (!done) return make_error(cp_name + ": " + done.error().message);
-  auto cols = parse_columns(cp->sections["columns"], *done);
-  if (!cols) return make_error(cp_name + " is damaged (its operand columns)");
   if (*done == o.steps)
     return make_error(cp_name + " holds a finished run (step " + std::to_string(*done) + " of " + std::to_string(o.steps) +
                       "): nothing to resume");
+  auto cols = parse_columns(cp->sections["columns"], *done);
+  if (!cols) return make_error(cp_name + " is damaged (its operand columns)");
   for (const auto& [c, t] : *cols) {
     columns.push_back(c);
     totals.set(c, t);
@@ -485,14 +485,14 @@ void RunRecord::discard() {
   if (s_->csv) s_->csv->discard();
 }
 
-void add_run_inputs(Provenance& prov, const TrainData& data, const TrainOptions& o) {
-  prov.inputs.emplace_back("seed", std::to_string(o.seed));
 Result<CheckpointContents> read_checkpoint_file(const std::string& path, std::uint64_t max_bytes) {
   auto cp = read_checkpoint(path, max_bytes);
   if (!cp) return cp.error();
   return CheckpointContents{std::move(cp->sections["identity"]), std::move(cp->sections["state"])};
 }
 
+void add_run_inputs(Provenance& prov, const TrainData& data, const TrainOptions& o) {
+  prov.inputs.emplace_back("seed", std::to_string(o.seed));
   prov.inputs.emplace_back("model", std::string(o.model.kind.name()));
   prov.inputs.emplace_back("data", data.name);
   for (std::size_t i = 0; i < data.files.size(); ++i) prov.inputs.emplace_back("file" + std::to_string(i + 1), data.files[i]);
