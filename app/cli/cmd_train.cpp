@@ -14,6 +14,7 @@
 #include "mxlab/core/threads.hpp"
 #include "mxlab/io/datasets.hpp"
 #include "mxlab/kernels/simd_target.hpp"
+#include "mxlab/train/model_config.hpp"
 #include "mxlab/train/run_record.hpp"
 #include "mxlab/train/trainer.hpp"
 
@@ -23,8 +24,24 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_interrupt(int) { g_interrupted = true; }
 
-constexpr const char* kUsage =
-    "usage: mxlab train --model mlp|cnn|transformer|resnet|mobilenet|vit|mixer --data fashion-mnist|digits|text:NAME\n"
+/// The names of the model kinds (rows of kModelKinds) that pass `keep`, joined by `sep` ("a, b and c" when sep is
+/// ", "), so a new kind appears in the help from its row.
+template <class Keep>
+std::string kind_names(Keep keep, std::string_view sep) {
+  std::vector<std::string_view> names;
+  for (const train::ModelKindTraits& k : train::kModelKinds)
+    if (keep(k)) names.push_back(k.name);
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : sep == ", " && i + 1 == names.size() ? " and " : std::string(sep)) + std::string(names[i]);
+  return out;
+}
+std::string kinds_reading(unsigned option) {
+  return kind_names([option](const train::ModelKindTraits& k) { return (k.options & option) != 0; }, ", ");
+}
+
+constexpr const char* kUsageTail =
+    " --data fashion-mnist|digits|text:NAME\n"
     "                   --recipe NAME|FILE\n"
     "                   --steps N --out DIR [--seed S] [--batch B] [--lr X] [--threads N] [options]\n\n"
     "Trains a model with every GEMM operand (weights w, activations a, output gradients g; w_bp and a_bp in\n"
@@ -46,7 +63,9 @@ constexpr const char* kUsage =
     "text:sherlock, text:tom-sawyer or text:PATH.\n\n";
 
 std::vector<OptionSpec> train_options() {
-  return {{"model", true, "KIND", "mlp, cnn, transformer (text), resnet, mobilenet, vit or mixer (images)"},
+  return {{"model", true, "KIND",
+           kind_names([](const train::ModelKindTraits& k) { return k.text; }, ", ") + " (text); " +
+               kind_names([](const train::ModelKindTraits& k) { return !k.text; }, ", ") + " (images)"},
           {"data", true, "DATA", "fashion-mnist, digits or text:NAME"},
           {"recipe", true, "NAME|FILE", "formats per tensor role and loss scaling"},
           {"steps", true, "N", "training steps"},
@@ -66,13 +85,13 @@ std::vector<OptionSpec> train_options() {
           {"eval-limit", true, "N", "validation on the first N examples (text: windows) during training (default 1000; 0 = all)"},
           {"metrics-every", true, "N", "operand metrics every N steps (default 1; 0 = never)"},
           {"data-dir", true, "DIR", "data folder (default $MXLAB_DATA_DIR or ~/.local/share/mxlab)"},
-          {"hidden", true, "W,W", "MLP hidden widths, at most 64 of them (default 256,128)"},
-          {"d-model", true, "D", "transformer, vit and mixer width (default 128)"},
-          {"layers", true, "L", "transformer, vit and mixer blocks (default 2)"},
-          {"heads", true, "H", "transformer and vit heads (default 4)"},
-          {"patch", true, "P", "vit and mixer patch side, dividing the image's sides (default 4)"},
-          {"width", true, "W", "resnet: first stage's channels; mobilenet: channels x W/16 (default 16)"},
-          {"context", true, "T", "transformer context length (default 64)"},
+          {"hidden", true, "W,W", kinds_reading(train::kHiddenOption) + ": hidden widths, at most 64 of them (default 256,128)"},
+          {"d-model", true, "D", kinds_reading(train::kBlocksOption) + ": width (default 128)"},
+          {"layers", true, "L", kinds_reading(train::kBlocksOption) + ": blocks (default 2)"},
+          {"heads", true, "H", "attention heads of the models with attention among " + kinds_reading(train::kBlocksOption) + " (default 4)"},
+          {"patch", true, "P", kinds_reading(train::kPatchOption) + ": patch side, dividing the image's sides (default 4)"},
+          {"width", true, "W", kinds_reading(train::kWidthOption) + ": channel width (resnet: the first stage's channels; mobilenet: channels x W/16; default 16)"},
+          {"context", true, "T", kinds_reading(train::kContextOption) + ": context length (default 64)"},
           {"checkpoint-every", true, "N", "save DIR/checkpoint.bin every N steps (default 500; 0 = never)"},
           {"resume", false, "", "continue from DIR/checkpoint.bin (without one: start at step 1)"},
           {"keep-checkpoint", false, "", "keep DIR/checkpoint.bin after the last step: the trained model, for direct casts"},
@@ -271,7 +290,8 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "train", args.error().message);
   if (args->help) {
-    io.out << kUsage << options_help(specs);
+    io.out << "usage: mxlab train --model " << kind_names([](const train::ModelKindTraits&) { return true; }, "|")
+           << kUsageTail << options_help(specs);
     return kExitOk;
   }
   if (!args->positional.empty()) return bad_input(io, "train", "unexpected argument '" + args->positional[0] + "'");
