@@ -208,6 +208,50 @@ TEST_CASE("a train point counts its loss-scale growths and back-offs; hidden tak
   CHECK(fc4);
 }
 
+TEST_CASE("a train point's layer_evals follow each operand between evaluations; one stretch equals the run's layers",
+          "[experiment][direct_cast]") {
+  DigitsData d;
+  auto run = [&](const std::string& name, const std::string& keys) {
+    const std::string file = d.dir.put(name + ".toml", "name = \"" + name + "\"\njob = \"train\"\n[sweep]\nmodel = \"mlp\"\n"
+                                       "data = \"digits\"\nsteps = 12\nbatch = 16\nhidden = 16\nrecipe = \"mxint8\"\n" + keys);
+    std::string out, err;
+    const int rc = run_cli({"run", file, "--out", (d.dir.dir / name).string(), "--quiet"}, &out, &err);
+    INFO(err);
+    REQUIRE(rc == 0);
+  };
+  run("one", "eval_every = 0\n");
+  run("three", "eval_every = 4\nmetrics_every = 2\neval_limit = 50\n");
+  run("none", "metrics_every = 0\n");
+  const auto layers = read_csv(d.dir.dir / "one" / "results" / "layers.csv");
+  const auto one = read_csv(d.dir.dir / "one" / "results" / "layer_evals.csv");
+  // Three GEMM layers, each with its roles: one stretch (evaluation only after the last step) is the whole run.
+  REQUIRE(!layers.empty());
+  REQUIRE(one.size() == layers.size());
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    CHECK(one[i].at("step") == "12");
+    CHECK(one[i].at("layer") == layers[i].at("layer"));
+    CHECK(one[i].at("role") == layers[i].at("role"));
+    CHECK(one[i].at("underflow_ratio") == layers[i].at("underflow_ratio"));
+    CHECK(one[i].at("mse") == layers[i].at("mse"));
+    // 12 steps of 16 images: the epoch is the share of the training split seen.
+    CHECK(std::strtod(one[i].at("epoch").c_str(), nullptr) > 0);
+  }
+  // Evaluations at steps 4, 8 and 12: three stretches per operand, each measured at its even steps.
+  const auto three = read_csv(d.dir.dir / "three" / "results" / "layer_evals.csv");
+  REQUIRE(three.size() == 3 * layers.size());
+  std::map<std::string, int> per_step;
+  for (const auto& r : three) ++per_step[r.at("step")];
+  CHECK(per_step == std::map<std::string, int>{{"12", static_cast<int>(layers.size())},
+                                               {"4", static_cast<int>(layers.size())},
+                                               {"8", static_cast<int>(layers.size())}});
+  const double e4 = std::strtod(three.front().at("epoch").c_str(), nullptr);
+  const double e12 = std::strtod(three.back().at("epoch").c_str(), nullptr);
+  CHECK(e4 > 0);
+  CHECK(std::abs(e12 - 3 * e4) <= 0.002);  // each epoch is rounded to three decimals
+  // Without metric steps there are no operand rows.
+  CHECK(read_csv(d.dir.dir / "none" / "results" / "layer_evals.csv").empty());
+}
+
 TEST_CASE("mxlab direct-cast casts a checkpoint's model; bad input exits 2 with one message", "[experiment][direct_cast]") {
   DigitsData d;
   const fs::path run = d.dir.dir / "run";

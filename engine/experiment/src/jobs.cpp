@@ -916,7 +916,8 @@ Result<TrainJob> train_config(const Point& p) {
   for (auto err : {num("seed", o.seed, 0, 9e15), num("steps", o.steps, 1, 1e7), num("batch", o.batch, 1, 65536),
                    num("lr", o.optimizer.lr, 0, 10), num("warmup", o.optimizer.warmup_steps, 0, 1e7),
                    num("weight_decay", o.optimizer.weight_decay, 0, 1), num("eval_every", o.eval_every, 0, 1e7),
-                   num("init_gain", o.model.init_gain, 1e-6, 100)})
+                   num("eval_limit", o.eval_limit, 0, 1e9), num("metrics_every", o.metrics_every, 0, 1e7),
+                   num("width", o.model.width, 1, 4096), num("init_gain", o.model.init_gain, 1e-6, 100)})
     if (err) return *err;
   if (hidden_list) {  // "256,256,128": the MLP's hidden widths
     o.model.hidden.clear();
@@ -941,6 +942,13 @@ Result<TrainJob> train_config(const Point& p) {
   return j;
 }
 
+/// The operands of the totals by layer, then role name: ((layer, role), "LAYER.ROLE").
+std::map<std::pair<std::string, std::string>, std::string> by_layer_role(const train::MetricTotals& totals) {
+  std::map<std::pair<std::string, std::string>, std::string> order;
+  for (const auto& c : totals.columns()) order[{c.layer, std::string(train::role_name(c.role))}] = c.key;
+  return order;
+}
+
 Result<PointResult> run_train(const Point& p, const PointRun& run) {
   auto job = train_config(p);
   if (!job) return job.error();
@@ -960,8 +968,31 @@ Result<PointResult> run_train(const Point& p, const PointRun& run) {
     if (last_scale > 0 && scale < last_scale) ++backoffs;
     last_scale = scale;
   };
+  // Per layer and role, over each stretch of steps that ends at an evaluation (or the last step): the same
+  // figures, so underflow is followed through the run (per epoch when eval_every is an epoch's steps).
+  train::MetricTotals stretch;
+  const double images = data->is_text ? 0.0 : static_cast<double>(data->train.count());
+  auto end_stretch = [&](std::int64_t step) {
+    for (const auto& [layer_role, key] : by_layer_role(stretch)) {
+      const train::OperandTotals& a = stretch.at(key);
+      if (a.count == 0) continue;  // no metric step in the stretch
+      Row row = param_row(p);
+      row.add("step", static_cast<double>(step));
+      // Images seen over the training images, to three decimals (a label: 422 steps of 64 of 54,000 is 0.5).
+      const double epoch = static_cast<double>(step) * static_cast<double>(job->options.batch) / images;
+      row.add("epoch", images > 0 ? Cell(std::round(epoch * 1000) / 1000) : Cell(std::string("")));
+      row.add("layer", layer_role.first);
+      row.add("role", layer_role.second);
+      row.add("underflow_ratio", a.underflow_ratio());
+      row.add("mse", a.weighted_mse());
+      out["layer_evals"].push_back(std::move(row));
+    }
+    stretch = {};
+  };
   auto on_step = [&](const train::StepMetrics& s) {
     count_scale(s.loss_scale);
+    stretch.add(s);
+    if (s.validation || s.step == s.steps) end_stretch(s.step);
     Row row = param_row(p);
     row.add("step", static_cast<double>(s.step));
     row.add("loss", s.loss);
@@ -979,10 +1010,7 @@ Result<PointResult> run_train(const Point& p, const PointRun& run) {
   auto t = train::run_training(*data, job->options, on_step, r);
   if (!t) return t.error();
   if (t->cancelled) return make_error(ops::kCancelled);
-  // Rows by layer, then role name.
-  std::map<std::pair<std::string, std::string>, std::string> order;
-  for (const auto& c : totals.columns()) order[{c.layer, std::string(train::role_name(c.role))}] = c.key;
-  for (const auto& [layer_role, key] : order) {
+  for (const auto& [layer_role, key] : by_layer_role(totals)) {
     const train::OperandTotals& a = totals.at(key);
     Row row = param_row(p);
     row.add("layer", layer_role.first);
@@ -1136,7 +1164,7 @@ std::optional<Error> check_point(const Experiment& e, const Point& p) {
     if (auto r = cast_recipes(e, ""); !r) return in_point(r.error());
     if (auto c = p.param("checkpoint")) {
       for (const char* key : {"recipe", "set", "model", "data", "seed", "steps", "batch", "lr", "optimizer", "warmup",
-                              "weight_decay", "eval_every", "hidden"})
+                              "weight_decay", "eval_every", "eval_limit", "metrics_every", "hidden", "width"})
         if (p.param(key))
           return in_point(make_error("point " + p.key() + ": '" + key +
                                      "' trains a model; a checkpoint's model is taken as it was trained"));

@@ -274,8 +274,8 @@ bool known_axis(const std::string& job, const std::string& axis) {
   if (job == "catalogue") return axis == "format" || axis == "codes";
   if (job == "train" || job == "direct_cast") {
     static const std::set<std::string> kTrain = {"recipe", "set", "seed", "model", "data", "steps", "batch", "lr",
-                                                 "optimizer", "warmup", "weight_decay", "eval_every", "hidden",
-                                                 "init_gain"};
+                                                 "optimizer", "warmup", "weight_decay", "eval_every", "eval_limit",
+                                                 "metrics_every", "hidden", "width", "init_gain"};
     return kTrain.count(axis) > 0 || (job == "direct_cast" && axis == "checkpoint");
   }
   if (axis == "format" || axis == "block") return true;
