@@ -35,6 +35,7 @@ constexpr std::size_t kNarrowVectors = 4;
 /// every block outside the default floating-point environment, is gathered into a row and goes through
 /// one_block, as in fast_floor_loop. A row's last vector of columns overlaps the one before it (call.cols >=
 /// lanes): shared columns get the same values again.
+template <FastKind kKind>
 HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc) {
   using Rne = RoundingTag<Rounding::NearestEven>;
   const DU du;
@@ -84,8 +85,8 @@ HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc
       const VU u = hn::BitCast(du, hn::LoadU(df, xp + r * cols + j));
       MU over;
       VF rv;
-      fast_rne_lanes<true>(fv, u, hn::LoadU(df, inverse_c.data() + j), &rv, &over);
-      hn::StoreU(fast_rne_values(fv, u, rv, over, hn::LoadU(df, scale_c.data() + j)), df, op + r * cols + j);
+      fast_rne_lanes<true, kKind>(fv, u, hn::LoadU(df, inverse_c.data() + j), &rv, &over);
+      hn::StoreU(fast_rne_values<kKind>(fv, u, rv, over, hn::LoadU(df, scale_c.data() + j)), df, op + r * cols + j);
     };
     if (cols <= kNarrowVectors * lanes) {
       // A narrow panel is a few cache lines: each vector of columns down the panel, its amax in a register.

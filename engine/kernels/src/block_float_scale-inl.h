@@ -295,12 +295,12 @@ HWY_INLINE void float_block(const BlockParams& p, const BlockCall& call, const F
 }
 
 /// Whether the float-scale tight loop (fast_float_loop) covers the call: rule amax on a float element grid under
-/// nearest-even (BlockParams::FastRne and fast32), no peer arithmetic or zero-sign rule, codes or values out
+/// nearest-even (BlockParams::FastRne of FastKind::Float, and fast32), no peer arithmetic or zero-sign rule, codes or values out
 /// without metrics or tensor-wide statistics, rows of whole blocks of whole vectors, decode * s * g rounded
 /// once (short scale significands, or g = 1, with g a float32).
 HWY_INLINE bool fast_float_call(const BlockParams& p, const BlockCall& call) {
   const std::size_t lanes = hn::Lanes(DU());
-  return p.fast.on && p.fast32 && !p.four_over_six && !p.nvfp4_peer && !p.float_peer && !p.codebook &&
+  return p.fast.on && p.fast.kind == FastKind::Float && p.fast32 && !p.four_over_six && !p.nvfp4_peer && !p.float_peer && !p.codebook &&
          (p.zero_sign == ZeroSign::Keep || !p.has_negative_zero) && call.out != BlockOut::None &&
          call.metrics == nullptr && call.tensor_amax == nullptr && call.tensor_nan == nullptr &&
          call.tensor_inf == nullptr && !(p.specials == SpecialsPolicy::TensorNan && call.any_nan) &&

@@ -39,23 +39,53 @@ CastParams element_params(const Format& f, const CastOptions& o, SpecialsPolicy 
 BlockParams::FastRne fast_rne_params(const Format& e, const CastOptions& o, const CastParams& c) {
   BlockParams::FastRne f;
   const FormatSpec& s = e.spec();
-  if (s.kind != FormatKind::Float || !s.subnormals || !s.is_signed || s.sub_exponent_bits > 0) return f;
-  if (o.rounding != Rounding::NearestEven || c.flush_below != 1 || c.has_tiny) return f;
-  const std::uint32_t sign_bit = std::uint32_t{1} << (e.bits() - 1);
-  if (c.neg_or != sign_bit || e.zero_code(true) != sign_bit || e.zero_code(false) != 0) return f;
-  if (c.overflow_code[1] != (c.overflow_code[0] | sign_bit) || c.limit[1] != c.limit[0]) return f;
-  // Half the smallest subnormal must lie above float32's normal range, and 2^(quantum + 23) inside it.
+  if (!s.is_signed || o.rounding != Rounding::NearestEven || c.flush_below != 1 || c.has_tiny) return f;
+  if (c.limit[1] != c.limit[0]) return f;
+  // Half the smallest quantum must lie above float32's normal range, and 2^(quantum + 23) inside it.
   if (c.quantum_min - 1 <= -126 || c.exponent_clamp + 24 >= 127) return f;
+  if (s.kind == FormatKind::Float) {
+    const std::uint32_t sign_bit = std::uint32_t{1} << (e.bits() - 1);
+    if (c.neg_or != sign_bit || e.zero_code(true) != sign_bit || e.zero_code(false) != 0) return f;
+    if (c.overflow_code[1] != (c.overflow_code[0] | sign_bit)) return f;
+    f.sign_bit = sign_bit;
+    f.mantissa_bits = s.mantissa_bits;
+    f.biased_qmin = c.quantum_min + 127;
+    if (c.split) {
+      // The first reading's binades start at 2^split_exponent with the quantum 2^q0 = 2^(split_exponent - m):
+      // codes ((qe - q0) << m) + k there, ((qe - quantum_min) << low_mantissa_shift) + k below it.
+      const int q0 = c.split_exponent - s.mantissa_bits;
+      if (c.mantissa_shift != s.mantissa_bits || c.quantum_drop != s.mantissa_bits ||
+          c.quantum_min - c.field_offset != q0 || c.low_quantum_drop != c.low_mantissa_shift ||
+          c.low_field_base != -c.quantum_min)
+        return f;
+      f.kind = BlockParams::FastKind::Split;
+      f.biased_qmin = q0 + 127;
+      f.split_biased = c.split_exponent + 127;
+      f.low_mantissa_bits = c.low_mantissa_shift;
+      f.low_biased_qmin = c.quantum_min + 127;
+    }
+  } else if (s.kind == FormatKind::Integer) {
+    // One binade of 2^mantissa_bits quanta up to 2^exponent_clamp: every |x| / 2^X below it rounds at
+    // 2^quantum_min, by the same magic number 2^(quantum_min + 23) in every lane.
+    const std::uint32_t mask = low_bits(e.bits());
+    if (e.zero_code(true) != 0 || e.zero_code(false) != 0 || c.neg_mask != mask || c.neg_or != 0 ||
+        c.overflow_code[1] != ((0U - c.overflow_code[0]) & mask))
+      return f;
+    f.kind = BlockParams::FastKind::Integer;
+    f.mantissa_bits = c.exponent_clamp - c.quantum_min;
+    if (f.mantissa_bits > 22) return f;
+    f.biased_qmin = c.quantum_min + 127;
+    f.sign_bit = mask;
+  } else {
+    return f;
+  }
   f.on = true;
-  f.mantissa_bits = s.mantissa_bits;
   f.biased_clamp = c.exponent_clamp + 127;
-  f.biased_qmin = c.quantum_min + 127;
   f.limit = c.limit[0];
   f.overflow_code = c.overflow_code[0];
-  f.sign_bit = sign_bit;
   f.sign_shift = 32 - e.bits();
   f.overflow_pos = static_cast<float>(e.decode(f.overflow_code));  // as code_tables' decode_f32
-  f.overflow_neg = static_cast<float>(e.decode(f.overflow_code | sign_bit));
+  f.overflow_neg = static_cast<float>(e.decode(c.overflow_code[1]));
   return f;
 }
 

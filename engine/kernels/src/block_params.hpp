@@ -73,20 +73,28 @@ struct BlockParams {
   int emax = 0;
   /// Nearest-even fast path for blocks without NaN or Inf (block_pow2-inl.h fast_rne_lanes): the quotient
   /// x * 2^-X is formed in float32 (exact unless below 2^-126, where it rounds to zero anyway) and rounded
-  /// to the element grid by adding and subtracting 2^(quantum + 23). For signed float elements with
-  /// subnormals, a sign bit, a negative zero and sign-symmetric overflow codes, under the default
-  /// floating-point environment (checked on each call).
+  /// to the element grid by adding and subtracting 2^(quantum + 23). For signed elements with a zero and
+  /// sign-symmetric limits and overflow codes, under the default floating-point environment (checked on each
+  /// call): float elements with subnormals, a sign bit and a negative zero (FastKind::Float); those whose
+  /// exponent field 0 is read again as a finer float, as MX-SAFE (FastKind::Split: below 2^split_exponent the
+  /// second reading's grid); two's complement integers without a second zero, as MXINT8 (FastKind::Integer:
+  /// one quantum 2^-frac_bits, the float grid of one binade with mantissa_bits = exponent_clamp + frac_bits).
+  enum class FastKind : std::uint8_t { Float, Split, Integer };
   struct FastRne {
     bool on = false;
+    FastKind kind = FastKind::Float;
     std::int32_t mantissa_bits = 0;
     std::int32_t biased_clamp = 0;     ///< exponent_clamp + 127
-    std::int32_t biased_qmin = 0;      ///< quantum_min + 127
+    std::int32_t biased_qmin = 0;      ///< quantum_min + 127 (Split: of the first reading's binades)
     std::uint32_t limit = 0;           ///< largest finite code magnitude
     std::uint32_t overflow_code = 0;   ///< magnitude code of an overflow
-    std::uint32_t sign_bit = 0;        ///< the element's sign bit
+    std::uint32_t sign_bit = 0;        ///< the element's sign bit (Integer: the code bits, negatives as -k)
     std::int32_t sign_shift = 0;       ///< float32 sign bit >> sign_shift lands on sign_bit
     float overflow_pos = 0;            ///< the value of the overflow code (decode_f32), positive
     float overflow_neg = 0;            ///< and with the sign bit
+    std::int32_t split_biased = 0;     ///< Split: split_exponent + 127, the first reading's lowest binade
+    std::int32_t low_mantissa_bits = 0;  ///< Split: the second reading's mantissa bits
+    std::int32_t low_biased_qmin = 0;    ///< Split: its smallest quantum + 127
   } fast;
   /// Rule amax: every block scale is amax / (scale_target * g) rounded in the scale format (float scales,
   /// as NVFP4's E4M3), elements are casts of the exact quotients x / (s * g) in double lanes.

@@ -42,7 +42,7 @@ struct BlockScale {
 };
 
 /// The element pass over one block of len elements at xb (rest > 0: the last partial vector is in in_buf).
-template <class Round, BlockOut kOut, bool kFast>
+template <class Round, BlockOut kOut, bool kFast, FastKind kKind = FastKind::Float>
 HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, const CastVectors& c,
                                const FastVectors& fv, CodeSink& sink, const std::uint8_t* xb,
                                const std::uint8_t* in_buf, std::size_t len, std::size_t full, std::size_t start,
@@ -66,8 +66,8 @@ HWY_INLINE void block_elements(const BlockParams& p, const BlockCall& call, cons
     VF value;
     if constexpr (kFast) {
       VF r;
-      code = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
-      if constexpr (kOut == BlockOut::Fake) value = fast_rne_values(fv, u, r, over, scale_v);
+      code = fast_rne_lanes<kOut == BlockOut::Fake, kKind>(fv, u, inverse, &r, &over);
+      if constexpr (kOut == BlockOut::Fake) value = fast_rne_values<kKind>(fv, u, r, over, scale_v);
     } else {
       VU random = hn::Zero(du);
       if (p.stochastic) random = stochastic_bits_lanes(p.seed_key, static_cast<std::uint64_t>(start) + k);
@@ -132,7 +132,18 @@ HWY_INLINE void one_block(const BlockParams& p, const BlockCall& call, const Cas
     codebook_elements(p, call, sink, xb, len, out_index, bs.scale_d, 1.0);
   } else if (fast_ok && st.finite && bs.xe >= kFastMinExponent) {
     if constexpr (std::is_same_v<Round, RoundingTag<Rounding::NearestEven>>) {
-      block_elements<Round, kOut, true>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
+      switch (fv.kind) {
+        case FastKind::Float:
+          block_elements<Round, kOut, true>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
+          break;
+        case FastKind::Split:
+          block_elements<Round, kOut, true, FastKind::Split>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
+          break;
+        case FastKind::Integer:
+          block_elements<Round, kOut, true, FastKind::Integer>(p, call, c, fv, sink, xb, in_buf, len, full, out_index,
+                                                               bs);
+          break;
+      }
     }
   } else {
     block_elements<Round, kOut, false>(p, call, c, fv, sink, xb, in_buf, len, full, out_index, bs);
@@ -145,7 +156,7 @@ HWY_INLINE void one_block(const BlockParams& p, const BlockCall& call, const Cas
 /// give the same values again, written over the same places), or, in a block shorter than a vector or for
 /// packed codes, through a zero-padded buffer (zeros change neither amax nor the other lanes), as in one_block.
 /// A block holding NaN or Inf goes through one_block.
-template <InputKind kIn, BlockOut kOut>
+template <InputKind kIn, BlockOut kOut, FastKind kKind>
 HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, const CastVectors& c,
                                   const FastVectors& fv, CodeSink& sink) {
   using Rne = RoundingTag<Rounding::NearestEven>;
@@ -200,10 +211,10 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
       const VU u = tail && buffered ? load_input<kIn>(tail_buf, 0) : load_input<kIn>(xb, at);
       MU over;
       VF r;
-      const VU code = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
+      const VU code = fast_rne_lanes<kOut == BlockOut::Fake, kKind>(fv, u, inverse, &r, &over);
       if constexpr (kOut == BlockOut::Packed) sink.put(du, code, start + k, count);
       if constexpr (kOut == BlockOut::Fake) {
-        const VF value = fast_rne_values(fv, u, r, over, scale_v);
+        const VF value = fast_rne_values<kKind>(fv, u, r, over, scale_v);
         if (!tail) {
           store_values(call, value, call.fake + start + k);
         } else if (overlap) {
@@ -235,11 +246,14 @@ HWY_NOINLINE void pow2_loop(const BlockParams& p, const BlockCall& call) {
     sink.direct4 = HWY_TARGET != HWY_SCALAR && p.bits == 4 && !p.remap && lanes % 2 == 0 && call.block % 2 == 0 &&
                    call.row % call.block == 0;
     if constexpr (kRne && kOut != BlockOut::None) {
-      switch (call.input) {
-        case InputKind::F32: fast_floor_loop<InputKind::F32, kOut>(p, call, c, fv, sink); break;
-        case InputKind::BF16: fast_floor_loop<InputKind::BF16, kOut>(p, call, c, fv, sink); break;
-        case InputKind::F16: fast_floor_loop<InputKind::F16, kOut>(p, call, c, fv, sink); break;
-      }
+      with_fast_kind(p.fast.kind, [&](auto kind) {
+        constexpr FastKind kKind = decltype(kind)::value;
+        switch (call.input) {
+          case InputKind::F32: fast_floor_loop<InputKind::F32, kOut, kKind>(p, call, c, fv, sink); break;
+          case InputKind::BF16: fast_floor_loop<InputKind::BF16, kOut, kKind>(p, call, c, fv, sink); break;
+          case InputKind::F16: fast_floor_loop<InputKind::F16, kOut, kKind>(p, call, c, fv, sink); break;
+        }
+      });
     }
   } else {
     HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];

@@ -21,7 +21,9 @@ void pow2_kernel_impl(const BlockParams& p, const BlockCall& call) {
   return block::block_for_output<AnyRounding>(p, call);
 }
 
-void columns_kernel_impl(const BlockParams& p, const ColumnsCall& call) { block::fast_floor_columns(p, call); }
+void columns_kernel_impl(const BlockParams& p, const ColumnsCall& call) {
+  block::with_fast_kind(p.fast.kind, [&](auto kind) { block::fast_floor_columns<decltype(kind)::value>(p, call); });
+}
 std::size_t columns_lanes_impl() { return hn::Lanes(DF()); }
 
 }  // namespace mxlab::kernel_detail::HWY_NAMESPACE
