@@ -10,6 +10,7 @@
 
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/gemm/gemm.hpp"
+#include "mxlab/kernels/error_sums.hpp"
 #include "mxlab/ops/ops.hpp"
 
 namespace mxlab::train::detail {
@@ -123,19 +124,11 @@ void model_product(const ModelOperand& a, const ModelOperand& bt, float* out, co
 }
 
 void add_counts(OperandStats& s, std::span<const float> x, std::span<const float> out) {
-  std::int64_t nonzero = 0, underflow = 0;
-  double sse = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const bool nz = x[i] != 0.0F;
-    nonzero += nz ? 1 : 0;
-    underflow += (nz && out[i] == 0.0F) ? 1 : 0;
-    const double e = static_cast<double>(out[i]) - static_cast<double>(x[i]);
-    sse += e * e;
-  }
+  const PlainErrorSums e = plain_error_sums(x, out);
   s.count += static_cast<std::int64_t>(x.size());
-  s.nonzero += nonzero;
-  s.underflow += underflow;
-  s.sse += sse;
+  s.nonzero += e.nonzero;
+  s.underflow += e.underflow;
+  s.sse += e.sse;
 }
 
 bool delayed_cast_both(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q, std::span<const float> x,

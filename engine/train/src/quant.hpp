@@ -109,7 +109,8 @@ struct ModelOperand {
 void model_product(const ModelOperand& a, const ModelOperand& bt, float* out, const QuantContext& ctx,
                    const std::string& key);
 
-/// Adds the counts of one quantization of x to out (count, nonzero inputs, underflows, squared error).
+/// Adds the counts of one quantization of x to out (count, nonzero inputs, underflows, squared error: the errors'
+/// squares added in index order in double, mxlab::plain_error_sums).
 void add_counts(OperandStats& s, std::span<const float> x, std::span<const float> out);
 
 }  // namespace mxlab::train::detail
