@@ -6,6 +6,68 @@
 
 namespace mxlab::train::detail {
 
+/// Calls fn(r0, r1) for the row ranges of an elementwise pass over rows x cols values, split over `threads`
+/// threads when the pass is large (each value's work is the same whatever the split).
+template <class Fn>
+void for_rows(std::int64_t rows, std::int64_t cols, unsigned threads, Fn&& fn) {
+  const std::int64_t by_size = rows * cols / (std::int64_t{1} << 15);
+  const auto parts = static_cast<unsigned>(std::clamp<std::int64_t>(std::min<std::int64_t>(resolve_threads(threads), by_size), 1, std::max<std::int64_t>(rows, 1)));
+  run_parts(parts, [&](unsigned t) { fn(rows * t / parts, rows * (t + 1) / parts); });
+}
+
+/// K sums per column over the rows of rows x cols terms (term(r, j, v) writes the K terms of row r, column j into
+/// v), into out[k][j], added in the order of Eigen's `m.colwise().sum()` on a row-major matrix, so they have its
+/// bits: a column within Eigen's whole packets starts at row 0 and adds rows 1..4k in groups of four as
+/// (r + r+1) + (r+2 + r+3), then the remaining rows one at a time; a column past the last whole packet adds its
+/// rows one at a time. Without `packets` (Eigen's order for an expression without packet access, such as one
+/// of `m.rowwise() - v`) every column adds its rows one at a time. The columns are split over the threads (each
+/// column's sum is the same whatever the split).
+template <typename T, int K, class Term>
+void column_sums(std::int64_t rows, std::int64_t cols, unsigned threads, bool packets, std::array<T*, K> out,
+                 Term&& term) {
+  constexpr std::int64_t kPacket = Eigen::internal::packet_traits<T>::Vectorizable ? Eigen::internal::packet_traits<T>::size : 1;
+  const std::int64_t packed = packets && kPacket > 1 ? cols / kPacket * kPacket : 0;
+  const std::int64_t grouped = rows > 0 ? (rows - 1) & ~std::int64_t{3} : 0;  // rows 1..grouped-1 in fours
+  constexpr std::int64_t kStrip = 8;  // columns per piece
+  const std::int64_t strips = (cols + kStrip - 1) / kStrip;
+  const std::int64_t by_size = rows * cols / (std::int64_t{1} << 15);
+  const auto parts = static_cast<unsigned>(std::clamp<std::int64_t>(std::min<std::int64_t>(resolve_threads(threads), by_size), 1, std::max<std::int64_t>(strips, 1)));
+  run_parts(parts, [&](unsigned t) {
+    const std::int64_t j0 = std::min(cols, strips * t / parts * kStrip), j1 = std::min(cols, strips * (t + 1) / parts * kStrip);
+    const std::int64_t w = j1 - j0;
+    if (w <= 0) return;
+    std::vector<T> acc(static_cast<std::size_t>(K * w));
+    T v[K], a[K], b[K], c[K], d[K];
+    if (rows == 0) {
+      for (int k = 0; k < K; ++k) std::fill_n(out[static_cast<std::size_t>(k)] + j0, w, T(0));
+      return;
+    }
+    for (std::int64_t j = j0; j < j1; ++j) {
+      term(0, j, v);
+      for (int k = 0; k < K; ++k) acc[static_cast<std::size_t>(k * w + j - j0)] = v[k];
+    }
+    const std::int64_t jp = std::clamp(packed, j0, j1);  // [j0, jp) packet columns, [jp, j1) one row at a time
+    std::int64_t r = 1;
+    for (; r < grouped; r += 4)
+      for (std::int64_t j = j0; j < jp; ++j) {
+        term(r, j, a), term(r + 1, j, b), term(r + 2, j, c), term(r + 3, j, d);
+        for (int k = 0; k < K; ++k) acc[static_cast<std::size_t>(k * w + j - j0)] += (a[k] + b[k]) + (c[k] + d[k]);
+      }
+    for (; r < rows; ++r)
+      for (std::int64_t j = j0; j < jp; ++j) {
+        term(r, j, v);
+        for (int k = 0; k < K; ++k) acc[static_cast<std::size_t>(k * w + j - j0)] += v[k];
+      }
+    for (std::int64_t rr = 1; rr < rows && jp < j1; ++rr)
+      for (std::int64_t j = jp; j < j1; ++j) {
+        term(rr, j, v);
+        for (int k = 0; k < K; ++k) acc[static_cast<std::size_t>(k * w + j - j0)] += v[k];
+      }
+    for (int k = 0; k < K; ++k)
+      std::copy_n(acc.data() + k * w, w, out[static_cast<std::size_t>(k)] + j0);
+  });
+}
+
 /// Batch normalisation over the channels (Ioffe and Szegedy 2015, algorithm 1 and 2), epsilon 1e-5. While
 /// training it normalises with the batch's mean and biased variance over every row (batch and pixels) and
 /// moves running statistics by momentum 0.1 (the unbiased variance, as PyTorch's BatchNorm2d); in evaluation it
@@ -30,35 +92,73 @@ struct BatchNorm {
   }
   Mat<T> forward(const Mat<T>& x, QuantContext& ctx) {
     batch_stats = ctx.training;
-    const auto n = static_cast<T>(x.rows());
+    const std::int64_t rows = x.rows(), c = x.cols();
+    const auto n = static_cast<T>(rows);
+    const T* xd = x.data();
     Mat<T> mean, var;
     if (batch_stats) {
-      mean = x.colwise().sum() / n;
-      var = (x.rowwise() - mean.row(0)).array().square().matrix().colwise().sum() / n;
+      mean.resize(1, c);
+      var.resize(1, c);
+      T* m = mean.data();
+      column_sums<T, 1>(rows, c, ctx.threads, true, {m}, [&](std::int64_t r, std::int64_t j, T* v) { v[0] = xd[r * c + j]; });
+      for (std::int64_t j = 0; j < c; ++j) m[j] /= n;
+      column_sums<T, 1>(rows, c, ctx.threads, false, {var.data()}, [&](std::int64_t r, std::int64_t j, T* v) {
+        const T d = xd[r * c + j] - m[j];
+        v[0] = d * d;
+      });
+      for (std::int64_t j = 0; j < c; ++j) var(0, j) /= n;
       running_mean.value = (T(1) - kMomentum) * running_mean.value + kMomentum * mean;
-      const T unbias = x.rows() > 1 ? n / (n - T(1)) : T(1);
+      const T unbias = rows > 1 ? n / (n - T(1)) : T(1);
       running_var.value = (T(1) - kMomentum) * running_var.value + (kMomentum * unbias) * var;
     } else {
       mean = running_mean.value;
       var = running_var.value;
     }
     inv_std = (var.array() + kEps).rsqrt().matrix();
-    Mat<T> xh = (x.rowwise() - mean.row(0)).array().rowwise() * inv_std.row(0).array();
-    Mat<T> y = (xh.array().rowwise() * gain.value.row(0).array()).rowwise() + bias.value.row(0).array();
-    xhat = std::move(xh);
+    xhat.resize(rows, c);
+    Mat<T> y(rows, c);
+    const T *m = mean.data(), *inv = inv_std.data(), *g = gain.value.data(), *b = bias.value.data();
+    T *xh = xhat.data(), *yd = y.data();
+    for_rows(rows, c, ctx.threads, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t i = r0 * c; i < r1 * c; i += c)
+        for (std::int64_t j = 0; j < c; ++j) {
+          const T h = (xd[i + j] - m[j]) * inv[j];
+          xh[i + j] = h;
+          yd[i + j] = h * g[j] + b[j];
+        }
+    });
     return rounded<T>(std::move(y), ctx);
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) {
-    gain.grad += dy.cwiseProduct(xhat).colwise().sum();
-    bias.grad += dy.colwise().sum();
-    Mat<T> dxh = dy.array().rowwise() * gain.value.row(0).array();
-    if (!batch_stats) return rounded<T>(Mat<T>(dxh.array().rowwise() * inv_std.row(0).array()), ctx);
+    const std::int64_t rows = dy.rows(), c = dy.cols();
+    const T *dd = dy.data(), *xh = xhat.data(), *g = gain.value.data(), *inv = inv_std.data();
+    // Per channel: sum dy xhat, sum dy, and of dxh = dy gain: sum dxh, sum dxh xhat.
+    Mat<T> sums(4, c);
+    column_sums<T, 4>(rows, c, ctx.threads, true, {sums.row(0).data(), sums.row(1).data(), sums.row(2).data(), sums.row(3).data()},
+                      [&](std::int64_t r, std::int64_t j, T* v) {
+                        const T d = dd[r * c + j], h = xh[r * c + j], dxh = d * g[j];
+                        v[0] = d * h, v[1] = d, v[2] = dxh, v[3] = dxh * h;
+                      });
+    gain.grad += sums.row(0);
+    bias.grad += sums.row(1);
+    Mat<T> dx(rows, c);
+    T* out = dx.data();
+    if (!batch_stats) {
+      for_rows(rows, c, ctx.threads, [&](std::int64_t r0, std::int64_t r1) {
+        for (std::int64_t i = r0 * c; i < r1 * c; i += c)
+          for (std::int64_t j = 0; j < c; ++j) out[i + j] = dd[i + j] * g[j] * inv[j];
+      });
+      return rounded<T>(std::move(dx), ctx);
+    }
     // dx = inv_std (dxh - mean(dxh) - xhat mean(dxh o xhat)), per channel over the rows.
-    const auto n = static_cast<T>(dy.rows());
-    const Mat<T> m1 = dxh.colwise().sum() / n;
-    const Mat<T> m2 = dxh.cwiseProduct(xhat).colwise().sum() / n;
-    Mat<T> dx = ((dxh.rowwise() - m1.row(0)).array() - xhat.array().rowwise() * m2.row(0).array()).rowwise() *
-                inv_std.row(0).array();
+    const auto n = static_cast<T>(rows);
+    std::vector<T> m1(static_cast<std::size_t>(c)), m2(static_cast<std::size_t>(c));
+    for (std::int64_t j = 0; j < c; ++j) m1[static_cast<std::size_t>(j)] = sums(2, j) / n, m2[static_cast<std::size_t>(j)] = sums(3, j) / n;
+    const T *a1 = m1.data(), *a2 = m2.data();
+    for_rows(rows, c, ctx.threads, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t i = r0 * c; i < r1 * c; i += c)
+        for (std::int64_t j = 0; j < c; ++j) out[i + j] = ((dd[i + j] * g[j] - a1[j]) - xh[i + j] * a2[j]) * inv[j];
+    });
     return rounded<T>(std::move(dx), ctx);
   }
   void collect(std::vector<Param<T>*>& p) { p.push_back(&gain), p.push_back(&bias); }

@@ -64,7 +64,7 @@ struct BasicBlock {
     if (down) h += down_bn->forward(down->forward(x, d, ctx), ctx);
     else h += x;
     d = mid;
-    return act2.forward(h, ctx);
+    return act2.forward(std::move(h), ctx);
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) {
     const Mat<T> g = act2.backward(dy, ctx);

@@ -255,6 +255,15 @@ struct Activation {
 
   Mat<T> forward(const Mat<T>& x, QuantContext& ctx) {
     if (ctx.training) x_saved = x;
+    return apply(x, ctx);
+  }
+  /// The same for an input the caller no longer needs: kept for backward without a copy.
+  Mat<T> forward(Mat<T>&& x, QuantContext& ctx) {
+    if (!ctx.training) return apply(x, ctx);
+    x_saved = std::move(x);
+    return apply(x_saved, ctx);
+  }
+  Mat<T> apply(const Mat<T>& x, QuantContext& ctx) const {
     if (relu6) return rounded<T>(x.cwiseMax(T(0)).cwiseMin(T(6)), ctx);
     if (!gelu) return rounded<T>(x.cwiseMax(T(0)), ctx);
     return rounded<T>(x.unaryExpr([](T v) { return T(0.5) * v * (T(1) + std::tanh(kC * (v + kA * v * v * v))); }), ctx);
