@@ -979,7 +979,7 @@ Result<PointResult> run_train(const Point& p, const PointRun& run) {
       Row row = param_row(p);
       row.add("step", static_cast<double>(step));
       // Images seen over the training images, to three decimals (a label: 422 steps of 64 of 54,000 is 0.5).
-      const double epoch = static_cast<double>(step) * static_cast<double>(job->options.batch) / images;
+      const double epoch = images > 0 ? static_cast<double>(step) * static_cast<double>(job->options.batch) / images : 0;
       row.add("epoch", images > 0 ? Cell(std::round(epoch * 1000) / 1000) : Cell(std::string("")));
       row.add("layer", layer_role.first);
       row.add("role", layer_role.second);
