@@ -1,15 +1,19 @@
-// Build provenance, filled from definitions made at configure time.
+// Build provenance: version, compiler and flags from definitions made at configure time, the commit from
+// the file generated at every build.
 #include "mxlab/core/provenance.hpp"
 
 #include <string>
 
 
 namespace mxlab {
+namespace detail {
+const char* git_commit();  // generated: cmake/git_commit.cmake
+}
 
 Provenance build_provenance() {
   Provenance p;
   p.version = MXLAB_VERSION;
-  p.commit = MXLAB_GIT_COMMIT;
+  p.commit = detail::git_commit();
 #if defined(__clang__)
   p.compiler = "clang " __clang_version__;
 #elif defined(__GNUC__)
