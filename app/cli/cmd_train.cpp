@@ -88,7 +88,7 @@ std::vector<OptionSpec> train_options() {
           {"hidden", true, "W,W", kinds_reading(train::kHiddenOption) + ": hidden widths, at most 64 of them (default 256,128)"},
           {"d-model", true, "D", kinds_reading(train::kBlocksOption) + ": width (default 128)"},
           {"layers", true, "L", kinds_reading(train::kBlocksOption) + ": blocks (default 2)"},
-          {"heads", true, "H", "attention heads of the models with attention among " + kinds_reading(train::kBlocksOption) + " (default 4)"},
+          {"heads", true, "H", kinds_reading(train::kHeadsOption) + ": attention heads, dividing --d-model (default 4)"},
           {"patch", true, "P", kinds_reading(train::kPatchOption) + ": patch side, dividing the image's sides (default 4)"},
           {"width", true, "W", kinds_reading(train::kWidthOption) + ": channel width (resnet: the first stage's channels; mobilenet: channels x W/16; default 16)"},
           {"context", true, "T", kinds_reading(train::kContextOption) + ": context length (default 64)"},
@@ -193,7 +193,7 @@ Result<train::TrainOptions> options_from_args(const Args& args) {
 /// The model's own options: those of another model are refused (they cannot be meant), --hidden is read.
 std::optional<Error> model_options(const Args& args, train::ModelConfig& m) {
   const std::pair<const char*, unsigned> size_options[] = {
-      {"d-model", train::kBlocksOption}, {"layers", train::kBlocksOption}, {"heads", train::kBlocksOption},
+      {"d-model", train::kBlocksOption}, {"layers", train::kBlocksOption}, {"heads", train::kHeadsOption},
       {"context", train::kContextOption}, {"patch", train::kPatchOption},  {"width", train::kWidthOption},
       {"hidden", train::kHiddenOption}};
   for (const auto& [option, bit] : size_options) {
@@ -204,7 +204,8 @@ std::optional<Error> model_options(const Args& args, train::ModelConfig& m) {
     return make_error(std::string("option '--") + option + "' applies to --model " + takers + " only, not " +
                       std::string(m.kind.name()));
   }
-  if (m.d_model % m.heads != 0) return make_error("option '--d-model' must be a multiple of '--heads'");
+  if ((m.kind.traits().options & train::kHeadsOption) != 0 && m.d_model % m.heads != 0)
+    return make_error("option '--d-model' must be a multiple of '--heads'");
   if (auto v = args.value("hidden")) {
     m.hidden.clear();
     std::stringstream s(*v);

@@ -52,8 +52,8 @@ QString TrainingView::modelSizes(const train::ModelKindTraits& t) {
     parts << tr("hidden %1").arg(h.join(","));
   }
   if (t.options & train::kWidthOption) parts << tr("width %1").arg(d.width);
-  if (t.options & train::kBlocksOption)
-    parts << tr("d_model %1, layers %2, heads %3").arg(d.d_model).arg(d.layers).arg(d.heads);
+  if (t.options & train::kBlocksOption) parts << tr("d_model %1, layers %2").arg(d.d_model).arg(d.layers);
+  if (t.options & train::kHeadsOption) parts << tr("heads %1").arg(d.heads);
   if (t.options & train::kContextOption) parts << tr("context %1").arg(d.context);
   if (t.options & train::kPatchOption) parts << tr("patch %1").arg(d.patch);
   return parts.join("; ");

@@ -156,6 +156,9 @@ TEST_CASE("train: bad options, recipe files and output folders exit 2 naming the
        "'--hidden' applies to --model mlp only"},
       {with(mlp, {"--steps", "10", "--recipe", "fp32", "--d-model", "64"}), "'--d-model' applies to --model transformer or vit or mixer only"},
       {with(mlp, {"--steps", "10", "--recipe", "fp32", "--context", "16"}), "'--context' applies to --model transformer only"},
+      {{"train", "--model", "mixer", "--data", "digits", "--data-dir", d + "/data", "--recipe", "fp32", "--steps", "10",
+        "--out", d + "/out", "--heads", "2"},
+       "'--heads' applies to --model transformer or vit only, not mixer"},
       {with(text, {"--context", "1024"}), "option '--context 1024': the validation text"},
       {with(text, {"--context", "4096"}), "option '--context 4096': the training text"},
       // sizes past the memory budget, refused before anything is allocated

@@ -19,9 +19,10 @@ enum class ModelKind : std::uint8_t { Mlp, Cnn, Transformer, ResNet, MobileNet, 
 enum ModelOption : unsigned {
   kHiddenOption = 1,   ///< hidden
   kWidthOption = 2,    ///< width
-  kBlocksOption = 4,   ///< d_model, layers, heads
+  kBlocksOption = 4,   ///< d_model, layers
   kContextOption = 8,  ///< context
   kPatchOption = 16,   ///< patch
+  kHeadsOption = 32,   ///< heads (the models with attention)
 };
 
 /// One kind of model as data: its name, whether it takes text (else images) and the size options it reads.
@@ -36,10 +37,10 @@ struct ModelKindTraits {
 inline constexpr ModelKindTraits kModelKinds[] = {
     {"mlp", ModelKind::Mlp, false, kHiddenOption},
     {"cnn", ModelKind::Cnn, false, 0},
-    {"transformer", ModelKind::Transformer, true, kBlocksOption | kContextOption},
+    {"transformer", ModelKind::Transformer, true, kBlocksOption | kHeadsOption | kContextOption},
     {"resnet", ModelKind::ResNet, false, kWidthOption},
     {"mobilenet", ModelKind::MobileNet, false, kWidthOption},
-    {"vit", ModelKind::Vit, false, kBlocksOption | kPatchOption},
+    {"vit", ModelKind::Vit, false, kBlocksOption | kHeadsOption | kPatchOption},
     {"mixer", ModelKind::Mixer, false, kBlocksOption | kPatchOption},
 };
 /// A row per kind: the last enumerator is the last row (model_kind_traits finds every kind's row).
