@@ -192,16 +192,13 @@ Result<train::TrainOptions> options_from_args(const Args& args) {
 
 /// The model's own options: those of another model are refused (they cannot be meant), --hidden is read.
 std::optional<Error> model_options(const Args& args, train::ModelConfig& m) {
-  const std::pair<const char*, unsigned> size_options[] = {
+  const std::pair<const char*, train::ModelOption> size_options[] = {
       {"d-model", train::kBlocksOption}, {"layers", train::kBlocksOption}, {"heads", train::kHeadsOption},
       {"context", train::kContextOption}, {"patch", train::kPatchOption},  {"width", train::kWidthOption},
       {"hidden", train::kHiddenOption}};
   for (const auto& [option, bit] : size_options) {
     if (!args.value(option) || (m.kind.traits().options & bit) != 0) continue;
-    std::string takers;  // the kinds that read the option, from their traits rows
-    for (const auto& t : train::kModelKinds)
-      if ((t.options & bit) != 0) takers += (takers.empty() ? "" : " or ") + std::string(t.name);
-    return make_error(std::string("option '--") + option + "' applies to --model " + takers + " only, not " +
+    return make_error(std::string("option '--") + option + "' applies to --model " + train::model_kinds_reading(bit) + " only, not " +
                       std::string(m.kind.name()));
   }
   if ((m.kind.traits().options & train::kHeadsOption) != 0 && m.d_model % m.heads != 0)

@@ -938,10 +938,7 @@ Result<TrainJob> train_config(const Point& p) {
   // A size the model does not read cannot be meant (mxlab train refuses its option the same way).
   for (const auto& [key, bit] : {std::pair{"width", train::kWidthOption}, std::pair{"hidden", train::kHiddenOption}}) {
     if (!p.param(key) || (o.model.kind.traits().options & bit) != 0) continue;
-    std::string takers;
-    for (const auto& t : train::kModelKinds)
-      if ((t.options & bit) != 0) takers += (takers.empty() ? "" : " or ") + std::string(t.name);
-    return make_error("sweep key '" + std::string(key) + "' applies to model " + takers + " only, not " +
+    return make_error("sweep key '" + std::string(key) + "' applies to model " + train::model_kinds_reading(bit) + " only, not " +
                       std::string(o.model.kind.name()));
   }
   o.optimizer.kind = p.param("optimizer").value_or("adamw");

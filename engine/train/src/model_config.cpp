@@ -17,6 +17,13 @@ std::string model_kind_list() {
   return list;
 }
 
+std::string model_kinds_reading(ModelOption option) {
+  std::string takers;
+  for (const auto& t : kModelKinds)
+    if ((t.options & option) != 0) takers += (takers.empty() ? "" : " or ") + std::string(t.name);
+  return takers;
+}
+
 Result<ModelKind> parse_model_kind(std::string_view name) {
   for (const auto& t : kModelKinds)
     if (t.name == name) return t.value;

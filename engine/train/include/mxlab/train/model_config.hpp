@@ -52,6 +52,8 @@ const ModelKindTraits& model_kind_traits(ModelKind kind);
 Result<ModelKind> parse_model_kind(std::string_view name);
 /// "mlp, cnn, transformer, resnet, mobilenet, vit or mixer".
 std::string model_kind_list();
+/// The kinds that read a size option, as "transformer or vit" (the messages refusing it for the others).
+std::string model_kinds_reading(ModelOption option);
 
 /// A model kind, parsed once from its name where it is set (an unknown name is kept for the message the run
 /// gives), then compared as an enumeration.
