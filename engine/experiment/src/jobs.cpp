@@ -935,12 +935,6 @@ Result<TrainJob> train_config(const Point& p) {
   o.model.kind = p.param("model").value_or("mlp");
   if (!o.model.kind.known())
     return make_error("sweep key 'model' = '" + std::string(o.model.kind.name()) + "': expected " + train::model_kind_list());
-  // A size the model does not read cannot be meant (mxlab train refuses its option the same way).
-  for (const auto& [key, bit] : {std::pair{"width", train::kWidthOption}, std::pair{"hidden", train::kHiddenOption}}) {
-    if (!p.param(key) || (o.model.kind.traits().options & bit) != 0) continue;
-    return make_error("sweep key '" + std::string(key) + "' applies to model " + train::model_kinds_reading(bit) + " only, not " +
-                      std::string(o.model.kind.name()));
-  }
   o.optimizer.kind = p.param("optimizer").value_or("adamw");
   if (o.optimizer.kind != "adamw" && o.optimizer.kind != "sgd")
     return make_error("sweep key 'optimizer' = '" + o.optimizer.kind + "': expected adamw or sgd");
