@@ -24,22 +24,6 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_interrupt(int) { g_interrupted = true; }
 
-/// The names of the model kinds (rows of kModelKinds) that pass `keep`, joined by `sep` ("a, b and c" when sep is
-/// ", "), so a new kind appears in the help from its row.
-template <class Keep>
-std::string kind_names(Keep keep, std::string_view sep) {
-  std::vector<std::string_view> names;
-  for (const train::ModelKindTraits& k : train::kModelKinds)
-    if (keep(k)) names.push_back(k.name);
-  std::string out;
-  for (std::size_t i = 0; i < names.size(); ++i)
-    out += (i == 0 ? "" : sep == ", " && i + 1 == names.size() ? " and " : std::string(sep)) + std::string(names[i]);
-  return out;
-}
-std::string kinds_reading(unsigned option) {
-  return kind_names([option](const train::ModelKindTraits& k) { return (k.options & option) != 0; }, ", ");
-}
-
 constexpr const char* kUsageTail =
     " --data fashion-mnist|digits|text:NAME\n"
     "                   --recipe NAME|FILE\n"
@@ -64,8 +48,8 @@ constexpr const char* kUsageTail =
 
 std::vector<OptionSpec> train_options() {
   return {{"model", true, "KIND",
-           kind_names([](const train::ModelKindTraits& k) { return k.text; }, ", ") + " (text); " +
-               kind_names([](const train::ModelKindTraits& k) { return !k.text; }, ", ") + " (images)"},
+           train::model_kind_names([](const train::ModelKindTraits& k) { return k.text; }, ", ", " and ") + " (text); " +
+               train::model_kind_names([](const train::ModelKindTraits& k) { return !k.text; }, ", ", " and ") + " (images)"},
           {"data", true, "DATA", "fashion-mnist, digits or text:NAME"},
           {"recipe", true, "NAME|FILE", "formats per tensor role and loss scaling"},
           {"steps", true, "N", "training steps"},
@@ -85,13 +69,13 @@ std::vector<OptionSpec> train_options() {
           {"eval-limit", true, "N", "validation on the first N examples (text: windows) during training (default 1000; 0 = all)"},
           {"metrics-every", true, "N", "operand metrics every N steps (default 1; 0 = never)"},
           {"data-dir", true, "DIR", "data folder (default $MXLAB_DATA_DIR or ~/.local/share/mxlab)"},
-          {"hidden", true, "W,W", kinds_reading(train::kHiddenOption) + ": hidden widths, at most 64 of them (default 256,128)"},
-          {"d-model", true, "D", kinds_reading(train::kBlocksOption) + ": width (default 128)"},
-          {"layers", true, "L", kinds_reading(train::kBlocksOption) + ": blocks (default 2)"},
-          {"heads", true, "H", kinds_reading(train::kHeadsOption) + ": attention heads, dividing --d-model (default 4)"},
-          {"patch", true, "P", kinds_reading(train::kPatchOption) + ": patch side, dividing the image's sides (default 4)"},
-          {"width", true, "W", kinds_reading(train::kWidthOption) + ": channel width (resnet: the first stage's channels; mobilenet: channels x W/16; default 16)"},
-          {"context", true, "T", kinds_reading(train::kContextOption) + ": context length (default 64)"},
+          {"hidden", true, "W,W", train::model_kinds_reading(train::kHiddenOption, " and ") + ": hidden widths, at most 64 of them (default 256,128)"},
+          {"d-model", true, "D", train::model_kinds_reading(train::kBlocksOption, " and ") + ": width (default 128)"},
+          {"layers", true, "L", train::model_kinds_reading(train::kBlocksOption, " and ") + ": blocks (default 2)"},
+          {"heads", true, "H", train::model_kinds_reading(train::kHeadsOption, " and ") + ": attention heads, dividing --d-model (default 4)"},
+          {"patch", true, "P", train::model_kinds_reading(train::kPatchOption, " and ") + ": patch side, dividing the image's sides (default 4)"},
+          {"width", true, "W", train::model_kinds_reading(train::kWidthOption, " and ") + ": channel width (resnet: the first stage's channels; mobilenet: channels x W/16; default 16)"},
+          {"context", true, "T", train::model_kinds_reading(train::kContextOption, " and ") + ": context length (default 64)"},
           {"checkpoint-every", true, "N", "save DIR/checkpoint.bin every N steps (default 500; 0 = never)"},
           {"resume", false, "", "continue from DIR/checkpoint.bin (without one: start at step 1)"},
           {"keep-checkpoint", false, "", "keep DIR/checkpoint.bin after the last step: the trained model, for direct casts"},
@@ -288,7 +272,7 @@ int cmd_train(const std::vector<std::string>& argv, Io io) {
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "train", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab train --model " << kind_names([](const train::ModelKindTraits&) { return true; }, "|")
+    io.out << "usage: mxlab train --model " << train::model_kind_names([](const train::ModelKindTraits&) { return true; }, "|", "|")
            << kUsageTail << options_help(specs);
     return kExitOk;
   }

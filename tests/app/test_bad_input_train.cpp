@@ -154,7 +154,7 @@ TEST_CASE("train: bad options, recipe files and output folders exit 2 naming the
       {{"train", "--model", "cnn", "--data", "digits", "--data-dir", d + "/data", "--recipe", "fp32", "--steps", "10",
         "--out", d + "/out", "--hidden", "64"},
        "'--hidden' applies to --model mlp only"},
-      {with(mlp, {"--steps", "10", "--recipe", "fp32", "--d-model", "64"}), "'--d-model' applies to --model transformer or vit or mixer only"},
+      {with(mlp, {"--steps", "10", "--recipe", "fp32", "--d-model", "64"}), "'--d-model' applies to --model transformer, vit or mixer only"},
       {with(mlp, {"--steps", "10", "--recipe", "fp32", "--context", "16"}), "'--context' applies to --model transformer only"},
       {{"train", "--model", "mixer", "--data", "digits", "--data-dir", d + "/data", "--recipe", "fp32", "--steps", "10",
         "--out", d + "/out", "--heads", "2"},

@@ -9,27 +9,30 @@ const ModelKindTraits& model_kind_traits(ModelKind kind) {
   return kModelKinds[0];  // every enumerator has its row (static_assert in the header)
 }
 
-std::string model_kind_list() {
-  std::string list;
-  const std::size_t n = std::size(kModelKinds);
-  for (std::size_t i = 0; i < n; ++i)
-    list += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + std::string(kModelKinds[i].name);
-  return list;
+std::string model_kind_names(const std::function<bool(const ModelKindTraits&)>& keep, std::string_view sep,
+                             std::string_view last) {
+  std::vector<std::string_view> names;
+  for (const auto& t : kModelKinds)
+    if (keep(t)) names.push_back(t.name);
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out.append(i == 0 ? std::string_view() : i + 1 == names.size() ? last : sep).append(names[i]);
+  return out;
 }
 
-std::string model_kinds_reading(ModelOption option) {
-  std::string takers;
-  for (const auto& t : kModelKinds)
-    if ((t.options & option) != 0) takers += (takers.empty() ? "" : " or ") + std::string(t.name);
-  return takers;
+std::string model_kind_list() {
+  return model_kind_names([](const ModelKindTraits&) { return true; });
+}
+
+std::string model_kinds_reading(ModelOption option, std::string_view last) {
+  return model_kind_names([option](const ModelKindTraits& t) { return (t.options & option) != 0; }, ", ", last);
 }
 
 Result<ModelKind> parse_model_kind(std::string_view name) {
   for (const auto& t : kModelKinds)
     if (t.name == name) return t.value;
-  std::string known;
-  for (const auto& t : kModelKinds) known += (known.empty() ? "" : ", ") + std::string(t.name);
-  return make_error("unknown model '" + std::string(name) + "' (known: " + known + ")");
+  return make_error("unknown model '" + std::string(name) + "' (known: " +
+                    model_kind_names([](const ModelKindTraits&) { return true; }, ", ", ", ") + ")");
 }
 
 ModelKindField::ModelKindField(std::string_view name) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <string_view>
@@ -50,10 +51,15 @@ static_assert(std::size(kModelKinds) == static_cast<std::size_t>(ModelKind::Mixe
 const ModelKindTraits& model_kind_traits(ModelKind kind);
 /// The kind named `name`, or an error "unknown model 'NAME' (known: mlp, cnn, ...)".
 Result<ModelKind> parse_model_kind(std::string_view name);
+/// The names of the kinds (rows of kModelKinds, in order) that pass `keep`, joined by `sep` with `last` before the
+/// last one ("a, b or c" with ", " and " or "), so a new kind appears in every list from its row.
+std::string model_kind_names(const std::function<bool(const ModelKindTraits&)>& keep, std::string_view sep = ", ",
+                             std::string_view last = " or ");
 /// "mlp, cnn, transformer, resnet, mobilenet, vit or mixer".
 std::string model_kind_list();
-/// The kinds that read a size option, as "transformer or vit" (the messages refusing it for the others).
-std::string model_kinds_reading(ModelOption option);
+/// The kinds that read a size option, as "transformer, vit or mixer" (the messages refusing it for the others;
+/// `last` " and " for a list of those that read it).
+std::string model_kinds_reading(ModelOption option, std::string_view last = " or ");
 
 /// A model kind, parsed once from its name where it is set (an unknown name is kept for the message the run
 /// gives), then compared as an enumeration.
