@@ -26,6 +26,7 @@ constexpr Command kCommands[] = {
     {"render", "redraw the tables, plots and checks of a results folder from its stored results", cmd_render},
     {"train", "train a model with quantized GEMMs and report loss, accuracy and gradient underflow", cmd_train},
     {"direct-cast", "a trained model's accuracy with its weights (and activations) cast to each format", cmd_direct_cast},
+    {"gradients", "each recipe's training gradient against FP32's and the batch noise, on a trained model", cmd_gradients},
     {"formats", "list every named format with its derived properties", cmd_formats},
     {"codepoints", "enumerate every code of a format with its exact value", cmd_codepoints},
     {"cast", "cast values to a format with explicit rounding, overflow and subnormal handling", cmd_cast},

@@ -113,6 +113,7 @@ int cmd_merge(const std::vector<std::string>& argv, Io io);
 int cmd_render(const std::vector<std::string>& argv, Io io);
 int cmd_train(const std::vector<std::string>& argv, Io io);
 int cmd_direct_cast(const std::vector<std::string>& argv, Io io);
+int cmd_gradients(const std::vector<std::string>& argv, Io io);
 
 /// FORMAT where an element format is expected (cast, codepoints): a format string, or the name of a block
 /// format (mxfp4, nvfp4, mxint8, ...), which stands for its element format with a note on standard error.

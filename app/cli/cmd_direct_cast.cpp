@@ -1,7 +1,5 @@
 // `mxlab direct-cast`: a trained model (a checkpoint of mxlab train --keep-checkpoint) evaluated with its GEMM
 // weights, and optionally activations, cast to each format, next to FP32 (docs/training.md).
-#include <sstream>
-
 #include "cli/cli.hpp"
 #include "mxlab/core/text.hpp"
 #include "mxlab/io/datasets.hpp"
@@ -10,18 +8,6 @@
 #include "mxlab/train/run_record.hpp"
 
 namespace mxlab::cli {
-namespace {
-
-/// A comma-separated list ("" gives none).
-std::vector<std::string> comma_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream s(text);
-  for (std::string part; std::getline(s, part, ',');) out.emplace_back(trim(part));
-  return out;
-}
-
-}  // namespace
-
 int cmd_direct_cast(const std::vector<std::string>& argv, Io io) {
   auto specs = table_output_options();
   specs.push_back({"formats", true, "F,F,...", "formats to cast to (block formats, fp16, ...); FP32 is always the first row"});
@@ -42,8 +28,8 @@ int cmd_direct_cast(const std::vector<std::string>& argv, Io io) {
   }
   if (args->positional.size() != 1) return bad_input(io, "direct-cast", "expected one checkpoint (a run folder or its checkpoint.bin)");
   if (!args->value("formats")) return bad_input(io, "direct-cast", "option '--formats' is required");
-  const auto formats = comma_list(*args->value("formats"));
-  const auto casts = comma_list(args->value("cast").value_or("weights"));
+  const auto formats = split_trimmed(*args->value("formats"));
+  const auto casts = split_trimmed(args->value("cast").value_or("weights"));
   auto threads = args->integer("threads", 1, 1024, 1);
   if (!threads) return bad_input(io, "direct-cast", threads.error().message);
   // Every format and cast is checked before the checkpoint or the data are read.

@@ -65,6 +65,17 @@ double json_field(const std::string& json, const std::string& object, const std:
   return std::strtod(json.c_str() + k + key.size() + 4, nullptr);
 }
 
+/// Command lines that must exit 2 with one line naming the problem (the text after each).
+using BadInputs = std::vector<std::pair<std::vector<std::string>, std::string>>;
+void check_bad_input(const BadInputs& bad) {
+  for (const auto& [args, message] : bad) {
+    std::string o, e;
+    CHECK(run_cli(args, &o, &e) == 2);
+    CHECK_THAT(e, Catch::Contains(message));
+    CHECK(std::count(e.begin(), e.end(), '\n') == 1);
+  }
+}
+
 struct DigitsData {
   Scratch dir;
   DigitsData() {
@@ -72,6 +83,17 @@ struct DigitsData {
     ::setenv("MXLAB_DATA_DIR", (dir.dir / "data").c_str(), 1);
   }
   ~DigitsData() { ::unsetenv("MXLAB_DATA_DIR"); }
+  /// DIR/run: the CNN trained for 6 steps in FP32 with its checkpoint kept.
+  fs::path trained_cnn() const {
+    const fs::path run = dir.dir / "run";
+    std::string out, err;
+    const int rc = run_cli({"train", "--model", "cnn", "--data", "digits", "--recipe", "fp32", "--steps", "6", "--batch",
+                            "16", "--seed", "4", "--metrics-every", "0", "--out", run.string(), "--keep-checkpoint"},
+                           &out, &err);
+    INFO(err);
+    REQUIRE(rc == 0);
+    return run;
+  }
 };
 
 }  // namespace
@@ -254,13 +276,9 @@ TEST_CASE("a train point's layer_evals follow each operand between evaluations; 
 
 TEST_CASE("mxlab direct-cast casts a checkpoint's model; bad input exits 2 with one message", "[experiment][direct_cast]") {
   DigitsData d;
-  const fs::path run = d.dir.dir / "run";
+  const fs::path run = d.trained_cnn();
   std::string out, err;
-  int rc = run_cli({"train", "--model", "cnn", "--data", "digits", "--recipe", "fp32", "--steps", "6", "--batch", "16",
-                    "--seed", "4", "--metrics-every", "0", "--out", run.string(), "--keep-checkpoint"},
-                   &out, &err);
-  INFO(err);
-  REQUIRE(rc == 0);
+  int rc = 0;
   const std::string summary = mxlab_test::read_file(run / "summary.json");
   const fs::path csv = d.dir.dir / "cast.csv";
   rc = run_cli({"direct-cast", run.string(), "--formats", "fp32,e8m23,mxfp4", "--cast", "weights,weights+activations",
@@ -277,16 +295,44 @@ TEST_CASE("mxlab direct-cast casts a checkpoint's model; bad input exits 2 with 
     CHECK(find_row(rows, "mxfp4", cast).at("test_loss") != fp32.at("test_loss"));
   }
   CHECK(fs::exists(d.dir.dir / "cast.csv.provenance.json"));
-  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+  const BadInputs bad = {
       {{"direct-cast", (d.dir.dir / "none").string(), "--formats", "mxint8"}, "does not exist"},
       {{"direct-cast", run.string(), "--formats", "mxfp9"}, "'mxfp9'"},
       {{"direct-cast", run.string(), "--formats", "mxint8", "--cast", "activations"}, "'activations'"},
       {{"direct-cast", (run / "summary.json").string(), "--formats", "mxint8"}, "not a training checkpoint"},
       {{"direct-cast", run.string()}, "'--formats' is required"}};
-  for (const auto& [args, message] : bad) {
-    std::string o, e;
-    CHECK(run_cli(args, &o, &e) == 2);
-    CHECK_THAT(e, Catch::Contains(message));
-    CHECK(std::count(e.begin(), e.end(), '\n') == 1);
+  check_bad_input(bad);
+}
+
+TEST_CASE("mxlab gradients sets each recipe's gradient against FP32's and the batch noise; bad input exits 2",
+          "[experiment][gradients]") {
+  DigitsData d;
+  const fs::path run = d.trained_cnn();
+  std::string out, err;
+  int rc = 0;
+  const fs::path csv = d.dir.dir / "gradients.csv";
+  rc = run_cli({"gradients", run.string(), "--recipes", "fp32,mxint8,mxfp4", "--batches", "2", "--csv", "--out",
+                csv.string()},
+               &out, &err);
+  INFO(err);
+  REQUIRE(rc == 0);
+  const auto rows = read_csv(csv);
+  // Per recipe: the four GEMM weights of the CNN (conv1, conv2, fc1, fc2) and the whole model.
+  REQUIRE(rows.size() == 3 * 5);
+  std::map<std::string, double> all;
+  for (const auto& r : rows) {
+    if (r.at("recipe") == "fp32") CHECK(r.at("rel_error") == "0");
+    CHECK(std::strtod(r.at("batch_noise").c_str(), nullptr) > 0);
+    if (r.at("param") == "(all)") all[r.at("recipe")] = std::strtod(r.at("rel_error").c_str(), nullptr);
   }
+  CHECK(all.at("mxfp4") > all.at("mxint8"));
+  CHECK(all.at("mxint8") > 0);
+  CHECK(fs::exists(d.dir.dir / "gradients.csv.provenance.json"));
+  const BadInputs bad = {
+      {{"gradients", (d.dir.dir / "none").string(), "--recipes", "mxint8"}, "does not exist"},
+      {{"gradients", run.string(), "--recipes", "mxfp9"}, "'mxfp9'"},
+      {{"gradients", run.string(), "--recipes", "mxint8", "--batches", "0"}, "--batches"},
+      {{"gradients", (run / "summary.json").string(), "--recipes", "mxint8"}, "not a training checkpoint"},
+      {{"gradients", run.string()}, "'--recipes' is required"}};
+  check_bad_input(bad);
 }

@@ -865,3 +865,79 @@ TEST_CASE("by default validation runs every steps/10 on the first 1000 examples,
   CHECK(evals.back() == std::pair<std::int64_t, std::int64_t>{20, 150});  // the whole split after the last step
   CHECK(TrainOptions{}.eval_limit == 1000);
 }
+
+TEST_CASE("gradient_fidelity: FP32 against itself is exact, the whole-model row sums the tensors, threads change nothing",
+          "[train]") {
+  const TrainData d = synthetic_images(11, 40);
+  for (const char* model : {"mlp", "resnet"}) {
+    INFO(model);
+    TrainOptions o;
+    o.model.kind = model;
+    o.model.hidden = {32, 16};
+    o.model.width = 4;
+    o.steps = 6;
+    o.batch = 16;
+    o.eval_every = 0;
+    o.final_eval = false;
+    o.checkpoint_last = true;
+    o.on_checkpoint = [&](std::int64_t, const std::string& s) -> std::optional<Error> {
+      o.resume_state = s;
+      return std::nullopt;
+    };
+    REQUIRE(run_training(d, o));
+    REQUIRE_FALSE(o.resume_state.empty());
+    std::vector<Recipe> recipes = {*load_recipe("fp32"), *load_recipe("mxint8"), *load_recipe("mxfp4")};
+    auto rows = gradient_fidelity(d, o, recipes, 3);
+    REQUIRE(rows);
+    const std::size_t per = rows->size() / recipes.size();
+    REQUIRE(rows->size() == per * recipes.size());
+    std::map<std::string, double> all_error;
+    for (std::size_t r = 0; r < recipes.size(); ++r) {
+      double gg = 0, ee = 0;
+      for (std::size_t k = 0; k < per; ++k) {
+        const GradientFidelity& f = (*rows)[r * per + k];
+        INFO(f.recipe << " " << f.param);
+        CHECK(f.recipe == recipes[r].name);
+        // Every recipe is set against the same FP32 gradients and halves.
+        CHECK(f.param == (*rows)[k].param);
+        CHECK(f.fp32_norm == (*rows)[k].fp32_norm);
+        CHECK(f.batch_noise == (*rows)[k].batch_noise);
+        if (r == 0) {
+          CHECK(f.rel_error == 0);  // the same computation on the same weights and batch
+          // The cosine divides a sum of products by the root of a product of two equal sums: a few roundings of double.
+          if (f.fp32_norm > 0) CHECK(std::abs(f.cosine - 1) < 1e-12);
+        }
+        if (k + 1 == per) {
+          CHECK(f.param == "(all)");
+          CHECK_FALSE(f.weight);
+          // The whole model's squares are the tensors' squares summed (1e-12: the ratios went through square roots).
+          CHECK(std::abs(f.rel_error * f.rel_error * gg - ee) <= 1e-12 * std::max(gg, 1e-300));
+          CHECK(std::abs(f.fp32_norm * f.fp32_norm - gg) <= 1e-12 * gg);
+          CHECK(f.batch_noise > 0);
+          all_error[f.recipe] = f.rel_error;
+        } else {
+          gg += f.fp32_norm * f.fp32_norm;
+          ee += f.rel_error * f.rel_error * f.fp32_norm * f.fp32_norm;
+        }
+      }
+    }
+    // Four bits move the gradient further than eight.
+    CHECK(all_error["mxint8"] > 0);
+    CHECK(all_error["mxfp4"] > all_error["mxint8"]);
+    o.threads = 2;
+    auto again = gradient_fidelity(d, o, recipes, 3);
+    REQUIRE(again);
+    REQUIRE(again->size() == rows->size());
+    for (std::size_t i = 0; i < rows->size(); ++i) {
+      CHECK((*again)[i].rel_error == (*rows)[i].rel_error);
+      CHECK((*again)[i].cosine == (*rows)[i].cosine);
+      CHECK((*again)[i].batch_noise == (*rows)[i].batch_noise);
+    }
+    o.batch = 15;
+    auto odd = gradient_fidelity(d, o, recipes, 3);
+    REQUIRE_FALSE(odd);
+    CHECK_THAT(odd.error().message, Catch::Contains("even"));
+    o.batch = 16;
+    CHECK_FALSE(gradient_fidelity(d, o, recipes, 0));
+  }
+}

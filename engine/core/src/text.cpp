@@ -19,6 +19,17 @@ std::string lower(std::string_view s) {
 
 std::string lower_trim(std::string_view s) { return lower(trim(s)); }
 
+std::vector<std::string> split_trimmed(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  for (std::size_t from = 0;;) {
+    const std::size_t at = text.find(sep, from);
+    out.emplace_back(trim(text.substr(from, at == std::string_view::npos ? std::string_view::npos : at - from)));
+    if (at == std::string_view::npos) return out;
+    from = at + 1;
+  }
+}
+
 std::optional<std::uint64_t> parse_code(std::string_view text, bool binary) {
   int base = 10;
   if (text.rfind("0x", 0) == 0 || text.rfind("0X", 0) == 0) {

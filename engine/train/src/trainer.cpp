@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string_view>
@@ -643,39 +644,50 @@ std::optional<Error> check_memory_budget(const MemoryEstimate& e, const std::str
                     " (half the memory; MXLAB_MEMORY_BUDGET sets it)");
 }
 
-Result<std::int64_t> check_resume_state(const TrainData& data, const TrainOptions& o) {
+namespace {
+
+/// The model of a checkpoint state (TrainOptions::resume_state) built under the options that wrote it, with the
+/// steps it has done and the batches that follow it.
+struct Restored {
+  std::unique_ptr<Model<float>> model;
+  std::int64_t steps_done = 0;
+  std::unique_ptr<Batcher> batcher;
+};
+
+Result<Restored> restore(const TrainData& data, const TrainOptions& o) {
   detail::DelayedStates delayed;
   auto made = make_model(data, o, &delayed);
   if (!made) return made.error();
-  const auto params = (*made)->params();
-  Optimizer opt(o.optimizer, params);
-  Batcher batcher(data, o);
+  Restored r;
+  r.model = std::move(*made);
+  r.batcher = std::make_unique<Batcher>(data, o);
+  Optimizer opt(o.optimizer, r.model->params());
   LoopState loop;
   try {
-    load_state(o.resume_state, loop, params, (*made)->buffers(), opt, batcher, delayed, o.steps);
+    load_state(o.resume_state, loop, r.model->params(), r.model->buffers(), opt, *r.batcher, delayed, o.steps);
   } catch (const std::runtime_error& e) {
     return make_error(e.what());
   }
-  return loop.steps_done;
+  r.steps_done = loop.steps_done;
+  return r;
+}
+
+}  // namespace
+
+Result<std::int64_t> check_resume_state(const TrainData& data, const TrainOptions& o) {
+  auto r = restore(data, o);
+  if (!r) return r.error();
+  return r->steps_done;
 }
 
 Result<std::vector<EvalMetrics>> evaluate_casts(const TrainData& data, const TrainOptions& o,
                                                 const std::vector<Recipe>& inference, const Reporter& reporter) {
   // The checkpoint is read into the model the training options build (its recipe decides the delayed-scaling
   // histories the state holds), then its weights and statistics go into a model built per inference recipe.
-  detail::DelayedStates delayed;
-  auto trained = make_model(data, o, &delayed);
+  auto trained = restore(data, o);
   if (!trained) return trained.error();
-  const auto params = (*trained)->params();
-  const auto buffers = (*trained)->buffers();
-  Optimizer opt(o.optimizer, params);
-  Batcher batcher(data, o);
-  LoopState loop;
-  try {
-    load_state(o.resume_state, loop, params, buffers, opt, batcher, delayed, o.steps);
-  } catch (const std::runtime_error& e) {
-    return make_error(e.what());
-  }
+  const auto params = trained->model->params();
+  const auto buffers = trained->model->buffers();
   const bool test = !data.is_text && data.test.count() > 0;
   std::vector<EvalMetrics> out;
   for (std::size_t i = 0; i < inference.size(); ++i) {
@@ -698,6 +710,141 @@ Result<std::vector<EvalMetrics>> evaluate_casts(const TrainData& data, const Tra
     out.push_back(evaluate(**made, data, io, test, 0, nongemm ? &*nongemm : nullptr, &cast_delayed));
     reporter.report(static_cast<std::int64_t>(i + 1), static_cast<std::int64_t>(inference.size()), "cast");
   }
+  return out;
+}
+
+namespace {
+
+/// The first (which = 0) or second half of an even batch.
+Batch half_batch(const Batch& b, int which) {
+  Batch h;
+  h.size = b.size / 2;
+  h.seq = b.seq;
+  const auto take = [&](const auto& v, auto& out) {
+    const std::size_t n = v.size() / 2;
+    out.assign(v.begin() + static_cast<std::ptrdiff_t>(which * n), v.begin() + static_cast<std::ptrdiff_t>((which + 1) * n));
+  };
+  take(b.x, h.x);
+  take(b.tokens, h.tokens);
+  take(b.targets, h.targets);
+  return h;
+}
+
+/// A model built under one recipe for gradients only, with the contexts its steps use.
+struct GradientModel {
+  std::unique_ptr<Model<float>> model;
+  detail::DelayedStates delayed;
+  std::optional<ops::FakeQuantizer> nongemm;
+  std::optional<gemm::Model> accumulate;
+  double scale = 1;  ///< the recipe's initial loss scale (none: 1)
+
+  static Result<GradientModel> make(const TrainData& data, const TrainOptions& o,
+                                    const std::vector<Param<float>*>& params, const std::vector<Param<float>*>& buffers) {
+    GradientModel g;
+    auto made = make_model(data, o, &g.delayed);
+    if (!made) return made.error();
+    g.model = std::move(*made);
+    auto nongemm_format = role_format(o.recipe.nongemm);
+    if (!nongemm_format) return make_error("recipe '" + o.recipe.name + "', nongemm: " + nongemm_format.error().message);
+    if (*nongemm_format) g.nongemm.emplace(**nongemm_format);
+    auto accumulate = detail::accumulation_model(o.recipe);
+    if (!accumulate) return accumulate.error();
+    if (*accumulate) g.accumulate = **accumulate;
+    if (o.recipe.loss_scaling.mode != LossScaling::Mode::None) g.scale = o.recipe.loss_scaling.initial;
+    const auto own = g.model->params();
+    const auto own_buffers = g.model->buffers();
+    if (own.size() != params.size() || own_buffers.size() != buffers.size())
+      return make_error("recipe '" + o.recipe.name + "' builds another model than the checkpoint's");
+    for (std::size_t k = 0; k < params.size(); ++k) own[k]->value = params[k]->value;
+    for (std::size_t k = 0; k < buffers.size(); ++k) own_buffers[k]->value = buffers[k]->value;
+    return g;
+  }
+
+  /// The unscaled gradient of every parameter on the batch; the batch statistics are put back afterwards.
+  std::vector<Mat<float>> gradient(const Batch& b, unsigned threads) {
+    const auto buffers = model->buffers();
+    std::vector<Mat<float>> kept;
+    for (const auto* p : buffers) kept.push_back(p->value);
+    QuantContext ctx;
+    ctx.threads = threads;
+    ctx.nongemm = nongemm ? &*nongemm : nullptr;
+    ctx.delayed = &delayed;
+    ctx.accumulate = accumulate ? &*accumulate : nullptr;
+    model->zero_grad();
+    const Mat<float> logits = model->forward(b, ctx);
+    Mat<float> dlogits;
+    detail::softmax_cross_entropy<float>(logits, b.targets, static_cast<float>(scale), &dlogits, nullptr);
+    model->backward(dlogits, ctx);
+    std::vector<Mat<float>> out;
+    for (auto* p : model->params()) out.push_back(p->grad * static_cast<float>(1.0 / scale));
+    for (std::size_t k = 0; k < buffers.size(); ++k) buffers[k]->value = kept[k];
+    return out;
+  }
+};
+
+}  // namespace
+
+Result<std::vector<GradientFidelity>> gradient_fidelity(const TrainData& data, const TrainOptions& o,
+                                                        const std::vector<Recipe>& recipes, std::int64_t batches,
+                                                        const Reporter& reporter) {
+  if (batches < 1) return make_error("batches must be at least 1");
+  if (o.batch < 2 || o.batch % 2 != 0) return make_error("the batch size must be even (its halves estimate the noise), got " + std::to_string(o.batch));
+  auto trained = restore(data, o);
+  if (!trained) return trained.error();
+  const auto params = trained->model->params();
+  const auto buffers = trained->model->buffers();
+  Batcher& batcher = *trained->batcher;
+  TrainOptions fo = o;
+  fo.recipe = Recipe{};
+  auto fp32 = GradientModel::make(data, fo, params, buffers);
+  if (!fp32) return fp32.error();
+  std::vector<GradientModel> models;
+  for (const Recipe& r : recipes) {
+    TrainOptions ro = o;
+    ro.recipe = r;
+    auto m = GradientModel::make(data, ro, params, buffers);
+    if (!m) return m.error();
+    models.push_back(std::move(*m));
+  }
+  // Per parameter (and a last slot for the whole model): sum |g|^2, sum |g_1 - g_2|^2 / 4; per recipe and
+  // parameter: sum |g_r - g|^2, sum <g_r, g>, sum |g_r|^2.
+  const std::size_t n = params.size() + 1;
+  std::vector<double> gg(n), noise(n);
+  std::vector<std::vector<double>> err(recipes.size(), std::vector<double>(n)), dot = err, rr = err;
+  for (std::int64_t b = 0; b < batches; ++b) {
+    if (reporter.cancelled()) return make_error(ops::kCancelled);
+    const Batch batch = batcher.next();
+    const auto g = fp32->gradient(batch, o.threads);
+    const auto g1 = fp32->gradient(half_batch(batch, 0), o.threads);
+    const auto g2 = fp32->gradient(half_batch(batch, 1), o.threads);
+    for (std::size_t k = 0; k + 1 < n; ++k) {
+      const double a = g[k].cast<double>().squaredNorm(), d = (g1[k] - g2[k]).cast<double>().squaredNorm() / 4;
+      gg[k] += a, gg[n - 1] += a, noise[k] += d, noise[n - 1] += d;
+    }
+    for (std::size_t r = 0; r < models.size(); ++r) {
+      const auto gr = models[r].gradient(batch, o.threads);
+      for (std::size_t k = 0; k + 1 < n; ++k) {
+        const Mat<double> x = gr[k].cast<double>(), y = g[k].cast<double>();
+        const double e = (x - y).squaredNorm(), d = x.cwiseProduct(y).sum(), q = x.squaredNorm();
+        err[r][k] += e, err[r][n - 1] += e, dot[r][k] += d, dot[r][n - 1] += d, rr[r][k] += q, rr[r][n - 1] += q;
+      }
+    }
+    reporter.report(b + 1, batches, "gradients");
+  }
+  std::vector<GradientFidelity> out;
+  const auto ratio = [](double a, double b) { return b > 0 ? std::sqrt(a / b) : 0.0; };
+  for (std::size_t r = 0; r < recipes.size(); ++r)
+    for (std::size_t k = 0; k < n; ++k) {
+      GradientFidelity f;
+      f.recipe = recipes[r].name;
+      f.param = k + 1 < n ? params[k]->name : "(all)";
+      f.weight = k + 1 < n && params[k]->decay;
+      f.fp32_norm = std::sqrt(gg[k] / static_cast<double>(batches));
+      f.rel_error = ratio(err[r][k], gg[k]);
+      f.cosine = gg[k] > 0 && rr[r][k] > 0 ? dot[r][k] / std::sqrt(gg[k] * rr[r][k]) : 0.0;
+      f.batch_noise = ratio(noise[k], gg[k]);
+      out.push_back(std::move(f));
+    }
   return out;
 }
 

@@ -6,11 +6,15 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mxlab {
 
 /// `s` without leading and trailing white space.
 std::string_view trim(std::string_view s);
+
+/// The pieces of `text` between `sep`s, each trimmed ("a, b" gives "a" and "b"; "" gives none).
+std::vector<std::string> split_trimmed(std::string_view text, char sep = ',');
 
 /// `s` in ASCII lower case.
 std::string lower(std::string_view s);

@@ -159,6 +159,33 @@ Result<std::int64_t> check_resume_state(const TrainData& data, const TrainOption
 Result<std::vector<EvalMetrics>> evaluate_casts(const TrainData& data, const TrainOptions& options,
                                                 const std::vector<Recipe>& inference, const Reporter& reporter = {});
 
+/// How far the gradient of a recipe's training step is from the FP32 step's on the same weights and batches, set
+/// against the FP32 gradient's own sampling noise at that batch size: one row per recipe and parameter tensor,
+/// then a row "(all)" for the whole model. Sums run over the batches (b):
+///   rel_error   = sqrt(sum_b |g_r - g|^2 / sum_b |g|^2)
+///   cosine      = sum_b <g_r, g> / sqrt(sum_b |g_r|^2 * sum_b |g|^2)
+///   batch_noise = sqrt(sum_b |g_1 - g_2|^2 / 4 / sum_b |g|^2)
+/// where g is the FP32 gradient of the batch, g_r the recipe's (loss scaling undone) and g_1, g_2 the FP32
+/// gradients of the batch's two halves: g_1 - g_2 has twice the spread of each half's mean, four times the
+/// batch's, so batch_noise estimates the batch gradient's relative distance from the expected gradient.
+struct GradientFidelity {
+  std::string recipe;
+  std::string param;      ///< the parameter tensor ("layer2.1.conv2.weight"), or "(all)"
+  bool weight = false;    ///< a GEMM or convolution weight (not a bias or a normalisation gain)
+  double fp32_norm = 0;   ///< sqrt(sum_b |g|^2 / batches): the FP32 gradient's norm
+  double rel_error = 0;
+  double cosine = 0;
+  double batch_noise = 0;
+};
+
+/// The gradient fidelity of each recipe on the model of a checkpoint state (TrainOptions::resume_state, read
+/// under the options that wrote it), over the `batches` training batches that follow it (batch size of the
+/// options, even; BatchNorm in training mode, as in a step; nothing is updated). Reports progress ("gradients",
+/// batches done) and stops with ops::kCancelled when the reporter asks.
+Result<std::vector<GradientFidelity>> gradient_fidelity(const TrainData& data, const TrainOptions& options,
+                                                        const std::vector<Recipe>& recipes, std::int64_t batches,
+                                                        const Reporter& reporter = {});
+
 /// One training step's time: what `mxlab bench` compares between recipes and thread counts.
 struct StepTime {
   double seconds = 0;       ///< per step
