@@ -37,7 +37,6 @@ constexpr Command kCommands[] = {
     {"bounds", "exact max error of two block formats at each exponent gap (analytic = enumerated)", cmd_bounds},
     {"verify-cast", "every float32 input through the SIMD cast and the scalar reference", cmd_verify_cast},
     {"bench", "throughput of the kernels against a memory copy and the scalar reference", cmd_bench},
-    {"train", "simulate training with quantized GEMMs per tensor role on real data (docs/training.md)", cmd_train},
     {"data", "list, fetch and inspect the packaged data sets and weight files (docs/data.md)", cmd_data},
     {"golden", "regenerate the golden code point tables (data/golden/codepoints)", cmd_golden},
 };

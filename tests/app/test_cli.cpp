@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "cli/cli.hpp"
@@ -62,7 +63,21 @@ TEST_CASE("every command has --help and exits 0", "[cli]") {
     CHECK(r.code == 0);
     CHECK_THAT(r.out, Catch::Contains("usage: mxlab"));
   }
-  CHECK(run({"--help"}).code == 0);
+  // The main help lists each command once, and each listed command has its own help.
+  const Run main = run({"--help"});
+  CHECK(main.code == 0);
+  std::istringstream lines(main.out.substr(main.out.find("commands:\n") + 10));
+  std::set<std::string> listed;
+  for (std::string line; std::getline(lines, line) && line.rfind("  ", 0) == 0;) {
+    const std::string name = line.substr(2, line.find(' ', 2) - 2);
+    INFO(name);
+    CHECK(listed.insert(name).second);
+    const Run r = run({name, "--help"});
+    CHECK(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains("usage: mxlab " + name));
+  }
+  CHECK(listed.count("train") == 1);
+  CHECK(listed.count("gradients") == 1);
   CHECK(run({}).code == 2);
 }
 
