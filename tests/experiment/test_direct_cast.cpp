@@ -336,3 +336,44 @@ TEST_CASE("mxlab gradients sets each recipe's gradient against FP32's and the ba
       {{"gradients", run.string()}, "'--recipes' is required"}};
   check_bad_input(bad);
 }
+
+TEST_CASE("the gradients job: the CLI's rows from a checkpoint or a model trained at the point, expectations on them",
+          "[experiment][gradients]") {
+  DigitsData d;
+  const fs::path run = d.trained_cnn();
+  std::string out, err;
+  const fs::path csv = d.dir.dir / "cli.csv";
+  REQUIRE(run_cli({"gradients", run.string(), "--recipes", "mxint8,mxfp4", "--batches", "2", "--csv", "--out", csv.string()},
+                  &out, &err) == 0);
+  const auto cli = read_csv(csv);
+  // The same checkpoint through the job, and the same model trained at a point (the run's training keys).
+  const std::string file = d.dir.put(
+      "g.toml", "name = \"g\"\njob = \"gradients\"\nrecipes = [\"mxint8\", \"mxfp4\"]\nbatches = 2\n"
+                "[[points]]\ncheckpoint = \"" + run.string() + "\"\n"
+                "[[points]]\nmodel = \"cnn\"\ndata = \"digits\"\nrecipe = \"fp32\"\nsteps = 6\nbatch = 16\nseed = 4\n"
+                "[[expect]]\nfrom = \"gradients\"\nwhere = { compared = \"mxint8\", param = \"(all)\" }\n"
+                "metric = \"error_to_noise\"\nat_most = 100\n"
+                "[[expect]]\nfrom = \"summary\"\nmetric = \"checkpoint_step\"\nequals = 6\n");
+  const int rc = run_cli({"check", file, "--out", (d.dir.dir / "r").string(), "--quiet"}, &out, &err);
+  INFO(err << out);
+  REQUIRE(rc == 0);
+  const auto rows = read_csv(d.dir.dir / "r" / "results" / "gradients.csv");
+  REQUIRE(rows.size() == 2 * cli.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const CsvRow& c = cli[i % cli.size()];
+    INFO(i << " " << c.at("recipe") << " " << c.at("param"));
+    CHECK(rows[i].at("compared") == c.at("recipe"));
+    CHECK(rows[i].at("param") == c.at("param"));
+    // The CLI prints shortest decimals; the results hold the same doubles.
+    CHECK(std::strtod(rows[i].at("rel_error").c_str(), nullptr) == std::strtod(c.at("rel_error").c_str(), nullptr));
+    CHECK(std::strtod(rows[i].at("batch_noise").c_str(), nullptr) == std::strtod(c.at("batch_noise").c_str(), nullptr));
+  }
+  const std::string none = d.dir.put("n.toml", "name = \"n\"\njob = \"gradients\"\n[sweep]\nmodel = \"cnn\"\n");
+  CHECK(run_cli({"run", none, "--out", (d.dir.dir / "n").string(), "--quiet"}, &out, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("needs recipes"));
+  const std::string bad = d.dir.put("b.toml", "name = \"b\"\njob = \"gradients\"\nrecipes = [\"mxfp9\"]\n"
+                                              "[sweep]\nmodel = \"cnn\"\ndata = \"digits\"\nsteps = 2\n");
+  CHECK(run_cli({"run", bad, "--out", (d.dir.dir / "b").string(), "--quiet"}, &out, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("mxfp9"));
+  CHECK(!fs::exists(d.dir.dir / "b"));
+}

@@ -732,6 +732,9 @@ std::string Point::key() const {
 
 namespace {
 
+/// Whether a job's points are trained models, each read from a checkpoint or trained in FP32 at the point.
+bool model_job(const std::string& job) { return job == "direct_cast" || job == "gradients"; }
+
 /// Whether a point that already has parameter `key` keeps it when crossed with `axis`: the axis itself, and a
 /// point that names its format (or a bounds pair a, b) keeps it.
 bool sets_axis(const std::string& key, const std::string& axis) {
@@ -743,7 +746,7 @@ bool sets_axis(const std::string& key, const std::string& axis) {
 bool sweep_is_product(const Experiment& e) {
   const bool names_format = std::any_of(e.axes.begin(), e.axes.end(), [&](const auto& a) {
     return a.first == "format" || a.first == "a" || a.first == "recipe" ||
-           (e.job == "direct_cast" && (a.first == "model" || a.first == "checkpoint"));  // its points are models
+           (model_job(e.job) && (a.first == "model" || a.first == "checkpoint"));  // its points are models
   });
   return names_format || e.points.empty();
 }
@@ -1060,19 +1063,27 @@ Result<std::vector<std::pair<std::string, train::Recipe>>> cast_recipes(const Ex
   return out;
 }
 
-/// A direct_cast point: the model of a checkpoint (or one trained here in FP32 from the point's training keys),
-/// evaluated with its GEMM weights (and activations) cast to each format, next to FP32.
-Result<PointResult> run_direct_cast(const Experiment& e, const Point& p, const PointRun& run) {
-  train::TrainOptions o;
+/// The model of a direct_cast or gradients point: a checkpoint's (the point's `checkpoint`), or one trained here in
+/// FP32 from the point's training keys (its state after the last step, as `mxlab train --keep-checkpoint` keeps
+/// it, in options.resume_state, with the trainer's own result).
+struct PointModel {
+  train::TrainOptions options;
+  std::optional<train::TrainData> data;
+  std::optional<train::TrainResult> trained;
+};
+
+Result<PointModel> point_model_state(const Experiment& e, const Point& p, const PointRun& run, const Reporter& r) {
+  PointModel m;
+  train::TrainOptions& o = m.options;
   std::string data_spec;
   train::DataOptions dopt;
   const auto checkpoint = p.param("checkpoint");
   if (checkpoint) {
-    auto m = train::read_model_checkpoint(resolve(e, *checkpoint));
-    if (!m) return m.error();
-    o = std::move(m->options);
-    data_spec = m->data;
-    dopt.dir = m->data_dir;
+    auto c = train::read_model_checkpoint(resolve(e, *checkpoint));
+    if (!c) return c.error();
+    o = std::move(c->options);
+    data_spec = c->data;
+    dopt.dir = c->data_dir;
   } else {
     auto job = train_config(p);
     if (!job) return job.error();
@@ -1084,25 +1095,35 @@ Result<PointResult> run_direct_cast(const Experiment& e, const Point& p, const P
   auto data = train::load_train_data(data_spec, dopt);
   if (!data) return data.error();
   if (auto err = train::check_data_fit(*data, o)) return *err;
-  Reporter r;
-  r.cancel = run.reporter.cancel;
-  r.on_progress = run.reporter.on_progress;
-  std::optional<train::TrainResult> trained;
+  m.data = std::move(*data);
   if (!checkpoint) {
-    // The trained model's state after the last step, as `mxlab train --keep-checkpoint` keeps it.
     o.metrics_every = 0;
     o.checkpoint_last = true;
-    o.on_checkpoint = [&](std::int64_t, const std::string& state) -> std::optional<Error> {
+    o.on_checkpoint = [&o](std::int64_t, const std::string& state) -> std::optional<Error> {
       o.resume_state = state;
       return std::nullopt;
     };
-    auto t = train::run_training(*data, o, {}, r);
+    auto t = train::run_training(*m.data, o, {}, r);
     if (!t) return t.error();
     if (t->cancelled) return make_error(ops::kCancelled);
-    trained = std::move(*t);
+    m.trained = std::move(*t);
     o.on_checkpoint = {};
     o.checkpoint_last = false;
   }
+  return m;
+}
+
+/// A direct_cast point: the point's model evaluated with its GEMM weights (and activations) cast to each format,
+/// next to FP32.
+Result<PointResult> run_direct_cast(const Experiment& e, const Point& p, const PointRun& run) {
+  Reporter r;
+  r.cancel = run.reporter.cancel;
+  r.on_progress = run.reporter.on_progress;
+  auto model = point_model_state(e, p, run, r);
+  if (!model) return model.error();
+  train::TrainOptions& o = model->options;
+  const train::TrainData* data = &*model->data;
+  const std::optional<train::TrainResult>& trained = model->trained;
   auto recipes = cast_recipes(e, o.recipe.nongemm);
   if (!recipes) return recipes.error();
   std::vector<train::Recipe> inference;
@@ -1142,9 +1163,62 @@ Result<PointResult> run_direct_cast(const Experiment& e, const Point& p, const P
   return out;
 }
 
+/// The recipes of a gradients job: presets, or recipe files (relative to the experiment file when one is there).
+Result<std::vector<train::Recipe>> gradient_recipes(const Experiment& e) {
+  std::vector<train::Recipe> out;
+  for (const auto& name : e.job_texts("recipes")) {
+    std::error_code ec;
+    const std::string file = resolve(e, name);
+    auto r = train::load_recipe(fs::is_regular_file(file, ec) ? file : name);
+    if (!r) return make_error("recipes: " + r.error().message);
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+/// A gradients point: each recipe's training gradient on the point's model against FP32's and the batch noise
+/// (train::gradient_fidelity), a row per recipe and GEMM weight and one for the whole model.
+Result<PointResult> run_gradients(const Experiment& e, const Point& p, const PointRun& run) {
+  auto recipes = gradient_recipes(e);
+  if (!recipes) return recipes.error();
+  Reporter r;
+  r.cancel = run.reporter.cancel;
+  r.on_progress = run.reporter.on_progress;
+  auto model = point_model_state(e, p, run, r);
+  if (!model) return model.error();
+  const train::TrainOptions& o = model->options;
+  auto done = train::check_resume_state(*model->data, o);
+  if (!done) return done.error();
+  auto rows = train::gradient_fidelity(*model->data, o, *recipes, e.job_integer("batches"), r);
+  if (!rows) return rows.error();
+  PointResult out;
+  for (const auto& f : *rows) {
+    if (!f.weight && f.param != "(all)") continue;  // biases and normalisation gains
+    Row row = param_row(p);
+    row.add("compared", f.recipe);
+    row.add("param", f.param);
+    row.add("fp32_norm", f.fp32_norm);
+    row.add("rel_error", f.rel_error);
+    row.add("cosine", f.cosine);
+    row.add("batch_noise", f.batch_noise);
+    row.add("error_to_noise", f.batch_noise > 0 ? f.rel_error / f.batch_noise : 0.0);
+    out["gradients"].push_back(std::move(row));
+  }
+  Row s = param_row(p);
+  if (!p.param("model")) s.add("model", std::string(o.model.kind.name()));
+  if (!p.param("data")) s.add("data", model->data->name);
+  s.add("trained_recipe", o.recipe.name);
+  s.add("checkpoint_step", static_cast<double>(*done));
+  s.add("batches", static_cast<double>(e.job_integer("batches")));
+  if (!p.param("batch")) s.add("batch", static_cast<double>(o.batch));
+  out["summary"].push_back(std::move(s));
+  return out;
+}
+
 Result<PointResult> run_point(const Experiment& e, const Point& p, const PointRun& run) {
   if (e.job == "train") return run_train(p, run);
   if (e.job == "direct_cast") return run_direct_cast(e, p, run);
+  if (e.job == "gradients") return run_gradients(e, p, run);
   if (e.job == "analyze") return run_analyze(e, p, run);
   if (e.job == "profiles") return run_profiles(e, p, run);
   if (e.job == "bounds") return run_bounds(e, p);
@@ -1160,8 +1234,11 @@ std::optional<Error> check_point(const Experiment& e, const Point& p) {
     if (!c) return in_point(make_error("point " + p.key() + ": " + c.error().message));
     return std::nullopt;
   }
-  if (e.job == "direct_cast") {
-    if (auto r = cast_recipes(e, ""); !r) return in_point(r.error());
+  if (model_job(e.job)) {
+    if (e.job == "direct_cast")
+      if (auto r = cast_recipes(e, ""); !r) return in_point(r.error());
+    if (e.job == "gradients")
+      if (auto r = gradient_recipes(e); !r) return in_point(r.error());
     if (auto c = p.param("checkpoint")) {
       for (const char* key : {"recipe", "set", "model", "data", "seed", "steps", "batch", "lr", "optimizer", "warmup",
                               "weight_decay", "eval_every", "eval_limit", "metrics_every", "hidden", "width"})
@@ -1223,7 +1300,7 @@ std::optional<Error> check_point(const Experiment& e, const Point& p) {
 
 std::vector<std::string> input_files(const Experiment& e) {
   std::vector<std::string> files;
-  if (e.job == "direct_cast") {  // the checkpoints the points read
+  if (model_job(e.job)) {  // the checkpoints the points read
     auto add = [&](const std::string& axis, const std::string& value) {
       if (axis != "checkpoint") return;
       const std::string path = resolve(e, value);

@@ -178,7 +178,7 @@ class Reader {
 };
 
 /// The jobs, in the order the message for an unknown one lists them.
-constexpr const char* kJobs[] = {"analyze", "catalogue", "bounds", "profiles", "train", "gemm", "direct_cast"};
+constexpr const char* kJobs[] = {"analyze", "catalogue", "bounds", "profiles", "train", "gemm", "direct_cast", "gradients"};
 
 /// The type of a job's own top-level key, as JobValue holds it.
 enum class JobKeyType { Text, Integer, Number, Flag, Texts };
@@ -208,6 +208,11 @@ const std::vector<JobKeySpec>& job_key_specs() {
        .empty = "an empty list casts nothing", .distinct = true},
       {.job = "direct_cast", .name = "cast", .type = JobKeyType::Texts, .fallback = std::vector<std::string>{"weights"},
        .empty = "an empty list casts nothing", .distinct = true},
+      {.job = "gradients", .name = "recipes", .type = JobKeyType::Texts, .fallback = std::vector<std::string>{},
+       .needed = "job 'gradients' needs recipes = [...], the recipes whose gradients are set against FP32's",
+       .empty = "an empty list compares nothing", .distinct = true},
+      {.job = "gradients", .name = "batches", .type = JobKeyType::Integer, .fallback = std::int64_t{20}, .lo = 1,
+       .hi = 100000},
   };
   return specs;
 }
@@ -272,11 +277,11 @@ bool is_name(const std::string& s) {
 /// Axes every job understands, besides the format options.
 bool known_axis(const std::string& job, const std::string& axis) {
   if (job == "catalogue") return axis == "format" || axis == "codes";
-  if (job == "train" || job == "direct_cast") {
+  if (job == "train" || job == "direct_cast" || job == "gradients") {
     static const std::set<std::string> kTrain = {"recipe", "set", "seed", "model", "data", "steps", "batch", "lr",
                                                  "optimizer", "warmup", "weight_decay", "eval_every", "eval_limit",
                                                  "metrics_every", "hidden", "width", "init_gain"};
-    return kTrain.count(axis) > 0 || (job == "direct_cast" && axis == "checkpoint");
+    return kTrain.count(axis) > 0 || (job != "train" && axis == "checkpoint");
   }
   if (axis == "format" || axis == "block") return true;
   if (job == "bounds") {
@@ -574,8 +579,9 @@ Result<Experiment> parse_experiment(const std::string& text, const std::string& 
         r.fail(nullptr, "expect.table", "no table named '" + x.table + "'");
     for (const JobKeySpec& s : job_key_specs())
       if (s.needed && s.job == e.job && !root.get(s.name)) r.fail(nullptr, s.name, s.needed);
-    const std::string needed = e.job == "train" ? "recipe" : e.job == "direct_cast" ? "model" : "format";
-    const bool has = e.job == "direct_cast" || [&] {
+    const bool model_points = e.job == "direct_cast" || e.job == "gradients";  // a model per point, trained or read
+    const std::string needed = e.job == "train" ? "recipe" : model_points ? "model" : "format";
+    const bool has = model_points || [&] {
       for (const auto& [a, v] : e.axes) if (a == needed || a == "a") return true;
       for (const auto& pt : e.points) for (const auto& [a, v] : pt) if (a == needed || a == "a") return true;
       return false;
