@@ -368,6 +368,14 @@ TEST_CASE("the gradients job: the CLI's rows from a checkpoint or a model traine
     CHECK(std::strtod(rows[i].at("rel_error").c_str(), nullptr) == std::strtod(c.at("rel_error").c_str(), nullptr));
     CHECK(std::strtod(rows[i].at("batch_noise").c_str(), nullptr) == std::strtod(c.at("batch_noise").c_str(), nullptr));
   }
+  // A sweep's training keys (recipe among them) go into the points; they do not make the sweep a point of its own.
+  const std::string keyed = d.dir.put("k.toml", "name = \"k\"\njob = \"gradients\"\nrecipes = [\"mxint8\"]\nbatches = 1\n"
+                                                "[sweep]\ndata = \"digits\"\nrecipe = \"fp32\"\nsteps = 2\nbatch = 16\n"
+                                                "[[points]]\nmodel = \"cnn\"\n");
+  REQUIRE(run_cli({"run", keyed, "--out", (d.dir.dir / "k").string(), "--quiet"}, &out, &err) == 0);
+  const auto keyed_summary = read_csv(d.dir.dir / "k" / "results" / "summary.csv");
+  REQUIRE(keyed_summary.size() == 1);
+  CHECK(keyed_summary[0].at("model") == "cnn");
   const std::string none = d.dir.put("n.toml", "name = \"n\"\njob = \"gradients\"\n[sweep]\nmodel = \"cnn\"\n");
   CHECK(run_cli({"run", none, "--out", (d.dir.dir / "n").string(), "--quiet"}, &out, &err) == 2);
   CHECK_THAT(err, Catch::Contains("needs recipes"));

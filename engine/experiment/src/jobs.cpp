@@ -745,8 +745,8 @@ bool sets_axis(const std::string& key, const std::string& axis) {
 /// Whether the sweep's own product is a set of points (it names the format), else only explicit points are.
 bool sweep_is_product(const Experiment& e) {
   const bool names_format = std::any_of(e.axes.begin(), e.axes.end(), [&](const auto& a) {
-    return a.first == "format" || a.first == "a" || a.first == "recipe" ||
-           (model_job(e.job) && (a.first == "model" || a.first == "checkpoint"));  // its points are models
+    if (model_job(e.job)) return a.first == "model" || a.first == "checkpoint";  // its points are models
+    return a.first == "format" || a.first == "a" || a.first == "recipe";
   });
   return names_format || e.points.empty();
 }
