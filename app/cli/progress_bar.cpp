@@ -37,8 +37,10 @@ void ProgressBar::update(const Progress& p) {
   const std::int64_t done = p.done, total = p.total;
   const auto now = std::chrono::steady_clock::now();
   if (p.part_total > 0) {
-    if (p.part != part_) part_ = p.part, part_start_ = now;
-    const double t = std::chrono::duration<double>(now - part_start_).count();
+    // Each unit is timed from its own first report: points run side by side (--jobs) report in turn.
+    const auto start = part_starts_.try_emplace(p.part, now).first->second;
+    if (p.part_done >= p.part_total) part_starts_.erase(p.part);
+    const double t = std::chrono::duration<double>(now - start).count();
     const double rate = t > 0 ? static_cast<double>(p.part_done) / t : 0;
     const double eta = rate > 0 ? static_cast<double>(p.part_total - p.part_done) / rate : NAN;
     char text[200];

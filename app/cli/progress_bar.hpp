@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 
@@ -36,8 +37,9 @@ class ProgressBar {
   std::string unit_;
   bool tty_;
   bool drawn_ = false;
-  std::chrono::steady_clock::time_point start_, last_, part_start_;
-  std::string part_;  ///< the unit whose progress is shown after the count ("point 3 train")
+  std::chrono::steady_clock::time_point start_, last_;
+  /// When each unit in progress ("point 3 train") first reported.
+  std::map<std::string, std::chrono::steady_clock::time_point> part_starts_;
   std::string part_text_;
 };
 
