@@ -16,13 +16,14 @@ int cmd_gradients(const std::vector<std::string>& argv, Io io) {
   auto specs = table_output_options();
   specs.push_back({"recipes", true, "R,R,...", "recipes to compare with FP32 (names or recipe files, as mxlab train --recipe)"});
   specs.push_back({"batches", true, "N", "training batches to sum over (default 20)"});
+  specs.push_back({"batch", true, "B", "batch size of the compared gradients, even (default: the run's)"});
   specs.push_back({"all", false, "", "a row per parameter tensor (default: only the whole model and the GEMM weights)"});
   specs.push_back({"data-dir", true, "DIR", "data folder (default: the training run's, else $MXLAB_DATA_DIR or ~/.local/share/mxlab)"});
   specs.push_back({"threads", true, "N", "threads (default 1); results do not depend on it"});
   auto args = parse_args(argv, 1, specs);
   if (!args) return bad_input(io, "gradients", args.error().message);
   if (args->help) {
-    io.out << "usage: mxlab gradients CHECKPOINT --recipes R,R,... [--batches N] [--all] [--data-dir DIR]\n"
+    io.out << "usage: mxlab gradients CHECKPOINT --recipes R,R,... [--batches N] [--batch B] [--all] [--data-dir DIR]\n"
               "                       [--threads N] [--csv|--json|--md] [--out FILE]\n\n"
               "On the model of CHECKPOINT (a folder of mxlab train with a checkpoint, or its checkpoint.bin) and the N\n"
               "training batches that follow it, computes the FP32 gradient of each batch, the gradient each recipe's\n"
@@ -50,9 +51,11 @@ int cmd_gradients(const std::vector<std::string>& argv, Io io) {
   if (!checkpoint) return bad_input(io, "gradients", checkpoint.error().message);
   train::TrainOptions& o = checkpoint->options;
   o.threads = static_cast<unsigned>(*threads);
-  if (o.batch % 2 != 0)
-    return bad_input(io, "gradients", args->positional[0] + ": the run's batch size " + std::to_string(o.batch) +
-                                          " is odd; its halves estimate the noise");
+  auto batch = args->integer("batch", 2, 1 << 20, o.batch);
+  if (!batch) return bad_input(io, "gradients", batch.error().message);
+  if (*batch % 2 != 0)
+    return bad_input(io, "gradients", (args->value("batch") ? "option '--batch': " : args->positional[0] + ": the run's ") +
+                                          "batch size " + std::to_string(*batch) + " is odd; its halves estimate the noise");
   train::DataOptions dopt;
   dopt.dir = args->value("data-dir").value_or(checkpoint->data_dir.empty() ? default_data_dir() : checkpoint->data_dir);
   dopt.seed = o.seed;
@@ -60,6 +63,7 @@ int cmd_gradients(const std::vector<std::string>& argv, Io io) {
   if (!data) return bad_input(io, "gradients", "the checkpoint's data: " + data.error().message);
   auto done = train::check_resume_state(*data, o);
   if (!done) return bad_input(io, "gradients", args->positional[0] + ": " + done.error().message);
+  o.batch = *batch;  // after the state is checked: the batches follow the state's data position at any size
   InterruptGuard guard;
   ProgressBar bar(io.err, "batches", ProgressBar::stderr_is_tty());
   auto rows = train::gradient_fidelity(*data, o, recipes, *batches, bar.reporter(InterruptGuard::flag()));

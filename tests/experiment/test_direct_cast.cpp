@@ -333,6 +333,7 @@ TEST_CASE("mxlab gradients sets each recipe's gradient against FP32's and the ba
       {{"gradients", run.string(), "--recipes", "mxfp9"}, "'mxfp9'"},
       {{"gradients", run.string(), "--recipes", "mxint8", "--batches", "0"}, "--batches"},
       {{"gradients", (run / "summary.json").string(), "--recipes", "mxint8"}, "not a training checkpoint"},
+      {{"gradients", run.string(), "--recipes", "mxint8", "--batch", "7"}, "odd"},
       {{"gradients", run.string()}, "'--recipes' is required"}};
   check_bad_input(bad);
 }
