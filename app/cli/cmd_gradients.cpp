@@ -65,7 +65,7 @@ int cmd_gradients(const std::vector<std::string>& argv, Io io) {
   if (!done) return bad_input(io, "gradients", args->positional[0] + ": " + done.error().message);
   o.batch = *batch;  // after the state is checked: the batches follow the state's data position at any size
   InterruptGuard guard;
-  ProgressBar bar(io.err, "batches", ProgressBar::stderr_is_tty());
+  ProgressBar bar(io.err, "batch passes", ProgressBar::stderr_is_tty());
   auto rows = train::gradient_fidelity(*data, o, recipes, *batches, bar.reporter(InterruptGuard::flag()));
   bar.finish();
   if (!rows) {

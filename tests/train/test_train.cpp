@@ -939,5 +939,11 @@ TEST_CASE("gradient_fidelity: FP32 against itself is exact, the whole-model row 
     CHECK_THAT(odd.error().message, Catch::Contains("even"));
     o.batch = 16;
     CHECK_FALSE(gradient_fidelity(d, o, recipes, 0));
+    // Beyond the memory budget it is refused before anything is allocated, as training is.
+    ::setenv("MXLAB_MEMORY_BUDGET", "1K", 1);
+    auto big = gradient_fidelity(d, o, recipes, 3);
+    ::unsetenv("MXLAB_MEMORY_BUDGET");
+    REQUIRE_FALSE(big);
+    CHECK_THAT(big.error().message, Catch::Contains("memory budget") && Catch::Contains("gradients of the"));
   }
 }

@@ -789,47 +789,61 @@ Result<std::vector<GradientFidelity>> gradient_fidelity(const TrainData& data, c
                                                         const Reporter& reporter) {
   if (batches < 1) return make_error("batches must be at least 1");
   if (o.batch < 2 || o.batch % 2 != 0) return make_error("the batch size must be even (its halves estimate the noise), got " + std::to_string(o.batch));
+  // One model at a time holds a step's activations: what a training step at this batch needs, plus the FP32
+  // gradient of each batch kept for the recipes.
+  auto estimate = estimate_memory(data, o);
+  if (!estimate) return estimate.error();
+  estimate->record_bytes = 4.0 * static_cast<double>(estimate->parameters) * static_cast<double>(batches);
+  if (auto e = check_memory_budget(*estimate, "gradients of the " + std::string(o.model.kind.name()) + " at batch " +
+                                                  std::to_string(o.batch)))
+    return *e;
   auto trained = restore(data, o);
   if (!trained) return trained.error();
   const auto params = trained->model->params();
   const auto buffers = trained->model->buffers();
-  Batcher& batcher = *trained->batcher;
-  TrainOptions fo = o;
-  fo.recipe = Recipe{};
-  auto fp32 = GradientModel::make(data, fo, params, buffers);
-  if (!fp32) return fp32.error();
-  std::vector<GradientModel> models;
-  for (const Recipe& r : recipes) {
-    TrainOptions ro = o;
-    ro.recipe = r;
-    auto m = GradientModel::make(data, ro, params, buffers);
-    if (!m) return m.error();
-    models.push_back(std::move(*m));
-  }
+  std::vector<Batch> taken;
+  for (std::int64_t b = 0; b < batches; ++b) taken.push_back(trained->batcher->next());
+  const std::int64_t total = batches * static_cast<std::int64_t>(recipes.size() + 1);
+  std::int64_t done = 0;
   // Per parameter (and a last slot for the whole model): sum |g|^2, sum |g_1 - g_2|^2 / 4; per recipe and
   // parameter: sum |g_r - g|^2, sum <g_r, g>, sum |g_r|^2.
   const std::size_t n = params.size() + 1;
   std::vector<double> gg(n), noise(n);
   std::vector<std::vector<double>> err(recipes.size(), std::vector<double>(n)), dot = err, rr = err;
-  for (std::int64_t b = 0; b < batches; ++b) {
-    if (reporter.cancelled()) return make_error(ops::kCancelled);
-    const Batch batch = batcher.next();
-    const auto g = fp32->gradient(batch, o.threads);
-    const auto g1 = fp32->gradient(half_batch(batch, 0), o.threads);
-    const auto g2 = fp32->gradient(half_batch(batch, 1), o.threads);
-    for (std::size_t k = 0; k + 1 < n; ++k) {
-      const double a = g[k].cast<double>().squaredNorm(), d = (g1[k] - g2[k]).cast<double>().squaredNorm() / 4;
-      gg[k] += a, gg[n - 1] += a, noise[k] += d, noise[n - 1] += d;
-    }
-    for (std::size_t r = 0; r < models.size(); ++r) {
-      const auto gr = models[r].gradient(batch, o.threads);
+  std::vector<std::vector<Mat<float>>> fp32_grads;
+  {
+    TrainOptions fo = o;
+    fo.recipe = Recipe{};
+    auto fp32 = GradientModel::make(data, fo, params, buffers);
+    if (!fp32) return fp32.error();
+    for (const Batch& batch : taken) {
+      if (reporter.cancelled()) return make_error(ops::kCancelled);
+      auto g = fp32->gradient(batch, o.threads);
+      const auto g1 = fp32->gradient(half_batch(batch, 0), o.threads);
+      const auto g2 = fp32->gradient(half_batch(batch, 1), o.threads);
       for (std::size_t k = 0; k + 1 < n; ++k) {
-        const Mat<double> x = gr[k].cast<double>(), y = g[k].cast<double>();
+        const double a = g[k].cast<double>().squaredNorm(), d = (g1[k] - g2[k]).cast<double>().squaredNorm() / 4;
+        gg[k] += a, gg[n - 1] += a, noise[k] += d, noise[n - 1] += d;
+      }
+      fp32_grads.push_back(std::move(g));
+      reporter.report(++done, total, "gradients");
+    }
+  }
+  for (std::size_t r = 0; r < recipes.size(); ++r) {
+    TrainOptions ro = o;
+    ro.recipe = recipes[r];
+    auto m = GradientModel::make(data, ro, params, buffers);
+    if (!m) return m.error();
+    for (std::size_t b = 0; b < taken.size(); ++b) {
+      if (reporter.cancelled()) return make_error(ops::kCancelled);
+      const auto gr = m->gradient(taken[b], o.threads);
+      for (std::size_t k = 0; k + 1 < n; ++k) {
+        const Mat<double> x = gr[k].cast<double>(), y = fp32_grads[b][k].cast<double>();
         const double e = (x - y).squaredNorm(), d = x.cwiseProduct(y).sum(), q = x.squaredNorm();
         err[r][k] += e, err[r][n - 1] += e, dot[r][k] += d, dot[r][n - 1] += d, rr[r][k] += q, rr[r][n - 1] += q;
       }
+      reporter.report(++done, total, "gradients");
     }
-    reporter.report(b + 1, batches, "gradients");
   }
   std::vector<GradientFidelity> out;
   const auto ratio = [](double a, double b) { return b > 0 ? std::sqrt(a / b) : 0.0; };

@@ -180,8 +180,9 @@ struct GradientFidelity {
 
 /// The gradient fidelity of each recipe on the model of a checkpoint state (TrainOptions::resume_state, read
 /// under the options that wrote it), over the `batches` training batches that follow it (batch size of the
-/// options, even; BatchNorm in training mode, as in a step; nothing is updated). Reports progress ("gradients",
-/// batches done) and stops with ops::kCancelled when the reporter asks.
+/// options, even; BatchNorm in training mode, as in a step; nothing is updated). One model is built at a time, so
+/// it needs about a training step's memory (refused, as training is, beyond the memory budget). Reports progress
+/// ("gradients", batch passes done of batches x (recipes + 1)) and stops with ops::kCancelled when the reporter asks.
 Result<std::vector<GradientFidelity>> gradient_fidelity(const TrainData& data, const TrainOptions& options,
                                                         const std::vector<Recipe>& recipes, std::int64_t batches,
                                                         const Reporter& reporter = {});
