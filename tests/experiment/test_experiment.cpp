@@ -355,7 +355,7 @@ TEST_CASE("malformed experiment files: exit 2, the file, line and key named, not
       {"name = \"x\"\njob = \"analyze\"\nformat = [\"mxfp4\"]\n", ":3: key 'format': unknown key"},
       {"name = \"x\"\n[sweep\nformat = 1\n", "bad.toml:2:"},
       {"job = \"analyze\"\n", "key 'name'"},
-      {"name = \"x\"\njob = \"train-all\"\n", ":2: key 'job': expected analyze, catalogue, bounds, profiles, train, gemm or direct_cast"},
+      {"name = \"x\"\njob = \"train-all\"\n", ":2: key 'job': expected analyze, catalogue, bounds, profiles, train, gemm, direct_cast or gradients"},
       {"name = \"x\"\n[sweep]\nformat = [\"mxfp4\"]\ninput = [\"missing\"]\n", "no input named 'missing'"},
       {"name = \"x\"\n[inputs.a]\nsource = \"gen:normal:0,1\"\n[sweep]\nformat = [\"mxfp99\"]\ninput = \"a\"\n", "mxfp99"},
       {"name = \"x\"\n[inputs.a]\nsource = \"gen:normal:0,1\"\n[sweep]\nformat = \"mxfp4\"\ninput = \"a\"\nround = \"sideways\"\n",
@@ -408,7 +408,7 @@ TEST_CASE("a job's own top-level keys: typed, checked, refused for other jobs, c
       {head + sweep, "x.toml: key 'formats': job 'direct_cast' needs formats = [...], the formats to cast the models to"},
       {head + "format = [\"mxint8\"]\n" + sweep,
        "x.toml:3: key 'format': unknown key (expected one of: name, description, job, inputs, sweep, points, metrics, gaps, "
-       "histogram_bins, baseline_profile, max_gap, formats, cast, table, plot, expect, batch)"},
+       "histogram_bins, baseline_profile, max_gap, formats, cast, recipes, batches, table, plot, expect, batch)"},
   };
   for (const auto& [text, message] : bad) {
     INFO(text);
