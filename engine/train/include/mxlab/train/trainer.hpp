@@ -166,7 +166,7 @@ Result<std::vector<EvalMetrics>> evaluate_casts(const TrainData& data, const Tra
 ///   cosine      = sum_b <g_r, g> / sqrt(sum_b |g_r|^2 * sum_b |g|^2)
 ///   batch_noise = sqrt(sum_b |g_1 - g_2|^2 / 4 / sum_b |g|^2)
 /// where g is the FP32 gradient of the batch, g_r the recipe's (loss scaling undone) and g_1, g_2 the FP32
-/// gradients of the batch's two halves: g_1 - g_2 has twice the spread of each half's mean, four times the
+/// gradients of the batch's two halves: g_1 - g_2 has twice the variance of each half's mean, four times the
 /// batch's, so batch_noise estimates the batch gradient's relative distance from the expected gradient.
 struct GradientFidelity {
   std::string recipe;
