@@ -2,7 +2,6 @@
 // weights, and optionally activations, cast to each format, next to FP32 (docs/training.md).
 #include "cli/cli.hpp"
 #include "mxlab/core/text.hpp"
-#include "mxlab/io/datasets.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/train/direct_cast.hpp"
 #include "mxlab/train/run_record.hpp"
@@ -43,15 +42,10 @@ int cmd_direct_cast(const std::vector<std::string>& argv, Io io) {
       if (train::role_format(f).value()) points.emplace_back(f, *operands);
     }
   }
-  auto checkpoint = train::read_model_checkpoint(args->positional[0]);
-  if (!checkpoint) return bad_input(io, "direct-cast", checkpoint.error().message);
-  train::TrainOptions& o = checkpoint->options;
-  o.threads = static_cast<unsigned>(*threads);
-  train::DataOptions dopt;
-  dopt.dir = args->value("data-dir").value_or(checkpoint->data_dir.empty() ? default_data_dir() : checkpoint->data_dir);
-  dopt.seed = o.seed;
-  auto data = train::load_train_data(checkpoint->data, dopt);
-  if (!data) return bad_input(io, "direct-cast", "the checkpoint's data: " + data.error().message);
+  auto model = train::load_checkpoint_model(args->positional[0], args->value("data-dir"), static_cast<unsigned>(*threads));
+  if (!model) return bad_input(io, "direct-cast", model.error().message);
+  const train::TrainOptions& o = model->options;
+  const train::TrainData* data = &model->data;
   std::vector<train::Recipe> recipes;
   recipes.push_back(*train::cast_recipe("fp32", train::CastOperands::Weights, o.recipe.nongemm));
   for (const auto& [f, operands] : points) recipes.push_back(*train::cast_recipe(f, operands, o.recipe.nongemm));

@@ -4,7 +4,6 @@
 #include "cli/interrupt.hpp"
 #include "cli/progress_bar.hpp"
 #include "mxlab/core/text.hpp"
-#include "mxlab/io/datasets.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/train/direct_cast.hpp"
@@ -47,20 +46,15 @@ int cmd_gradients(const std::vector<std::string>& argv, Io io) {
     if (!r) return bad_input(io, "gradients", "option '--recipes': " + r.error().message);
     recipes.push_back(std::move(*r));
   }
-  auto checkpoint = train::read_model_checkpoint(args->positional[0]);
-  if (!checkpoint) return bad_input(io, "gradients", checkpoint.error().message);
-  train::TrainOptions& o = checkpoint->options;
-  o.threads = static_cast<unsigned>(*threads);
+  auto model = train::load_checkpoint_model(args->positional[0], args->value("data-dir"), static_cast<unsigned>(*threads));
+  if (!model) return bad_input(io, "gradients", model.error().message);
+  train::TrainOptions& o = model->options;
+  const train::TrainData* data = &model->data;
   auto batch = args->integer("batch", 2, 1 << 20, o.batch);
   if (!batch) return bad_input(io, "gradients", batch.error().message);
   if (*batch % 2 != 0)
     return bad_input(io, "gradients", (args->value("batch") ? "option '--batch': " : args->positional[0] + ": the run's ") +
                                           "batch size " + std::to_string(*batch) + " is odd; its halves estimate the noise");
-  train::DataOptions dopt;
-  dopt.dir = args->value("data-dir").value_or(checkpoint->data_dir.empty() ? default_data_dir() : checkpoint->data_dir);
-  dopt.seed = o.seed;
-  auto data = train::load_train_data(checkpoint->data, dopt);
-  if (!data) return bad_input(io, "gradients", "the checkpoint's data: " + data.error().message);
   auto done = train::check_resume_state(*data, o);
   if (!done) return bad_input(io, "gradients", args->positional[0] + ": " + done.error().message);
   o.batch = *batch;  // after the state is checked: the batches follow the state's data position at any size

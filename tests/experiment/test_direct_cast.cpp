@@ -300,6 +300,7 @@ TEST_CASE("mxlab direct-cast casts a checkpoint's model; bad input exits 2 with 
       {{"direct-cast", run.string(), "--formats", "mxfp9"}, "'mxfp9'"},
       {{"direct-cast", run.string(), "--formats", "mxint8", "--cast", "activations"}, "'activations'"},
       {{"direct-cast", (run / "summary.json").string(), "--formats", "mxint8"}, "not a training checkpoint"},
+      {{"direct-cast", run.string(), "--formats", "mxint8", "--data-dir", (d.dir.dir / "run").string()}, "the checkpoint's data: "},
       {{"direct-cast", run.string()}, "'--formats' is required"}};
   check_bad_input(bad);
 }
@@ -333,6 +334,7 @@ TEST_CASE("mxlab gradients sets each recipe's gradient against FP32's and the ba
       {{"gradients", run.string(), "--recipes", "mxfp9"}, "'mxfp9'"},
       {{"gradients", run.string(), "--recipes", "mxint8", "--batches", "0"}, "--batches"},
       {{"gradients", (run / "summary.json").string(), "--recipes", "mxint8"}, "not a training checkpoint"},
+      {{"gradients", run.string(), "--recipes", "mxint8", "--data-dir", (d.dir.dir / "run").string()}, "the checkpoint's data: "},
       {{"gradients", run.string(), "--recipes", "mxint8", "--batch", "7"}, "odd"},
       {{"gradients", run.string()}, "'--recipes' is required"}};
   check_bad_input(bad);

@@ -1075,27 +1075,24 @@ struct PointModel {
 Result<PointModel> point_model_state(const Experiment& e, const Point& p, const PointRun& run, const Reporter& r) {
   PointModel m;
   train::TrainOptions& o = m.options;
-  std::string data_spec;
-  train::DataOptions dopt;
   const auto checkpoint = p.param("checkpoint");
   if (checkpoint) {
-    auto c = train::read_model_checkpoint(resolve(e, *checkpoint));
+    auto c = train::load_checkpoint_model(resolve(e, *checkpoint), std::nullopt, run.threads);
     if (!c) return c.error();
     o = std::move(c->options);
-    data_spec = c->data;
-    dopt.dir = c->data_dir;
+    m.data = std::move(c->data);
   } else {
     auto job = train_config(p);
     if (!job) return job.error();
     o = std::move(job->options);
-    data_spec = job->data;
+    o.threads = run.threads;
+    train::DataOptions dopt;
+    dopt.seed = o.seed;
+    auto data = train::load_train_data(job->data, dopt);
+    if (!data) return data.error();
+    if (auto err = train::check_data_fit(*data, o)) return *err;
+    m.data = std::move(*data);
   }
-  o.threads = run.threads;
-  dopt.seed = o.seed;
-  auto data = train::load_train_data(data_spec, dopt);
-  if (!data) return data.error();
-  if (auto err = train::check_data_fit(*data, o)) return *err;
-  m.data = std::move(*data);
   if (!checkpoint) {
     o.metrics_every = 0;
     o.checkpoint_last = true;

@@ -103,6 +103,21 @@ Result<ModelCheckpoint> read_model_checkpoint(const std::string& path) {
   return m;
 }
 
+Result<CheckpointModel> load_checkpoint_model(const std::string& path, const std::optional<std::string>& data_dir,
+                                              unsigned threads) {
+  auto checkpoint = read_model_checkpoint(path);
+  if (!checkpoint) return checkpoint.error();
+  DataOptions dopt;
+  dopt.dir = data_dir.value_or(checkpoint->data_dir);
+  dopt.seed = checkpoint->options.seed;
+  auto data = load_train_data(checkpoint->data, dopt);
+  if (!data) return make_error("the checkpoint's data: " + data.error().message);
+  CheckpointModel m{std::move(checkpoint->options), std::move(*data)};
+  m.options.threads = threads;
+  if (auto err = check_data_fit(m.data, m.options)) return *err;
+  return m;
+}
+
 std::string_view cast_operands_name(CastOperands c) {
   return c == CastOperands::Weights ? "weights" : "weights+activations";
 }

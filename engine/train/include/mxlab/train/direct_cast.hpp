@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "mxlab/core/error.hpp"
@@ -22,6 +23,17 @@ struct ModelCheckpoint {
 /// Reads a checkpoint (a file, or a run folder holding checkpoint.bin): its checksum is checked, then the run's
 /// settings (model, sizes, data, seed, batch, optimizer, steps, recipe) are read back. Errors name the file.
 Result<ModelCheckpoint> read_model_checkpoint(const std::string& path);
+
+/// A checkpoint's model with the data its run trained on, for the jobs that study a trained model (direct casts,
+/// gradients): read_model_checkpoint, then load_train_data with the run's data, its data folder (`data_dir`
+/// instead, when given) and its seed, checked to fit the model (check_data_fit); options.threads = `threads`.
+/// Errors name the checkpoint, or begin "the checkpoint's data: ".
+struct CheckpointModel {
+  TrainOptions options;
+  TrainData data;
+};
+Result<CheckpointModel> load_checkpoint_model(const std::string& path, const std::optional<std::string>& data_dir,
+                                              unsigned threads);
 
 /// What a direct cast quantizes.
 enum class CastOperands : std::uint8_t { Weights, WeightsActivations };
