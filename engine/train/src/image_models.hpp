@@ -24,8 +24,14 @@ struct FloatCount {
     const double pixels = static_cast<double>(out.height * out.width);
     per_image += pixels * (5.0 * static_cast<double>(k * k * in_channels) + 4.0 * static_cast<double>(out.channels));
   }
+  bool gelu = false;  ///< the activations are GELU, which keeps its tanh values too
   /// A non-GEMM layer: its saved input, output and gradient.
   void elementwise(const Dims& d) { per_image += 3.0 * static_cast<double>(d.height * d.width * d.channels); }
+  /// An activation: a non-GEMM layer, and GELU's tanh values.
+  void activation(const Dims& d) {
+    elementwise(d);
+    if (gelu) per_image += static_cast<double>(d.height * d.width * d.channels);
+  }
 };
 
 /// The batch's images as NHWC rows, one per pixel ((batch * height * width) x channels).
@@ -91,7 +97,8 @@ struct BasicBlock {
     fc.conv(mid, 3, d.channels);
     fc.conv(mid, 3, mid.channels);
     if (down) fc.conv(mid, 1, d.channels);
-    for (int i = 0; i < 5; ++i) fc.elementwise(mid);  // the batch norms, activations and the sum
+    for (int i = 0; i < 3; ++i) fc.elementwise(mid);  // the batch norms and the sum
+    fc.activation(mid), fc.activation(mid);
   }
 };
 
@@ -109,9 +116,10 @@ class ResNet final : public Model<T> {
     const FormatsOf fmt = [&](const std::string& n) { return this->formats(lookup, n); };
     std::int64_t cin = c.width;
     Dims d{1, rows, cols, c.width};
+    counted_.gelu = c.gelu;
     counted_.conv(d, 3, channels);
     counted_.elementwise(d);
-    counted_.elementwise(d);
+    counted_.activation(d);
     blocks_.reserve(8);
     for (int stage = 0; stage < 4; ++stage)
       for (int j = 0; j < 2; ++j) {
@@ -310,11 +318,11 @@ struct InvertedResidual {
     if (expand) {
       e.channels = expand->lin.w.value.rows();
       fc.conv(e, 1, d.channels);
-      fc.elementwise(e), fc.elementwise(e);
+      fc.elementwise(e), fc.activation(e);
     }
     const Dims mid = dw.out_dims(e);
     fc.conv(mid, 1, mid.channels);  // depthwise: input, its quantized copies, the output and their gradients
-    fc.elementwise(mid), fc.elementwise(mid);
+    fc.elementwise(mid), fc.activation(mid);
     const Dims out = project.out_dims(mid);
     fc.conv(out, 1, mid.channels);
     fc.elementwise(out), fc.elementwise(out);
@@ -342,8 +350,9 @@ class MobileNetV2 final : public Model<T> {
     const Row rows_table[] = {{1, 16, 1, 1}, {6, 24, 2, 2}, {6, 32, 3, 2}, {6, 64, 4, 2}, {6, 96, 3, 1}};
     std::int64_t cin = scaled(32, c);
     Dims d{1, rows, cols, cin};
+    counted_.gelu = c.gelu;
     counted_.conv(d, 3, channels);
-    counted_.elementwise(d), counted_.elementwise(d);
+    counted_.elementwise(d), counted_.activation(d);
     blocks_.reserve(13);
     for (const Row& r : rows_table)
       for (std::int64_t i = 0; i < r.n; ++i) {
@@ -355,7 +364,7 @@ class MobileNetV2 final : public Model<T> {
       }
     d.channels = scaled(320, c);
     counted_.conv(d, 1, cin);
-    counted_.elementwise(d), counted_.elementwise(d);
+    counted_.elementwise(d), counted_.activation(d);
     Normal n(seed);
     init_he(stem_.lin, c.init_gain, n);
     for (auto& b : blocks_) {
@@ -699,12 +708,12 @@ struct ModelDef<ModelKind::Mixer> {
       s.floats += 2 * 5 * r * d;               // the two layer norms
       s.floats += 4 * r * d;                   // the token mixing's transposed input and output gradient
       s.linear(rows * d, tokens, dt);
-      s.floats += 3 * rows * d * dt;  // its GELU
+      s.floats += 4 * rows * d * dt;  // its GELU: saved input, tanh values, output, gradient
       s.param(dt * tokens);  // token_mixing.fc2: a Linear without bias
       s.weight_copies += 3 * dt * tokens;
       s.floats += 4 * rows * d * dt + 3 * rows * d * tokens;
       s.linear(r, d, 4 * d);
-      s.floats += 3 * r * 4 * d;  // the channel mixing's GELU
+      s.floats += 4 * r * 4 * d;  // the channel mixing's GELU
       s.linear(r, 4 * d, d);
       s.floats += 2 * r * d;  // residual sums
     }

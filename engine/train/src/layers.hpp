@@ -244,39 +244,49 @@ struct Linear {
 };
 
 /// Elementwise activation: ReLU, ReLU6 (min(max(x, 0), 6), MobileNetV2's) or GELU (tanh approximation,
-/// Hendrycks and Gimpel 2016, eq. 2).
+/// Hendrycks and Gimpel 2016, eq. 2). While training, GELU keeps its tanh values for backward, so each step
+/// evaluates tanh once per element.
 template <typename T>
 struct Activation {
   bool gelu = false;
   bool relu6 = false;
   Mat<T> x_saved;
+  Mat<T> tanh_saved;  ///< GELU while training: tanh(kC (v + kA v^3)) of each saved input v
   static constexpr T kC = T(0.7978845608028654);  // sqrt(2 / pi)
   static constexpr T kA = T(0.044715);
+  static T gelu_tanh(T v) { return std::tanh(kC * (v + kA * v * v * v)); }
 
   Mat<T> forward(const Mat<T>& x, QuantContext& ctx) {
-    if (ctx.training) x_saved = x;
-    return apply(x, ctx);
+    if (!ctx.training) return apply(x, ctx);
+    x_saved = x;
+    return saved_output(ctx);
   }
   /// The same for an input the caller no longer needs: kept for backward without a copy.
   Mat<T> forward(Mat<T>&& x, QuantContext& ctx) {
     if (!ctx.training) return apply(x, ctx);
     x_saved = std::move(x);
-    return apply(x_saved, ctx);
+    return saved_output(ctx);
   }
   Mat<T> apply(const Mat<T>& x, QuantContext& ctx) const {
     if (relu6) return rounded<T>(x.cwiseMax(T(0)).cwiseMin(T(6)), ctx);
     if (!gelu) return rounded<T>(x.cwiseMax(T(0)), ctx);
-    return rounded<T>(x.unaryExpr([](T v) { return T(0.5) * v * (T(1) + std::tanh(kC * (v + kA * v * v * v))); }), ctx);
+    return rounded<T>(x.unaryExpr([](T v) { return T(0.5) * v * (T(1) + gelu_tanh(v)); }), ctx);
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) const {
     if (relu6)
       return rounded<T>(dy.cwiseProduct(x_saved.unaryExpr([](T v) { return v > T(0) && v < T(6) ? T(1) : T(0); })), ctx);
     if (!gelu) return rounded<T>(dy.cwiseProduct(x_saved.unaryExpr([](T v) { return v > T(0) ? T(1) : T(0); })), ctx);
-    return rounded<T>(dy.cwiseProduct(x_saved.unaryExpr([](T v) {
-      const T u = kC * (v + kA * v * v * v);
-      const T t = std::tanh(u);
+    return rounded<T>(dy.cwiseProduct(x_saved.binaryExpr(tanh_saved, [](T v, T t) {
       return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * kC * (T(1) + T(3) * kA * v * v);
     })), ctx);
+  }
+
+ private:
+  /// The output of the saved input; GELU keeps its tanh values.
+  Mat<T> saved_output(QuantContext& ctx) {
+    if (!gelu) return apply(x_saved, ctx);
+    tanh_saved = x_saved.unaryExpr([](T v) { return gelu_tanh(v); });
+    return rounded<T>(x_saved.binaryExpr(tanh_saved, [](T v, T t) { return T(0.5) * v * (T(1) + t); }), ctx);
   }
 };
 

@@ -174,7 +174,7 @@ inline void estimate_transformer(const TrainData& data, const ModelConfig& c, do
     s.floats += units * (7 * t * t + 12 * t * dh);  // per (sequence, head): probabilities, Q K^T and P V operands
     s.linear(r, d, d);
     s.linear(r, d, 4 * d);
-    s.floats += 3 * r * 4 * d;
+    s.floats += 4 * r * 4 * d;  // GELU: saved input, tanh values, output, gradient
     s.linear(r, 4 * d, d);
     s.floats += 2 * r * d;  // residual sums
   }
@@ -264,7 +264,8 @@ struct ModelDef<ModelKind::Mlp> {
     for (std::size_t i = 0; i < widths.size(); ++i) {
       const auto out = static_cast<double>(widths[i]);
       s.linear(rows, width, out);
-      if (i + 1 < widths.size()) s.floats += 3 * rows * out;  // activation: saved input, output, gradient
+      // activation: saved input, output, gradient (GELU: and its tanh values)
+      if (i + 1 < widths.size()) s.floats += (c.gelu ? 4 : 3) * rows * out;
       width = out;
     }
     s.floats += 2 * rows * width;  // logits and their gradient
@@ -356,15 +357,16 @@ struct ModelDef<ModelKind::Cnn> {
     const auto ch = static_cast<double>(data.channels), c1 = static_cast<double>(c.conv1),
                c2 = static_cast<double>(c.conv2), fc = static_cast<double>(c.fc);
     const double p1 = rows * h * w, p2 = p1 / 4, p3 = p2 / 4;  // pixels before each pooling, after the second
+    const double act = c.gelu ? 4 : 3;  // an activation's saved input, output and gradient (GELU: its tanh values)
     s.floats += 2 * p1 * ch;  // the batch and its matrix
     s.floats += p1 * 9 * ch;  // im2col
     s.linear(p1, 9 * ch, c1);
-    s.floats += 3 * p1 * c1 + 4 * p2 * c1 + p1 * c1;  // activation; pooling output, arg max (8 bytes), gradient
+    s.floats += act * p1 * c1 + 4 * p2 * c1 + p1 * c1;  // activation; pooling output, arg max (8 bytes), gradient
     s.floats += 2 * p2 * 9 * c1 + p2 * c1;  // im2col, its gradient, col2im
     s.linear(p2, 9 * c1, c2);
-    s.floats += 3 * p2 * c2 + 4 * p3 * c2 + p2 * c2;
+    s.floats += act * p2 * c2 + 4 * p3 * c2 + p2 * c2;
     s.linear(rows, (h / 4) * (w / 4) * c2, fc);
-    s.floats += 3 * rows * fc;
+    s.floats += act * rows * fc;
     s.linear(rows, fc, data.classes);
     s.floats += 2 * rows * data.classes;
   }
