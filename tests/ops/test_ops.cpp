@@ -473,6 +473,7 @@ TEST_CASE("ops: quantization along rows and down columns in one pass equals the 
   const std::vector<std::pair<const char*, const char*>> pairs = {
       {"mxfp8_e4m3", "mxfp8_e4m3"}, {"mxfp8_e5m2", "mxfp8_e5m2"}, {"mxfp4", "mxfp8_e4m3"}, {"mxint8", "mxfp6_e3m2"},
       {"mxfp8_e4m3", "nvfp4"},      {"nvfp4", "mxfp4"},           {"mxfp8_e4m3", "e4m3:e8m0_t0"}};
+  // 1000 x 100: four chunks of 320 rows, enough values for three threads.
   const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1000, 100}, {300, 1568}, {70, 9}};
   for (const auto& target : simd_targets()) {
     const ScopedSimdTarget forced(target);
@@ -488,9 +489,17 @@ TEST_CASE("ops: quantization along rows and down columns in one pass equals the 
           std::vector<float> want_r(xf.size()), want_c(xf.size()), got_r(xf.size(), -1.0F), got_c(xf.size(), -1.0F);
           REQUIRE(rows_q.run(xf, {rows, cols}, want_r).ok());
           REQUIRE(columns_q.run_columns(xf, rows, cols, want_c).ok());
-          REQUIRE(rows_q.run_rows_and_columns(xf, rows, cols, got_r, columns_q, got_c).ok());
-          CHECK(std::memcmp(got_r.data(), want_r.data(), xf.size() * sizeof(float)) == 0);
-          CHECK(std::memcmp(got_c.data(), want_c.data(), xf.size() * sizeof(float)) == 0);
+          // One thread, and three (each taking a range of chunks).
+          for (const unsigned threads : {1U, 3U}) {
+            INFO("threads " << threads);
+            ops::Run run;
+            run.threads = threads;
+            std::fill(got_r.begin(), got_r.end(), -1.0F);
+            std::fill(got_c.begin(), got_c.end(), -1.0F);
+            REQUIRE(rows_q.run_rows_and_columns(xf, rows, cols, got_r, columns_q, got_c, run).ok());
+            CHECK(std::memcmp(got_r.data(), want_r.data(), xf.size() * sizeof(float)) == 0);
+            CHECK(std::memcmp(got_c.data(), want_c.data(), xf.size() * sizeof(float)) == 0);
+          }
         }
       }
   }

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <future>
+#include <optional>
 
 #include "mxlab/core/ceil_div.hpp"
 #include "mxlab/core/random.hpp"
+#include "mxlab/core/threads.hpp"
 #include "mxlab/core/transpose.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
 #include "mxlab/kernels/simd_target.hpp"
@@ -361,14 +363,31 @@ Result<std::size_t> FakeQuantizer::run_rows_and_columns(std::span<const float> x
   }
   constexpr std::int64_t kChunkValues = 32768;
   const std::int64_t chunk = std::max<std::int64_t>(1, kChunkValues / cols / k) * k;
-  for (std::int64_t r0 = 0; r0 < rows; r0 += chunk) {
-    const std::int64_t n = std::min(chunk, rows - r0);
-    const auto first = static_cast<std::size_t>(r0 * cols), len = static_cast<std::size_t>(n * cols);
-    auto r = this->run(x.subspan(first, len), {n, cols}, out.subspan(first, len), run);
-    if (!r) return r;
-    r = columns.run_columns(x.subspan(first, len), n, cols, out_columns.subspan(first, len), run);
-    if (!r) return r;
-  }
+  const std::int64_t chunks = ceil_div(rows, chunk);
+  // The threads take contiguous ranges of chunks, each chunk on one thread (one wake-up per call rather than two
+  // per chunk); a chunk's values do not depend on the thread count.
+  // At least 16 Ki values per thread, as the kernels split their work.
+  constexpr std::int64_t kMinValuesPerThread = std::int64_t{1} << 14;
+  const std::int64_t useful = std::max<std::int64_t>(1, static_cast<std::int64_t>(x.size()) / kMinValuesPerThread);
+  const auto parts = static_cast<unsigned>(
+      std::min({static_cast<std::int64_t>(detail::resolve_threads(run.threads)), useful, chunks}));
+  Run one = run;
+  one.threads = 1;
+  std::vector<std::optional<Error>> errors(parts);
+  run_parts(parts, [&](unsigned t) {
+    for (std::int64_t c = chunks * t / parts; c < chunks * (t + 1) / parts; ++c) {
+      const std::int64_t r0 = c * chunk, n = std::min(chunk, rows - r0);
+      const auto first = static_cast<std::size_t>(r0 * cols), len = static_cast<std::size_t>(n * cols);
+      auto r = this->run(x.subspan(first, len), {n, cols}, out.subspan(first, len), parts > 1 ? one : run);
+      if (r) r = columns.run_columns(x.subspan(first, len), n, cols, out_columns.subspan(first, len), parts > 1 ? one : run);
+      if (!r) {
+        errors[t] = r.error();
+        return;
+      }
+    }
+  });
+  for (auto& e : errors)
+    if (e) return *e;
   return x.size();
 }
 
