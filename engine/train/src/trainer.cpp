@@ -882,14 +882,22 @@ Result<StepTime> step_time(const ModelConfig& model, const Recipe& recipe, std::
   o.final_eval = false;
   StepTime best;
   best.seconds = 1e300;
+  // A run's first steps allocate the model's buffers, the quantized operands and the optimizer's state (fresh
+  // pages): its steps are timed from the end of step kWarmSteps, when the tally of GEMM time restarts too.
+  constexpr std::int64_t kWarmSteps = 2;
+  o.steps = kWarmSteps + steps;
   const auto per_step = 1.0 / static_cast<double>(steps);
-  for (int r = 0; r <= std::max(1, reps); ++r) {
-    o.steps = r == 0 ? 1 : steps;  // the first run warms caches and allocations and is not counted
-    detail::gemm_tally() = {};
-    auto res = run_training(d, o);
+  for (int r = 0; r < std::max(1, reps); ++r) {
+    double warm_seconds = 0;
+    auto res = run_training(d, o, [&](const StepMetrics& m) {
+      if (m.step != kWarmSteps) return;
+      warm_seconds = m.seconds;
+      detail::gemm_tally() = {};
+    });
     if (!res) return res.error();
-    if (r > 0 && res->seconds * per_step < best.seconds)
-      best = {res->seconds * per_step, detail::gemm_tally().seconds * per_step, detail::gemm_tally().flops * per_step};
+    const double seconds = (res->seconds - warm_seconds) * per_step;
+    if (seconds < best.seconds)
+      best = {seconds, detail::gemm_tally().seconds * per_step, detail::gemm_tally().flops * per_step};
   }
   return best;
 }

@@ -194,8 +194,9 @@ struct StepTime {
   double gemm_flops = 0;    ///< per step, of those GEMMs
 };
 
-/// The time per training step (the best of `reps` runs of `steps` steps, after one untimed step) of the model on
-/// seeded random 28x28 images in 10 classes, without operand metrics or evaluation, on `threads` threads.
+/// The time per training step (the best of `reps` runs, each timing `steps` steps after two untimed steps that
+/// allocate the run's buffers and optimizer state) of the model on seeded random 28x28 images in 10 classes,
+/// without operand metrics or evaluation, on `threads` threads.
 /// Timing only; the values do not matter.
 Result<StepTime> step_time(const ModelConfig& model, const Recipe& recipe, std::int64_t batch, std::int64_t steps,
                            int reps, unsigned threads);
