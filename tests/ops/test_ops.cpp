@@ -303,7 +303,9 @@ TEST_CASE("ops: formats the kernels refuse run on the reference with the same re
 }
 
 TEST_CASE("ops: formats without a scale run on the cast kernels with the reference's values and totals", "[ops]") {
-  const auto xf = corner_input(9, 3000, false);
+  // 20,000 values: the cast runs in chunks of 8,192 (two whole and a partial one), whose stochastic rounding
+  // takes each element's own random word.
+  const auto xf = corner_input(9, 20000, false);
   const std::vector<double> x(xf.begin(), xf.end());
   const std::vector<std::int64_t> shape = {static_cast<std::int64_t>(x.size())};
   for (const auto& target : simd_targets()) {
@@ -327,6 +329,60 @@ TEST_CASE("ops: formats without a scale run on the cast kernels with the referen
       }
     }
   }
+}
+
+TEST_CASE("ops: an element cast under a tensor scale equals the cast of the scaled tensor times the inverse", "[ops]") {
+  // run_scaled against run() of fl32(x * scale) times fl32(1 / scale), bit for bit, with the amax of x (NaN
+  // ignored) and the count of scaled magnitudes above the limit written out; chunk and thread boundaries fall
+  // inside the tensor (20,000 values, chunks of 8,192; 1 and 3 threads).
+  const auto xf = corner_input(21, 20000, false);
+  for (const char* name : {"e4m3", "e5m2", "e3m2", "int8"}) {
+    for (const Rounding rounding : {Rounding::NearestEven, Rounding::Stochastic}) {
+      auto element = parse_format(name);
+      REQUIRE(element.ok());
+      BlockFormat f;
+      f.name = name;
+      f.element = *element;
+      f.options.element.rounding = rounding;
+      f.options.element.overflow = Overflow::Saturate;
+      f.options.seed = 5;
+      const ops::FakeQuantizer fq(f);
+      REQUIRE(fq.scaled_native(false));
+      CHECK(fq.scaled_native(true) == (rounding != Rounding::Stochastic));
+      for (const float scale : {1.0F, 3.0F * 1024.0F, 0.0078125F}) {
+        const float inverse = 1.0F / scale, limit = static_cast<float>(element->max_finite());
+        std::vector<float> scaled(xf.size()), expect(xf.size());
+        float amax = 0.0F;
+        std::int64_t above = 0;
+        for (std::size_t i = 0; i < xf.size(); ++i) {
+          scaled[i] = xf[i] * scale;
+          amax = std::fmax(amax, std::fabs(xf[i]));
+          above += std::fabs(scaled[i]) > limit ? 1 : 0;
+        }
+        REQUIRE(fq.run(scaled, {static_cast<std::int64_t>(xf.size())}, expect).ok());
+        for (float& v : expect) v *= inverse;
+        for (const unsigned threads : {1U, 3U}) {
+          INFO(name << " " << to_string(rounding) << " scale " << scale << " threads " << threads);
+          std::vector<float> out(xf.size(), -1.0F);
+          ops::Run run;
+          run.threads = threads;
+          auto st = fq.run_scaled(xf, scale, inverse, limit, out, run);
+          REQUIRE(st.ok());
+          CHECK(std::bit_cast<std::uint32_t>(st->amax) == std::bit_cast<std::uint32_t>(amax));
+          CHECK(st->above == above);
+          CHECK(above > 0);
+          CHECK(std::memcmp(out.data(), expect.data(), out.size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+  BlockFormat mx = parse("mxfp8_e4m3");
+  const ops::FakeQuantizer blocks(mx);
+  CHECK_FALSE(blocks.scaled_native(false));
+  std::vector<float> out(xf.size());
+  auto refused = blocks.run_scaled(xf, 1.0F, 1.0F, 448.0F, out);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("not an element cast") != std::string::npos);
 }
 
 /// Tensors for the gathered-row paths: corner values with and without NaN/Inf, an all-zero tensor with zeros of

@@ -18,6 +18,7 @@
 
 #include "mxlab/core/random.hpp"
 #include "mxlab/core/transpose.hpp"
+#include "mxlab/formats/parse.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/train/gradient_check.hpp"
 #include "mxlab/train/scaling.hpp"
@@ -527,6 +528,59 @@ TEST_CASE("delayed scaling: the scale follows Transformer Engine's formula on a 
           }
         }
       }
+}
+
+TEST_CASE("delayed scaling: a cast is the element cast of the scaled operand times the inverse scale", "[train]") {
+  // delayed_cast against its definition written out: fl32(x * scale) through the saturating quantizer along the
+  // rows or down the columns, times fl32(1 / scale), bit for bit; the amax (NaN ignored) and the saturations. The
+  // kernels' one pass (run_scaled) serves every case but stochastic rounding down the columns, whose random words
+  // follow the transposed positions (the three-pass path). 150 x 97 values cross the one pass's chunks.
+  const std::int64_t rows = 150, cols = 97;
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  Rng rng(44);
+  for (float& v : x) v = static_cast<float>(std::ldexp(rng.uniform() - 0.5, static_cast<int>(rng.next_u64() % 30) - 12));
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  x[901] = -std::numeric_limits<float>::infinity();
+  DelayedScaling c;
+  c.enabled = true;
+  c.history_len = 4;
+  for (const Rounding rounding : {Rounding::NearestEven, Rounding::Stochastic}) {
+    BlockFormat f;
+    f.name = "e4m3";
+    f.element = *parse_format("e4m3");
+    f.options.element.rounding = rounding;
+    f.options.element.overflow = Overflow::Saturate;
+    f.options.seed = 3;
+    const ops::FakeQuantizer q(f);
+    for (const bool columns : {false, true}) {
+      AmaxHistory h(c, 448.0);
+      h.record(0.01F);  // scale 448 * 100: many scaled values saturate
+      h.update();
+      const float scale = h.scale();
+      std::vector<float> scaled(x.size()), want(x.size()), got(x.size());
+      float amax = 0.0F;
+      std::int64_t saturated = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        scaled[i] = x[i] * scale;
+        amax = std::fmax(amax, std::fabs(x[i]));
+        saturated += std::fabs(scaled[i]) > 448.0F ? 1 : 0;
+      }
+      REQUIRE((columns ? q.run_columns(scaled, rows, cols, want) : q.run(scaled, {rows, cols}, want)).ok());
+      for (float& v : want) v *= h.scale_inv();
+      for (const unsigned threads : {1U, 2U}) {
+        INFO(to_string(rounding) << (columns ? " down the columns" : " along the rows") << ", threads " << threads);
+        ops::Run run;
+        run.threads = threads;
+        float got_amax = -1.0F;
+        auto r = delayed_cast(q, x, rows, cols, got, h, false, run, columns, &got_amax);
+        REQUIRE(r.ok());
+        CHECK(*r == saturated);
+        CHECK(*r > 0);
+        CHECK(got_amax == amax);
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+      }
+    }
+  }
 }
 
 TEST_CASE("delayed scaling with history length 1 and most_recent uses the previous step's amax", "[train]") {

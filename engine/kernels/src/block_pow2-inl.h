@@ -154,8 +154,12 @@ HWY_INLINE void one_block(const BlockParams& p, const BlockCall& call, const Cas
 /// Rows whose last block is partial (or shorter than a block) take their blocks from a BlockCursor. A block's
 /// last partial vector is read as the block's last whole vector (lanes it shares with the vector before it
 /// give the same values again, written over the same places), or, in a block shorter than a vector or for
-/// packed codes, through a zero-padded buffer (zeros change neither amax nor the other lanes), as in one_block.
-/// A block holding NaN or Inf goes through one_block.
+/// packed codes, through masked loads and stores (AVX-512) or a zero-padded buffer (zeros change neither amax
+/// nor the other lanes), as in one_block. A block holding NaN or Inf goes through one_block.
+/// The blocks go in groups of kFastGroup: first every block's amax and scale (independent chains the core
+/// overlaps), then the group's elements with those scales (the group's inputs still in L1).
+constexpr std::int64_t kFastGroup = 64;
+
 template <InputKind kIn, BlockOut kOut, FastKind kKind>
 HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, const CastVectors& c,
                                   const FastVectors& fv, CodeSink& sink) {
@@ -171,57 +175,88 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
   HWY_ALIGN std::uint8_t tail_buf[kMaxLanes * 4];
   HWY_ALIGN float out_buf[kMaxLanes];
+  // A group's blocks: first element, length, and scale (xi < 0: the block goes through one_block).
+  std::size_t starts[kFastGroup], lens[kFastGroup];
+  int xis[kFastGroup];
   BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
-  for (std::int64_t b = call.b0; b < call.b1; ++b) {
-    std::size_t start = static_cast<std::size_t>(b) * block;
-    std::size_t len = block;
-    if (!whole_blocks) cursor.next(&start, &len);
-    const std::size_t full = len - len % lanes;
-    // The last partial vector: the block's last whole vector, or the zero-padded buffer.
-    const bool overlap = full != len && len >= lanes && kOut == BlockOut::Fake;
-    const bool buffered = full != len && !overlap;
-    const std::uint8_t* xb = in + start * kInBytes;
-    if constexpr (HWY_TARGET != HWY_SCALAR) {
-      for (std::size_t k = 0; k < len * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+  for (std::int64_t g0 = call.b0; g0 < call.b1; g0 += kFastGroup) {
+    const std::int64_t g1 = std::min(call.b1, g0 + kFastGroup);
+    for (std::int64_t b = g0; b < g1; ++b) {
+      const auto i = static_cast<std::size_t>(b - g0);
+      std::size_t start = static_cast<std::size_t>(b) * block;
+      std::size_t len = block;
+      if (!whole_blocks) cursor.next(&start, &len);
+      starts[i] = start;
+      lens[i] = len;
+      const std::size_t full = len - len % lanes;
+      const bool overlap = full != len && len >= lanes && kOut == BlockOut::Fake;
+      const bool buffered = full != len && !overlap;
+      const std::uint8_t* xb = in + start * kInBytes;
+      if constexpr (HWY_TARGET != HWY_SCALAR) {
+        for (std::size_t k = 0; k < len * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
+      }
+      VU vmax = hn::Zero(du);
+      for (std::size_t k = 0; k < full; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
+      if (overlap) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, len - lanes), abs_mask));
+      if (buffered && kMaskedTail) {
+        vmax = hn::Max(vmax, hn::And(load_input_n<kIn>(xb, full, len - full), abs_mask));
+      } else if (buffered) {
+        std::memset(tail_buf, 0, sizeof(tail_buf));
+        std::memcpy(tail_buf, xb + full * kInBytes, (len - full) * kInBytes);
+        vmax = hn::Max(vmax, hn::And(load_input<kIn>(tail_buf, 0), abs_mask));
+      }
+      const std::uint32_t amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
+      const int xe = amax_bits >= 0x7F800000U ? 0 : block_exponent(p, amax_bits);
+      if (amax_bits >= 0x7F800000U || xe < kFastMinExponent) {
+        xis[i] = -1;
+        continue;
+      }
+      if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(amax_bits);
+      xis[i] = xe - p.x_min;
     }
-    VU vmax = hn::Zero(du);
-    for (std::size_t k = 0; k < full; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
-    if (overlap) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, len - lanes), abs_mask));
-    if (buffered) {
-      std::memset(tail_buf, 0, sizeof(tail_buf));
-      std::memcpy(tail_buf, xb + full * kInBytes, (len - full) * kInBytes);
-      vmax = hn::Max(vmax, hn::And(load_input<kIn>(tail_buf, 0), abs_mask));
-    }
-    const std::uint32_t amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
-    const int xe = amax_bits >= 0x7F800000U ? 0 : block_exponent(p, amax_bits);
-    if (amax_bits >= 0x7F800000U || xe < kFastMinExponent) {
-      one_block<Rne, kOut>(p, call, c, fv, true, sink, in_buf, b, static_cast<std::int64_t>(start), len);
-      continue;
-    }
-    if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(amax_bits);
-    const auto xi = static_cast<std::size_t>(xe - p.x_min);
-    const std::uint32_t scode = p.scale_code[xi];
-    const VF inverse = hn::Set(df, p.scale_inverse[xi]);
-    const VF scale_v = hn::Set(df, p.pow2_value[xi]);
-    if constexpr (kOut == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), scode);
-    for (std::size_t k = 0; k < len; k += lanes) {
-      const bool tail = k == full;  // only when len is not a multiple of lanes
-      const std::size_t at = tail && overlap ? len - lanes : k;
-      const std::size_t count = tail && buffered ? len - full : lanes;
-      const VU u = tail && buffered ? load_input<kIn>(tail_buf, 0) : load_input<kIn>(xb, at);
-      MU over;
-      VF r;
-      const VU code = fast_rne_lanes<kOut == BlockOut::Fake, kKind>(fv, u, inverse, &r, &over);
-      if constexpr (kOut == BlockOut::Packed) sink.put(du, code, start + k, count);
-      if constexpr (kOut == BlockOut::Fake) {
-        const VF value = fast_rne_values<kKind>(fv, u, r, over, scale_v);
-        if (!tail) {
-          store_values(call, value, call.fake + start + k);
-        } else if (overlap) {
-          hn::StoreU(value, df, call.fake + start + at);
-        } else {
-          hn::Store(value, df, out_buf);
-          std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
+    for (std::int64_t b = g0; b < g1; ++b) {
+      const auto i = static_cast<std::size_t>(b - g0);
+      const std::size_t start = starts[i], len = lens[i];
+      if (xis[i] < 0) {
+        one_block<Rne, kOut>(p, call, c, fv, true, sink, in_buf, b, static_cast<std::int64_t>(start), len);
+        continue;
+      }
+      const std::size_t full = len - len % lanes;
+      const bool overlap = full != len && len >= lanes && kOut == BlockOut::Fake;
+      const bool buffered = full != len && !overlap;
+      const std::uint8_t* xb = in + start * kInBytes;
+      const auto xi = static_cast<std::size_t>(xis[i]);
+      const VF inverse = hn::Set(df, p.scale_inverse[xi]);
+      const VF scale_v = hn::Set(df, p.pow2_value[xi]);
+      if constexpr (kOut == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), p.scale_code[xi]);
+      if (buffered && !kMaskedTail) {
+        std::memset(tail_buf, 0, sizeof(tail_buf));
+        std::memcpy(tail_buf, xb + full * kInBytes, (len - full) * kInBytes);
+      }
+      for (std::size_t k = 0; k < len; k += lanes) {
+        const bool tail = k == full;  // only when len is not a multiple of lanes
+        const std::size_t at = tail && overlap ? len - lanes : k;
+        const std::size_t count = tail && buffered ? len - full : lanes;
+        VU u;
+        if (!(tail && buffered)) u = load_input<kIn>(xb, at);
+        else if constexpr (kMaskedTail) u = load_input_n<kIn>(xb, full, count);
+        else u = load_input<kIn>(tail_buf, 0);
+        MU over;
+        VF r;
+        const VU code = fast_rne_lanes<kOut == BlockOut::Fake, kKind>(fv, u, inverse, &r, &over);
+        if constexpr (kOut == BlockOut::Packed) sink.put(du, code, start + k, count);
+        if constexpr (kOut == BlockOut::Fake) {
+          const VF value = fast_rne_values<kKind>(fv, u, r, over, scale_v);
+          if (!tail) {
+            store_values(call, value, call.fake + start + k);
+          } else if (overlap) {
+            hn::StoreU(value, df, call.fake + start + at);
+          } else if constexpr (kMaskedTail) {
+            hn::BlendedStore(value, hn::FirstN(df, count), df, call.fake + start + k);
+          } else {
+            hn::Store(value, df, out_buf);
+            std::memcpy(call.fake + start + k, out_buf, count * sizeof(float));
+          }
         }
       }
     }

@@ -86,6 +86,31 @@ HWY_INLINE hn::Vec<D> load_input(const void* in, std::size_t i, D du = D()) {
   }
 }
 
+/// Whether this target reads and writes a partial vector with masked loads and stores (AVX-512), which touch
+/// no memory past the lanes kept; elsewhere a partial vector goes through a zero-padded buffer.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr bool kMaskedTail = true;
+#else
+constexpr bool kMaskedTail = false;
+#endif
+
+/// Elements [i, i + count) of an input array as float32 bits in the first count lanes, zeros in the others
+/// (count < Lanes(du)); only where kMaskedTail.
+template <InputKind kIn, class D = DU>
+HWY_INLINE hn::Vec<D> load_input_n(const void* in, std::size_t i, std::size_t count, D du = D()) {
+  if constexpr (kIn == InputKind::F32) {
+    return hn::MaskedLoad(hn::FirstN(du, count), du, static_cast<const std::uint32_t*>(in) + i);
+  } else {
+    const hn::Rebind<std::uint16_t, D> d16;
+    const auto h = hn::PromoteTo(du, hn::MaskedLoad(hn::FirstN(d16, count), d16, static_cast<const std::uint16_t*>(in) + i));
+    if constexpr (kIn == InputKind::BF16) {
+      return hn::ShiftLeft<16>(h);
+    } else {
+      return f16_to_f32_bits(du, h);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Stochastic rounding bits: stochastic_bits(seed, index) of core/random.hpp, one index per lane.
 

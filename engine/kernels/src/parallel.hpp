@@ -12,13 +12,7 @@ namespace mxlab::kernel_detail {
 
 using mxlab::resolve_threads;
 using mxlab::run_parts;
-
-/// Threads worth starting for n elements (at least 16 Ki elements each, at least one thread).
-inline unsigned useful_threads(std::size_t n, unsigned requested) {
-  constexpr std::size_t kMinPerThread = std::size_t{1} << 14;
-  const std::size_t useful = std::max<std::size_t>(1, n / kMinPerThread);
-  return static_cast<unsigned>(std::min<std::size_t>(resolve_threads(requested), useful));
-}
+using mxlab::useful_threads;
 
 /// Calls fn(begin, end) on contiguous parts of [0, n), one per thread; small ranges stay on the caller's
 /// thread. Part boundaries are multiples of 64 elements so that no part splits a SIMD vector needlessly.

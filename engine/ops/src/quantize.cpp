@@ -267,13 +267,45 @@ FakeQuantizer::FakeQuantizer(const BlockFormat& f) : format_(f) {
   decode_ = std::make_shared<const DecodeKernel>(std::move(*decode));
 }
 
+namespace {
+
+/// Elements per chunk of an element cast: the chunk's codes (16 KiB) and a scaled chunk (32 KiB) stay in the
+/// caches between the cast and the decode.
+constexpr std::size_t kElementChunk = 8192;
+
+/// fn(t, i0, len) for the chunks [i0, i0 + len) of n elements, each thread t a contiguous range of chunks; the
+/// threads' first error, if any.
+template <class Fn>
+std::optional<Error> element_chunks(std::size_t n, unsigned threads, Fn&& fn) {
+  const std::size_t chunks = ceil_div(n, kElementChunk);
+  const auto parts = static_cast<unsigned>(std::min<std::size_t>(useful_threads(n, threads), chunks));
+  std::vector<std::optional<Error>> errors(parts);
+  run_parts(parts, [&](unsigned t) {
+    for (std::size_t c = chunks * t / parts; c < chunks * (t + 1) / parts && !errors[t]; ++c) {
+      const std::size_t i0 = c * kElementChunk;
+      errors[t] = fn(t, i0, std::min(kElementChunk, n - i0));
+    }
+  });
+  for (auto& e : errors)
+    if (e) return e;
+  return std::nullopt;
+}
+
+}  // namespace
+
 Result<std::size_t> FakeQuantizer::run_elements(std::span<const float> x, std::span<float> out, const Run& run,
                                                 QuantizeResult* result) const {
-  const KernelRun kr{detail::resolve_threads(run.threads), format_.options.seed, 0};
-  thread_local std::vector<std::uint16_t> codes;  // kept across calls: training casts operands of the same sizes
-  codes.resize(x.size());
-  if (auto r = cast_->cast_f32(x, codes, kr); !r) return r.error();
-  if (auto r = decode_->decode(codes, out.first(x.size()), kr); !r) return r.error();
+  // A chunk at a time, cast to codes and decoded while the codes are in the caches; element i takes the random
+  // word of its own index, whichever chunk and thread it falls in.
+  if (auto e = element_chunks(x.size(), run.threads, [&](unsigned, std::size_t i0, std::size_t len) -> std::optional<Error> {
+        std::uint16_t codes[kElementChunk];
+        const KernelRun kr{1, format_.options.seed, i0};
+        if (auto r = cast_->cast_f32(x.subspan(i0, len), std::span(codes, len), kr); !r) return r.error();
+        if (auto r = decode_->decode(std::span<const std::uint16_t>(codes, len), out.subspan(i0, len), kr); !r)
+          return r.error();
+        return std::nullopt;
+      }))
+    return *e;
   if (result == nullptr) return x.size();
   // Error totals. An overflow flag can only stand on a saturated or special output (the largest finite
   // magnitude, Inf or NaN); the reference's cast decides those few elements' flags.
@@ -346,6 +378,63 @@ Result<std::size_t> FakeQuantizer::run_columns(std::span<const float> x, std::in
   });
 }
 
+FakeQuantizer::ScaledStats scale_values(std::span<const float> x, float scale, float limit, std::span<float> scaled) {
+  // A maximum and a count do not depend on the order they are taken in; interleaved partial maxima make a loop
+  // that vectorizes.
+  constexpr std::size_t kLanes = 8;
+  float lane[kLanes] = {};
+  std::int64_t above = 0;
+  const std::size_t n = x.size();
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (std::size_t j = 0; j < kLanes; ++j) {
+      const float v = x[i + j], a = std::fabs(v), s = v * scale;
+      lane[j] = lane[j] < a ? a : lane[j];
+      scaled[i + j] = s;
+      above += std::fabs(s) > limit ? 1 : 0;
+    }
+  for (; i < n; ++i) {
+    const float v = x[i], s = v * scale;
+    lane[0] = std::max(lane[0], std::fabs(v));
+    scaled[i] = s;
+    above += std::fabs(s) > limit ? 1 : 0;
+  }
+  return {*std::max_element(lane, lane + kLanes), above};
+}
+
+bool FakeQuantizer::scaled_native(bool columns) const {
+  return cast_ != nullptr && !(columns && format_.options.element.rounding == Rounding::Stochastic);
+}
+
+Result<FakeQuantizer::ScaledStats> FakeQuantizer::run_scaled(std::span<const float> x, float scale, float inverse,
+                                                             float limit, std::span<float> out, const Run& run) const {
+  if (!scaled_native(false))
+    return make_error("fake quantization under a tensor scale: " + format_.name + " is not an element cast on the kernels");
+  if (out.size() < x.size())
+    return make_error("fake quantization: output holds " + std::to_string(out.size()) + " values for " +
+                      std::to_string(x.size()) + " inputs");
+  std::vector<ScaledStats> parts(std::max(1U, resolve_threads(run.threads)));
+  auto e = element_chunks(x.size(), run.threads, [&](unsigned t, std::size_t i0, std::size_t len) -> std::optional<Error> {
+    float scaled[kElementChunk];
+    std::uint16_t codes[kElementChunk];
+    const ScaledStats chunk = scale_values(x.subspan(i0, len), scale, limit, std::span(scaled, len));
+    ScaledStats& st = parts[t];
+    st.amax = std::max(st.amax, chunk.amax);
+    st.above += chunk.above;
+    const KernelRun kr{1, format_.options.seed, i0};
+    const std::span<float> o = out.subspan(i0, len);
+    if (auto r = cast_->cast_f32(std::span<const float>(scaled, len), std::span(codes, len), kr); !r) return r.error();
+    if (auto r = decode_->decode(std::span<const std::uint16_t>(codes, len), o, kr); !r) return r.error();
+    detail::apply_fake_nan(format_, o);
+    for (float& v : o) v *= inverse;
+    return std::nullopt;
+  });
+  if (e) return *e;
+  ScaledStats total;
+  for (const ScaledStats& st : parts) total.amax = std::max(total.amax, st.amax), total.above += st.above;
+  return total;
+}
+
 bool FakeQuantizer::rows_stand_alone() const {
   return kernel_ && !kernel_->needs_tensor_facts() && format_.options.element.rounding != Rounding::Stochastic;
 }
@@ -366,11 +455,8 @@ Result<std::size_t> FakeQuantizer::run_rows_and_columns(std::span<const float> x
   const std::int64_t chunks = ceil_div(rows, chunk);
   // The threads take contiguous ranges of chunks, each chunk on one thread (one wake-up per call rather than two
   // per chunk); a chunk's values do not depend on the thread count.
-  // At least 16 Ki values per thread, as the kernels split their work.
-  constexpr std::int64_t kMinValuesPerThread = std::int64_t{1} << 14;
-  const std::int64_t useful = std::max<std::int64_t>(1, static_cast<std::int64_t>(x.size()) / kMinValuesPerThread);
-  const auto parts = static_cast<unsigned>(
-      std::min({static_cast<std::int64_t>(detail::resolve_threads(run.threads)), useful, chunks}));
+  // As many threads as the kernels would start for the whole pass, at most one per chunk.
+  const auto parts = static_cast<unsigned>(std::min<std::int64_t>(useful_threads(x.size(), run.threads), chunks));
   Run one = run;
   one.threads = 1;
   std::vector<std::optional<Error>> errors(parts);

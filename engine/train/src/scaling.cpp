@@ -56,40 +56,30 @@ Result<std::int64_t> delayed_cast(const ops::FakeQuantizer& q, std::span<const f
                                   std::int64_t cols, std::span<float> out, AmaxHistory& history, bool record,
                                   const ops::Run& run, bool columns, float* amax) {
   // The input times the tensor's scale in float32, cast with saturation; the GEMM sees the cast value times
-  // scale_inv. One pass over x gives the amax (NaN ignored, as fmax does), the scaled values and the saturations,
-  // in parts of at least kPart elements over the run's threads: a maximum and a count do not depend on the order
-  // they are taken in, so neither does the result.
-  constexpr std::size_t kPart = std::size_t{1} << 16, kLanes = 8;
+  // scale_inv; the amax ignores NaN, as fmax does.
+  const float scale = history.scale(), limit = history.fp8_max();
+  if (q.scaled_native(columns)) {
+    // An element cast's values do not depend on where an element lies: the kernels' one pass in chunks.
+    auto st = q.run_scaled(x, scale, history.scale_inv(), limit, out, run);
+    if (!st) return st.error();
+    if (record) history.record(st->amax);
+    if (amax != nullptr) *amax = st->amax;
+    return st->above;
+  }
+  // Elsewhere: one pass over x for the amax, the scaled values and the saturations, in parts of at least kPart
+  // elements over the run's threads; the element cast of the scaled values; the result times scale_inv.
+  constexpr std::size_t kPart = std::size_t{1} << 16;
   thread_local std::vector<float> buffer;
   const std::size_t n = x.size();
   buffer.resize(n);
   const std::span<float> scaled(buffer);  // the caller's buffer (a worker's thread_local would be its own)
-  const float scale = history.scale(), limit = history.fp8_max();
   const auto parts = static_cast<unsigned>(
       std::clamp<std::size_t>(n / kPart, 1, resolve_threads(static_cast<unsigned>(run.threads))));
-  std::vector<float> part_amax(parts, 0.0F);
-  std::vector<std::int64_t> part_saturated(parts, 0);
+  std::vector<ops::FakeQuantizer::ScaledStats> part(parts);
   auto range = [&](unsigned t) { return std::pair{n * t / parts, n * (t + 1) / parts}; };
   run_parts(parts, [&](unsigned t) {
     const auto [begin, end] = range(t);
-    float lane[kLanes] = {};  // interleaved partial maxima: a loop that vectorizes
-    std::int64_t over = 0;
-    std::size_t i = begin;
-    for (; i + kLanes <= end; i += kLanes)
-      for (std::size_t j = 0; j < kLanes; ++j) {
-        const float v = x[i + j], a = std::fabs(v), s = v * scale;
-        lane[j] = lane[j] < a ? a : lane[j];
-        scaled[i + j] = s;
-        over += std::fabs(s) > limit ? 1 : 0;
-      }
-    for (; i < end; ++i) {
-      const float v = x[i], s = v * scale;
-      lane[0] = std::max(lane[0], std::fabs(v));
-      scaled[i] = s;
-      over += std::fabs(s) > limit ? 1 : 0;
-    }
-    part_amax[t] = *std::max_element(lane, lane + kLanes);
-    part_saturated[t] = over;
+    part[t] = ops::scale_values(x.subspan(begin, end - begin), scale, limit, scaled.subspan(begin, end - begin));
   });
   auto r = columns ? q.run_columns(scaled, rows, cols, out, run) : q.run(scaled, {rows, cols}, out, run);
   if (!r) return r.error();
@@ -98,11 +88,11 @@ Result<std::int64_t> delayed_cast(const ops::FakeQuantizer& q, std::span<const f
     const auto [begin, end] = range(t);
     for (std::size_t i = begin; i < end; ++i) out[i] *= inv;
   });
-  const float largest = *std::max_element(part_amax.begin(), part_amax.end());
+  float largest = 0.0F;
+  std::int64_t saturated = 0;
+  for (const auto& p : part) largest = std::max(largest, p.amax), saturated += p.above;
   if (record) history.record(largest);
   if (amax != nullptr) *amax = largest;
-  std::int64_t saturated = 0;
-  for (const std::int64_t c : part_saturated) saturated += c;
   return saturated;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <thread>
 #include <type_traits>
 
@@ -17,6 +18,14 @@ inline unsigned hardware_threads() {
 
 /// Worker threads for a request (0 = every hardware thread).
 inline unsigned resolve_threads(unsigned requested) { return requested != 0 ? requested : hardware_threads(); }
+
+/// Threads worth starting for an elementwise pass over n values: at least 16 Ki values each, at least one
+/// thread, at most the request's.
+inline unsigned useful_threads(std::size_t n, unsigned requested) {
+  constexpr std::size_t kMinPerThread = std::size_t{1} << 14;
+  const std::size_t useful = std::max<std::size_t>(1, n / kMinPerThread);
+  return static_cast<unsigned>(std::min<std::size_t>(resolve_threads(requested), useful));
+}
 
 namespace threads_detail {
 /// fn(context, t) for t in [0, parts) on the pool (threads.cpp).

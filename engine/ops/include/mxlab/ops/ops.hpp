@@ -136,6 +136,21 @@ class FakeQuantizer {
   Result<std::size_t> run_rows_and_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols,
                                            std::span<float> out, const FakeQuantizer& columns,
                                            std::span<float> out_columns, const Run& run = {}) const;
+  /// What run_scaled reports of its input: the largest magnitude (NaN ignored, as fmax ignores it) and how many
+  /// scaled values exceed the limit in magnitude.
+  struct ScaledStats {
+    float amax = 0.0F;
+    std::int64_t above = 0;
+  };
+  /// Whether run_scaled covers this format: a plain element cast on the SIMD kernels, and down a matrix's
+  /// columns (columns) only without stochastic rounding (whose random words follow the transposed positions).
+  bool scaled_native(bool columns) const;
+  /// An element cast under a per-tensor scale, as delayed scaling casts (docs/training.md): out[i] =
+  /// fl32(v[i] * inverse), v = run() of fl32(x[i] * scale), bit for bit, with ScaledStats of x (above: |fl32(x[i]
+  /// * scale)| > limit). One pass over x in chunks that stay in the caches, over the run's threads. An error
+  /// where !scaled_native(false).
+  Result<ScaledStats> run_scaled(std::span<const float> x, float scale, float inverse, float limit,
+                                 std::span<float> out, const Run& run = {}) const;
 
  private:
   /// run() before NaN values take the format's bits (QuantOptions::fake_nan).
@@ -159,6 +174,10 @@ class FakeQuantizer {
   /// the block kernel, without tensor-level quantities or stochastic rounding).
   bool rows_stand_alone() const;
 };
+
+/// scaled[i] = fl32(x[i] * scale) for every i < x.size() (scaled holds as many), with x's ScaledStats (above:
+/// |scaled[i]| > limit): the first step of FakeQuantizer::run_scaled.
+FakeQuantizer::ScaledStats scale_values(std::span<const float> x, float scale, float limit, std::span<float> scaled);
 
 /// Packed quantization of the whole tensor (as mxlab::pack of mxlab::quantize); with a result, its engine and
 /// error totals (as quantize_fake's with_stats).
