@@ -11,6 +11,7 @@
 #include "mxlab/core/threads.hpp"
 #include "mxlab/core/transpose.hpp"
 #include "mxlab/kernels/cast_kernel.hpp"
+#include "mxlab/kernels/scale_values.hpp"
 #include "mxlab/kernels/simd_target.hpp"
 #include "mxlab/quantize/pack.hpp"
 #include "ops_detail.hpp"
@@ -378,30 +379,6 @@ Result<std::size_t> FakeQuantizer::run_columns(std::span<const float> x, std::in
   });
 }
 
-FakeQuantizer::ScaledStats scale_values(std::span<const float> x, float scale, float limit, std::span<float> scaled) {
-  // A maximum and a count do not depend on the order they are taken in; interleaved partial maxima make a loop
-  // that vectorizes.
-  constexpr std::size_t kLanes = 8;
-  float lane[kLanes] = {};
-  std::int64_t above = 0;
-  const std::size_t n = x.size();
-  std::size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (std::size_t j = 0; j < kLanes; ++j) {
-      const float v = x[i + j], a = std::fabs(v), s = v * scale;
-      lane[j] = lane[j] < a ? a : lane[j];
-      scaled[i + j] = s;
-      above += std::fabs(s) > limit ? 1 : 0;
-    }
-  for (; i < n; ++i) {
-    const float v = x[i], s = v * scale;
-    lane[0] = std::max(lane[0], std::fabs(v));
-    scaled[i] = s;
-    above += std::fabs(s) > limit ? 1 : 0;
-  }
-  return {*std::max_element(lane, lane + kLanes), above};
-}
-
 bool FakeQuantizer::scaled_native(bool columns) const {
   return cast_ != nullptr && !(columns && format_.options.element.rounding == Rounding::Stochastic);
 }
@@ -417,7 +394,7 @@ Result<FakeQuantizer::ScaledStats> FakeQuantizer::run_scaled(std::span<const flo
   auto e = element_chunks(x.size(), run.threads, [&](unsigned t, std::size_t i0, std::size_t len) -> std::optional<Error> {
     float scaled[kElementChunk];
     std::uint16_t codes[kElementChunk];
-    const ScaledStats chunk = scale_values(x.subspan(i0, len), scale, limit, std::span(scaled, len));
+    const ScaleStats chunk = scale_values(x.subspan(i0, len), scale, limit, std::span(scaled, len));
     ScaledStats& st = parts[t];
     st.amax = std::max(st.amax, chunk.amax);
     st.above += chunk.above;

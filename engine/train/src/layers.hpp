@@ -74,19 +74,22 @@ const Mat<T>& quantized_columns(const Mat<T>& x, const ops::FakeQuantizer* f, Ma
 }
 
 /// x quantized along its rows with fr into rows_buf and down its columns with fc into columns_buf, in one pass
-/// over x (quantize_rows_and_columns), or in one delayed-scaling cast for both (delayed_cast_both); both 1-D block
-/// formats.
+/// over x (quantize_rows_and_columns); both 1-D block formats. Under delayed scaling one cast serves both
+/// (delayed_cast_both) when it can: then only rows_buf is written, and the result is true (columns_buf is not
+/// the operand down the columns; rows_buf is).
 template <typename T>
-void quantized_both(const Mat<T>& x, const ops::FakeQuantizer& fr, Mat<T>& rows_buf, const ops::FakeQuantizer& fc,
+bool quantized_both(const Mat<T>& x, const ops::FakeQuantizer& fr, Mat<T>& rows_buf, const ops::FakeQuantizer& fc,
                     Mat<T>& columns_buf, QuantContext& ctx, const std::string& rows_key, const std::string& columns_key) {
   if constexpr (std::is_same_v<T, float>) {
     rows_buf.resize(x.rows(), x.cols());
-    columns_buf.resize(x.rows(), x.cols());
     const auto n = static_cast<std::size_t>(x.size());
     const std::span<const float> in(x.data(), n);
-    const std::span<float> along_rows(rows_buf.data(), n), down_columns(columns_buf.data(), n);
-    if (!delayed_cast_both(fr, fc, in, x.rows(), x.cols(), along_rows, down_columns, ctx, rows_key, columns_key))
-      quantize_rows_and_columns(fr, fc, in, x.rows(), x.cols(), along_rows, down_columns, ctx, rows_key, columns_key);
+    const std::span<float> along_rows(rows_buf.data(), n);
+    if (delayed_cast_both(fr, fc, in, x.rows(), x.cols(), along_rows, ctx, rows_key, columns_key)) return true;
+    columns_buf.resize(x.rows(), x.cols());
+    quantize_rows_and_columns(fr, fc, in, x.rows(), x.cols(), along_rows, std::span<float>(columns_buf.data(), n), ctx,
+                              rows_key, columns_key);
+    return false;
   } else {
     throw std::logic_error("quantized GEMM operands are float32");
   }
@@ -142,7 +145,8 @@ struct QGemm {
   const LayerFormats* formats = nullptr;
   Mat<T> bx, bw, bg, bwc, bgc, bxc;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles; *c: down columns)
   bool saved_x = false, saved_w = false;
-  bool have_xc = false;  ///< bxc holds X down its columns from forward
+  bool have_xc = false;  ///< X down its columns from forward is in bxc, or in bx when xc_in_x
+  bool xc_in_x = false, gc_in_g = false;  ///< one delayed-scaling cast serves both directions (quantized_both)
   /// The roles of the second operand (Wt) forward and backward: the weight roles, or the activation roles for
   /// attention's products of two activations.
   Role w_role = Role::W, w_bp_role = Role::WBp;
@@ -160,7 +164,7 @@ struct QGemm {
     saved_w = ctx.training && reuse(w_role, w_bp_role);
     // While training, X down its columns (dW's operand) in the same pass over X as along its rows.
     have_xc = ctx.training && fa != nullptr && fab != nullptr && !is_2d(fa) && !is_2d(fab);
-    if (have_xc) quantized_both(x, *fa, bx, *fab, bxc, ctx, key(Role::A), key(Role::ABp));
+    if (have_xc) xc_in_x = quantized_both(x, *fa, bx, *fab, bxc, ctx, key(Role::A), key(Role::ABp));
     const Mat<T>& qx = have_xc ? bx : quantized(x, fa, bx, ctx, key(Role::A));
     const Mat<T>& qw = quantized(wt, f(w_role), bw, ctx, key(w_role));
     Mat<T> y(x.rows(), wt.rows());
@@ -177,7 +181,7 @@ struct QGemm {
     const bool g_2d = is_2d(fg);
     // dY along N for dX and down its columns for dW in one pass.
     const bool g_both = fg != nullptr && !g_2d && dx != nullptr && dwt != nullptr;
-    if (g_both) quantized_both(dy, *fg, bg, *fg, bgc, ctx, key(Role::G), key(Role::G));
+    if (g_both) gc_in_g = quantized_both(dy, *fg, bg, *fg, bgc, ctx, key(Role::G), key(Role::G));
     const Mat<T>& qg = g_both ? bg : dx != nullptr || g_2d ? quantized(dy, fg, bg, ctx, key(Role::G)) : dy;
     if (dx != nullptr) {
       // Forward's 2-D tiles of Wt are the tiles of W.
@@ -190,8 +194,8 @@ struct QGemm {
         if (!accumulated(*dwt, dy, fg, true, x, fa, true, ctx, name + " backward dW")) product(*dwt, dy, true, x, false, ctx);
         return;
       }
-      const Mat<T>& qgc = g_2d ? qg : g_both ? bgc : quantized_columns(dy, fg, bgc, ctx, key(Role::G));
-      const Mat<T>& qxc = saved_x ? bx : have_xc ? bxc : quantized_columns(x, fa, bxc, ctx, key(Role::ABp));
+      const Mat<T>& qgc = g_2d ? qg : g_both ? (gc_in_g ? bg : bgc) : quantized_columns(dy, fg, bgc, ctx, key(Role::G));
+      const Mat<T>& qxc = saved_x ? bx : have_xc ? (xc_in_x ? bx : bxc) : quantized_columns(x, fa, bxc, ctx, key(Role::ABp));
       if (!accumulated(*dwt, qgc, fg, true, qxc, saved_x ? f(Role::A) : fa, true, ctx, name + " backward dW"))
         product(*dwt, qgc, true, qxc, false, ctx);
     }

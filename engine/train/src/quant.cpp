@@ -132,8 +132,8 @@ void add_counts(OperandStats& s, std::span<const float> x, std::span<const float
 }
 
 bool delayed_cast_both(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q, std::span<const float> x,
-                       std::int64_t rows, std::int64_t cols, std::span<float> out_rows, std::span<float> out_columns,
-                       QuantContext& ctx, const std::string& rows_key, const std::string& columns_key) {
+                       std::int64_t rows, std::int64_t cols, std::span<float> out, QuantContext& ctx,
+                       const std::string& rows_key, const std::string& columns_key) {
   AmaxHistory* rows_state = ctx.delayed_state(rows_key);
   AmaxHistory* columns_state = ctx.delayed_state(columns_key);
   if (rows_state == nullptr || columns_state == nullptr) return false;
@@ -146,13 +146,11 @@ bool delayed_cast_both(const ops::FakeQuantizer& rows_q, const ops::FakeQuantize
   ops::Run run;
   run.threads = ctx.threads;
   float amax = 0;
-  auto r = delayed_cast(rows_q, x, rows, cols, out_rows, *rows_state, ctx.training, run, false, &amax);
+  auto r = delayed_cast(rows_q, x, rows, cols, out, *rows_state, ctx.training, run, false, &amax);
   if (!r) throw std::runtime_error("quantizing " + rows_key + " with " + f.name + ": " + r.error().message);
-  std::copy_n(out_rows.begin(), x.size(), out_columns.begin());
   if (ctx.training) columns_state->record(amax);
   if (ctx.collect)
-    for (const auto& [key, state, out] :
-         {std::tuple{&rows_key, rows_state, out_rows}, std::tuple{&columns_key, columns_state, out_columns}}) {
+    for (const auto& [key, state] : {std::pair{&rows_key, rows_state}, std::pair{&columns_key, columns_state}}) {
       OperandStats& s = ctx.at(*key);
       s.delayed = true;
       s.saturated += *r;

@@ -81,13 +81,13 @@ void quantize_rows_and_columns(const ops::FakeQuantizer& rows_q, const ops::Fake
                                const std::string& columns_key);
 
 /// x cast once under delayed scaling for both its uses, along its rows (rows_key) and down its columns
-/// (columns_key), when one cast gives both: the same element format without block scales, N:M sparsity or
-/// stochastic rounding (an elementwise cast, whose values do not depend on the direction) and the same scale in both
-/// keys' states; the metrics, saturations and recorded amaxes are those of two casts. False, with nothing done,
-/// otherwise.
+/// (columns_key), into out, when one cast gives both: the same element format without block scales, N:M sparsity
+/// or stochastic rounding (an elementwise cast, whose values do not depend on the direction) and the same scale in
+/// both keys' states; the metrics, saturations and recorded amaxes are those of two casts. False, with nothing
+/// done, otherwise.
 bool delayed_cast_both(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q, std::span<const float> x,
-                       std::int64_t rows, std::int64_t cols, std::span<float> out_rows, std::span<float> out_columns,
-                       QuantContext& ctx, const std::string& rows_key, const std::string& columns_key);
+                       std::int64_t rows, std::int64_t cols, std::span<float> out, QuantContext& ctx,
+                       const std::string& rows_key, const std::string& columns_key);
 
 /// The accumulation model a recipe names (none when its `accumulate` is empty), or the model parser's error.
 Result<std::optional<gemm::Model>> accumulation_model(const Recipe& recipe);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mxlab/core/threads.hpp"
+#include "mxlab/kernels/scale_values.hpp"
 
 namespace mxlab::train {
 
@@ -75,11 +76,11 @@ Result<std::int64_t> delayed_cast(const ops::FakeQuantizer& q, std::span<const f
   const std::span<float> scaled(buffer);  // the caller's buffer (a worker's thread_local would be its own)
   const auto parts = static_cast<unsigned>(
       std::clamp<std::size_t>(n / kPart, 1, resolve_threads(static_cast<unsigned>(run.threads))));
-  std::vector<ops::FakeQuantizer::ScaledStats> part(parts);
+  std::vector<ScaleStats> part(parts);
   auto range = [&](unsigned t) { return std::pair{n * t / parts, n * (t + 1) / parts}; };
   run_parts(parts, [&](unsigned t) {
     const auto [begin, end] = range(t);
-    part[t] = ops::scale_values(x.subspan(begin, end - begin), scale, limit, scaled.subspan(begin, end - begin));
+    part[t] = scale_values(x.subspan(begin, end - begin), scale, limit, scaled.subspan(begin, end - begin));
   });
   auto r = columns ? q.run_columns(scaled, rows, cols, out, run) : q.run(scaled, {rows, cols}, out, run);
   if (!r) return r.error();

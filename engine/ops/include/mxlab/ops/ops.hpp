@@ -175,10 +175,6 @@ class FakeQuantizer {
   bool rows_stand_alone() const;
 };
 
-/// scaled[i] = fl32(x[i] * scale) for every i < x.size() (scaled holds as many), with x's ScaledStats (above:
-/// |scaled[i]| > limit): the first step of FakeQuantizer::run_scaled.
-FakeQuantizer::ScaledStats scale_values(std::span<const float> x, float scale, float limit, std::span<float> scaled);
-
 /// Packed quantization of the whole tensor (as mxlab::pack of mxlab::quantize); with a result, its engine and
 /// error totals (as quantize_fake's with_stats).
 Result<PackedTensor> quantize_packed(const BlockFormat& f, const TensorSource& input, const Run& run = {},
