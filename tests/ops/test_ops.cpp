@@ -336,42 +336,45 @@ TEST_CASE("ops: an element cast under a tensor scale equals the cast of the scal
   // ignored) and the count of scaled magnitudes above the limit written out; chunk and thread boundaries fall
   // inside the tensor (20,000 values, chunks of 8,192; 1 and 3 threads).
   const auto xf = corner_input(21, 20000, false);
-  for (const char* name : {"e4m3", "e5m2", "e3m2", "int8"}) {
-    for (const Rounding rounding : {Rounding::NearestEven, Rounding::Stochastic}) {
-      auto element = parse_format(name);
-      REQUIRE(element.ok());
-      BlockFormat f;
-      f.name = name;
-      f.element = *element;
-      f.options.element.rounding = rounding;
-      f.options.element.overflow = Overflow::Saturate;
-      f.options.seed = 5;
-      const ops::FakeQuantizer fq(f);
-      REQUIRE(fq.scaled_native(false));
-      CHECK(fq.scaled_native(true) == (rounding != Rounding::Stochastic));
-      for (const float scale : {1.0F, 3.0F * 1024.0F, 0.0078125F}) {
-        const float inverse = 1.0F / scale, limit = static_cast<float>(element->max_finite());
-        std::vector<float> scaled(xf.size()), expect(xf.size());
-        float amax = 0.0F;
-        std::int64_t above = 0;
-        for (std::size_t i = 0; i < xf.size(); ++i) {
-          scaled[i] = xf[i] * scale;
-          amax = std::fmax(amax, std::fabs(xf[i]));
-          above += std::fabs(scaled[i]) > limit ? 1 : 0;
-        }
-        REQUIRE(fq.run(scaled, {static_cast<std::int64_t>(xf.size())}, expect).ok());
-        for (float& v : expect) v *= inverse;
-        for (const unsigned threads : {1U, 3U}) {
-          INFO(name << " " << to_string(rounding) << " scale " << scale << " threads " << threads);
-          std::vector<float> out(xf.size(), -1.0F);
-          ops::Run run;
-          run.threads = threads;
-          auto st = fq.run_scaled(xf, scale, inverse, limit, out, run);
-          REQUIRE(st.ok());
-          CHECK(std::bit_cast<std::uint32_t>(st->amax) == std::bit_cast<std::uint32_t>(amax));
-          CHECK(st->above == above);
-          CHECK(above > 0);
-          CHECK(std::memcmp(out.data(), expect.data(), out.size() * sizeof(float)) == 0);
+  for (const auto& target : simd_targets()) {
+    const ScopedSimdTarget forced(target);
+    for (const char* name : {"e4m3", "e5m2", "e3m2", "int8"}) {
+      for (const Rounding rounding : {Rounding::NearestEven, Rounding::Stochastic}) {
+        auto element = parse_format(name);
+        REQUIRE(element.ok());
+        BlockFormat f;
+        f.name = name;
+        f.element = *element;
+        f.options.element.rounding = rounding;
+        f.options.element.overflow = Overflow::Saturate;
+        f.options.seed = 5;
+        const ops::FakeQuantizer fq(f);
+        REQUIRE(fq.scaled_native(false));
+        CHECK(fq.scaled_native(true) == (rounding != Rounding::Stochastic));
+        for (const float scale : {1.0F, 3.0F * 1024.0F, 0.0078125F}) {
+          const float inverse = 1.0F / scale, limit = static_cast<float>(element->max_finite());
+          std::vector<float> scaled(xf.size()), expect(xf.size());
+          float amax = 0.0F;
+          std::int64_t above = 0;
+          for (std::size_t i = 0; i < xf.size(); ++i) {
+            scaled[i] = xf[i] * scale;
+            amax = std::fmax(amax, std::fabs(xf[i]));
+            above += std::fabs(scaled[i]) > limit ? 1 : 0;
+          }
+          REQUIRE(fq.run(scaled, {static_cast<std::int64_t>(xf.size())}, expect).ok());
+          for (float& v : expect) v *= inverse;
+          for (const unsigned threads : {1U, 3U}) {
+            INFO(target.name << " " << name << " " << to_string(rounding) << " scale " << scale << " threads " << threads);
+            std::vector<float> out(xf.size(), -1.0F);
+            ops::Run run;
+            run.threads = threads;
+            auto st = fq.run_scaled(xf, scale, inverse, limit, out, run);
+            REQUIRE(st.ok());
+            CHECK(std::bit_cast<std::uint32_t>(st->amax) == std::bit_cast<std::uint32_t>(amax));
+            CHECK(st->above == above);
+            CHECK(above > 0);
+            CHECK(std::memcmp(out.data(), expect.data(), out.size() * sizeof(float)) == 0);
+          }
         }
       }
     }
