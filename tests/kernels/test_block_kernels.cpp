@@ -407,11 +407,16 @@ TEST_CASE("block kernels: packing orders, integer encodings, flush-output, shape
 TEST_CASE("block kernels: rows ending in a partial block, under nearest-even and rule floor", "[kernels][block]") {
   // The contiguous-block loop walks such rows block by block; the partial block is whole vectors (rows of 144 and
   // 48 on every target) or ends in a partial vector (rows of 9, 40 and 100), and the rows hold NaN, Inf, zeros,
-  // subnormals and scales below 2^-127 (make_input).
+  // subnormals and scales below 2^-127 (make_input), and two rows are all zeros.
   for (const auto& name : kFormats) {
     const BlockFormat f = parse(name);
     for (const std::int64_t cols : {144, 48, 9, 40, 5, 3}) {
       auto x = make_input(31 + static_cast<std::uint64_t>(cols), 20, cols);
+      // All-zero rows: +0 (row 3) and zeros of both signs (row 4).
+      for (std::int64_t j = 0; j < cols; ++j) {
+        x[static_cast<std::size_t>(3 * cols + j)] = 0.0F;
+        x[static_cast<std::size_t>(4 * cols + j)] = j % 2 == 0 ? -0.0F : 0.0F;
+      }
       check_format(f, x, {20, cols});
       const auto bits = to_16bit(x, "bfloat16");
       check_format(f, BlockInput::bf16(bits), {20, cols});
@@ -461,7 +466,12 @@ TEST_CASE("block kernels: blocks down columns are the transposed tensor's blocks
   // target's lanes (the last vector of columns overlapping the one before it, or the transposed copy).
   const auto check = [](const BlockFormat& f, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
     INFO(describe(f) << ", " << rows << " x " << cols);
-    const std::vector<float> xt = make_input(seed, cols, rows);  // x^T: cols x rows
+    std::vector<float> xt = make_input(seed, cols, rows);  // x^T: cols x rows
+    // All-zero blocks down the first column (+0) and, where there is one, the third (zeros of both signs).
+    for (std::int64_t i = 0; i < rows; ++i) {
+      xt[static_cast<std::size_t>(i)] = 0.0F;
+      if (cols > 2) xt[static_cast<std::size_t>(2 * rows + i)] = i % 3 == 0 ? -0.0F : 0.0F;
+    }
     std::vector<float> x(xt.size());
     for (std::int64_t i = 0; i < rows; ++i)
       for (std::int64_t j = 0; j < cols; ++j)

@@ -69,6 +69,10 @@ HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc
     // Each column's scale from its amax (columns [j0, j1)).
     const auto scales = [&](std::size_t j0, std::size_t j1) {
       for (std::size_t j = j0; j < j1; ++j) {
+        if (amax[j] == 0 && fast_env) {  // all zeros: the same codes and values under any scale (fast_floor_loop)
+          inverse_c[j] = scale_c[j] = 1.0F;
+          continue;
+        }
         const int xe = amax[j] >= 0x7F800000U ? 0 : block_exponent(p, amax[j]);
         if (!fast_env || amax[j] >= 0x7F800000U || xe < kFastMinExponent) {
           special.push_back(j);

@@ -159,6 +159,9 @@ HWY_INLINE void one_block(const BlockParams& p, const BlockCall& call, const Cas
 /// The blocks go in groups of kFastGroup: first every block's amax and scale (independent chains the core
 /// overlaps), then the group's elements with those scales (the group's inputs still in L1).
 constexpr std::int64_t kFastGroup = 64;
+/// fast_floor_loop's marks of a block that holds NaN or Inf or has a scale below the fast range (one_block), and
+/// of an all-zero block.
+constexpr int kSpecialBlock = -1, kZeroBlock = -2;
 
 template <InputKind kIn, BlockOut kOut, FastKind kKind>
 HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, const CastVectors& c,
@@ -175,7 +178,7 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
   HWY_ALIGN std::uint8_t tail_buf[kMaxLanes * 4];
   HWY_ALIGN float out_buf[kMaxLanes];
-  // A group's blocks: first element, length, and scale (xi < 0: the block goes through one_block).
+  // A group's blocks: first element, length, and scale index (or kSpecialBlock, kZeroBlock).
   std::size_t starts[kFastGroup], lens[kFastGroup];
   int xis[kFastGroup];
   BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
@@ -206,18 +209,22 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
         vmax = hn::Max(vmax, hn::And(load_input<kIn>(tail_buf, 0), abs_mask));
       }
       const std::uint32_t amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
-      const int xe = amax_bits >= 0x7F800000U ? 0 : block_exponent(p, amax_bits);
-      if (amax_bits >= 0x7F800000U || xe < kFastMinExponent) {
-        xis[i] = -1;
+      if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(amax_bits);
+      if (amax_bits == 0) {
+        xis[i] = kZeroBlock;
         continue;
       }
-      if (call.amax != nullptr) call.amax[b] = std::bit_cast<float>(amax_bits);
+      const int xe = amax_bits >= 0x7F800000U ? 0 : block_exponent(p, amax_bits);
+      if (amax_bits >= 0x7F800000U || xe < kFastMinExponent) {
+        xis[i] = kSpecialBlock;
+        continue;
+      }
       xis[i] = xe - p.x_min;
     }
     for (std::int64_t b = g0; b < g1; ++b) {
       const auto i = static_cast<std::size_t>(b - g0);
       const std::size_t start = starts[i], len = lens[i];
-      if (xis[i] < 0) {
+      if (xis[i] == kSpecialBlock) {
         one_block<Rne, kOut>(p, call, c, fv, true, sink, in_buf, b, static_cast<std::int64_t>(start), len);
         continue;
       }
@@ -225,9 +232,13 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
       const bool overlap = full != len && len >= lanes && kOut == BlockOut::Fake;
       const bool buffered = full != len && !overlap;
       const std::uint8_t* xb = in + start * kInBytes;
-      const auto xi = static_cast<std::size_t>(xis[i]);
-      const VF inverse = hn::Set(df, p.scale_inverse[xi]);
-      const VF scale_v = hn::Set(df, p.pow2_value[xi]);
+      // An all-zero block has its own exponent (BlockParams::zero_block_exponent), whose scale may lie below the
+      // fast path's range; its zeros cast and decode to the same codes and values under any scale, so they take
+      // the element step with scale 1.
+      const bool zero = xis[i] == kZeroBlock;
+      const auto xi = static_cast<std::size_t>(zero ? p.zero_block_exponent - p.x_min : xis[i]);
+      const VF inverse = hn::Set(df, zero ? 1.0F : p.scale_inverse[xi]);
+      const VF scale_v = hn::Set(df, zero ? 1.0F : p.pow2_value[xi]);
       if constexpr (kOut == BlockOut::Packed) write_scale(p, call.scales, static_cast<std::int64_t>(b), p.scale_code[xi]);
       if (buffered && !kMaskedTail) {
         std::memset(tail_buf, 0, sizeof(tail_buf));
