@@ -16,6 +16,7 @@
 
 #include "blas.hpp"
 #include "mxlab/core/threads.hpp"
+#include "mxlab/kernels/activations.hpp"
 #include "quant.hpp"
 
 namespace mxlab::train::detail {
@@ -32,11 +33,15 @@ struct Param {
   bool decay = true;  ///< weight decay applies (weights, not biases or norm gains)
 };
 
+/// A matrix's values as a span, in its (row-major) order.
+inline std::span<const float> span_of(const Mat<float>& m) { return {m.data(), static_cast<std::size_t>(m.size())}; }
+inline std::span<float> span_of(Mat<float>& m) { return {m.data(), static_cast<std::size_t>(m.size())}; }
+
 /// m rounded in place to the context's non-GEMM format (float only; none: unchanged). Returns m.
 template <typename T>
 Mat<T> rounded(Mat<T> m, QuantContext& ctx) {
   if constexpr (std::is_same_v<T, float>) {
-    round_nongemm(std::span<float>(m.data(), static_cast<std::size_t>(m.size())), m.rows(), m.cols(), ctx);
+    round_nongemm(span_of(m), m.rows(), m.cols(), ctx);
   }
   return m;
 }
@@ -47,8 +52,7 @@ const Mat<T>& quantized(const Mat<T>& x, const ops::FakeQuantizer* f, Mat<T>& bu
   if (f == nullptr) return x;
   if constexpr (std::is_same_v<T, float>) {
     buf.resize(x.rows(), x.cols());
-    quantize_operand(*f, std::span<const float>(x.data(), static_cast<std::size_t>(x.size())), x.rows(), x.cols(),
-                     std::span<float>(buf.data(), static_cast<std::size_t>(buf.size())), ctx, key);
+    quantize_operand(*f, span_of(x), x.rows(), x.cols(), span_of(buf), ctx, key);
     return buf;
   } else {
     throw std::logic_error("quantized GEMM operands are float32");
@@ -65,8 +69,7 @@ const Mat<T>& quantized_columns(const Mat<T>& x, const ops::FakeQuantizer* f, Ma
   if (is_2d(f)) return quantized(x, f, buf, ctx, key);
   if constexpr (std::is_same_v<T, float>) {
     buf.resize(x.rows(), x.cols());
-    quantize_operand(*f, std::span<const float>(x.data(), static_cast<std::size_t>(x.size())), x.rows(), x.cols(),
-                     std::span<float>(buf.data(), static_cast<std::size_t>(buf.size())), ctx, key, true);
+    quantize_operand(*f, span_of(x), x.rows(), x.cols(), span_of(buf), ctx, key, true);
     return buf;
   } else {
     throw std::logic_error("quantized GEMM operands are float32");
@@ -274,23 +277,42 @@ struct Activation {
   Mat<T> apply(const Mat<T>& x, QuantContext& ctx) const {
     if (relu6) return rounded<T>(x.cwiseMax(T(0)).cwiseMin(T(6)), ctx);
     if (!gelu) return rounded<T>(x.cwiseMax(T(0)), ctx);
-    return rounded<T>(x.unaryExpr([](T v) { return T(0.5) * v * (T(1) + gelu_tanh(v)); }), ctx);
+    if constexpr (std::is_same_v<T, float>) {
+      Mat<T> t(x.rows(), x.cols()), y(x.rows(), x.cols());
+      mxlab::gelu_tanh(span_of(x), span_of(t), span_of(y));
+      return rounded<T>(std::move(y), ctx);
+    } else {
+      return rounded<T>(x.unaryExpr([](T v) { return T(0.5) * v * (T(1) + gelu_tanh(v)); }), ctx);
+    }
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx) const {
     if (relu6)
       return rounded<T>(dy.cwiseProduct(x_saved.unaryExpr([](T v) { return v > T(0) && v < T(6) ? T(1) : T(0); })), ctx);
     if (!gelu) return rounded<T>(dy.cwiseProduct(x_saved.unaryExpr([](T v) { return v > T(0) ? T(1) : T(0); })), ctx);
-    return rounded<T>(dy.cwiseProduct(x_saved.binaryExpr(tanh_saved, [](T v, T t) {
-      return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * kC * (T(1) + T(3) * kA * v * v);
-    })), ctx);
+    if constexpr (std::is_same_v<T, float>) {
+      Mat<T> dx(dy.rows(), dy.cols());
+      mxlab::gelu_tanh_backward(span_of(x_saved), span_of(tanh_saved), span_of(dy), span_of(dx));
+      return rounded<T>(std::move(dx), ctx);
+    } else {
+      return rounded<T>(dy.cwiseProduct(x_saved.binaryExpr(tanh_saved, [](T v, T t) {
+        return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * kC * (T(1) + T(3) * kA * v * v);
+      })), ctx);
+    }
   }
 
  private:
   /// The output of the saved input; GELU keeps its tanh values.
   Mat<T> saved_output(QuantContext& ctx) {
     if (!gelu) return apply(x_saved, ctx);
-    tanh_saved = x_saved.unaryExpr([](T v) { return gelu_tanh(v); });
-    return rounded<T>(x_saved.binaryExpr(tanh_saved, [](T v, T t) { return T(0.5) * v * (T(1) + t); }), ctx);
+    if constexpr (std::is_same_v<T, float>) {
+      tanh_saved.resize(x_saved.rows(), x_saved.cols());
+      Mat<T> y(x_saved.rows(), x_saved.cols());
+      mxlab::gelu_tanh(span_of(x_saved), span_of(tanh_saved), span_of(y));
+      return rounded<T>(std::move(y), ctx);
+    } else {
+      tanh_saved = x_saved.unaryExpr([](T v) { return gelu_tanh(v); });
+      return rounded<T>(x_saved.binaryExpr(tanh_saved, [](T v, T t) { return T(0.5) * v * (T(1) + t); }), ctx);
+    }
   }
 };
 
@@ -598,12 +620,16 @@ struct Attention {
         for (std::int64_t i = 0; i < seq; ++i) {
           const std::int64_t last = causal ? i : seq - 1;  // the last key position row i attends to
           const T m = s.row(i).head(last + 1).maxCoeff();
-          T sum = 0;
-          for (std::int64_t j = 0; j < seq; ++j) {
-            const T e = j <= last ? std::exp(s(i, j) - m) : T(0);
-            s(i, j) = e;
-            sum += e;
+          T* row = &s(i, 0);
+          for (std::int64_t j = 0; j < seq; ++j) row[j] = j <= last ? row[j] - m : T(0);
+          if constexpr (std::is_same_v<T, float>) {
+            const std::span<float> shifted(row, static_cast<std::size_t>(last + 1));
+            mxlab::exp_values(shifted, shifted);
+          } else {
+            for (std::int64_t j = 0; j <= last; ++j) row[j] = std::exp(row[j]);
           }
+          T sum = 0;
+          for (std::int64_t j = 0; j < seq; ++j) sum += row[j];
           s.row(i) /= sum;
         }
         s = rounded<T>(std::move(s), ctx);
