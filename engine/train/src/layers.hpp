@@ -17,6 +17,7 @@
 #include "blas.hpp"
 #include "mxlab/core/threads.hpp"
 #include "mxlab/kernels/activations.hpp"
+#include "mxlab/kernels/pool.hpp"
 #include "quant.hpp"
 
 namespace mxlab::train::detail {
@@ -451,6 +452,16 @@ struct Pool2d {
     const std::int64_t oh = d.height / 2, ow = d.width / 2, c = d.channels;
     Mat<T> y(d.batch * oh * ow, c);
     argmax.resize(static_cast<std::size_t>(y.size()));
+    if constexpr (std::is_same_v<T, float>) {  // the SIMD kernel of the loop below, a row of windows at a time
+      for_images(d.batch, ctx.threads, [&](std::int64_t b) {
+        for (std::int64_t oy = 0; oy < oh; ++oy) {
+          const std::int64_t orow = (b * oh + oy) * ow;
+          const T* top = x.data() + (b * d.height + 2 * oy) * d.width * c;
+          mxlab::pool_2x2_row(top, top + d.width * c, ow, c, max, y.data() + orow * c, argmax.data() + orow * c);
+        }
+      });
+      return rounded<T>(std::move(y), ctx);
+    }
     for_images(d.batch, ctx.threads, [&](std::int64_t b) {
       for (std::int64_t oy = 0; oy < oh; ++oy)
         for (std::int64_t ox = 0; ox < ow; ++ox) {
@@ -460,8 +471,7 @@ struct Pool2d {
           for (int q = 0; q < 4; ++q) v[q] = x.data() + rows[static_cast<std::size_t>(q)] * c;
           T* out = y.data() + orow * c;
           std::uint8_t* at = argmax.data() + orow * c;
-          // Selects instead of branches (which input wins is data, and mispredicted branches cost more than the
-          // compares); the channels' loop vectorizes.
+          // The definition pool_2x2_row follows (here for double, the gradient checks).
           for (std::int64_t ch = 0; ch < c; ++ch) {
             T best = -std::numeric_limits<T>::infinity(), sum = 0;
             std::uint8_t first = kNone;

@@ -1,0 +1,17 @@
+// The trainer's 2x2 pooling (engine/train Pool2d) as a SIMD kernel on the best target the CPU supports.
+#pragma once
+
+#include <cstdint>
+
+namespace mxlab {
+
+/// One output row of 2x2 pooling with stride 2 over an image in NHWC layout. top and bottom are the window's two
+/// input rows (2 ow pixels of c channels each); out receives ow x c values and at ow x c window indices. Each
+/// window's inputs are taken in the order top-left, top-right, bottom-left, bottom-right (index 0 to 3): with max,
+/// out is the largest (a NaN never wins) and at the index of its first occurrence, 4 when no input is above
+/// -infinity (out is then -infinity); without, out is fl(fl(fl(fl(0 + v0) + v1) + v2) + v3) * 0.25 and at is as
+/// with max. Every value is the scalar loop's bit for bit.
+void pool_2x2_row(const float* top, const float* bottom, std::int64_t ow, std::int64_t c, bool max, float* out,
+                  std::uint8_t* at);
+
+}  // namespace mxlab
