@@ -390,13 +390,21 @@ struct Conv2d {
       for (std::int64_t y = 0; y < o.height; ++y)
         for (std::int64_t xx = 0; xx < o.width; ++xx) {
           T* out = cols.data() + ((b * o.height + y) * o.width + xx) * width;
-          for (std::int64_t ky = 0; ky < k; ++ky) {
+          // A window row's taps inside the image are neighbouring pixels: one copy of their channels, zeros around.
+          const std::int64_t sx0 = xx * stride - pad;
+          const std::int64_t first = std::clamp<std::int64_t>(-sx0, 0, k);
+          const std::int64_t last = std::clamp<std::int64_t>(d.width - sx0, first, k);
+          for (std::int64_t ky = 0; ky < k; ++ky, out += k * c) {
             const std::int64_t sy = y * stride + ky - pad;
-            for (std::int64_t kx = 0; kx < k; ++kx, out += c) {
-              const std::int64_t sx = xx * stride + kx - pad;
-              if (sy < 0 || sy >= d.height || sx < 0 || sx >= d.width) std::fill_n(out, c, T(0));
-              else copy_values(x.data() + ((b * d.height + sy) * d.width + sx) * c, c, out);
+            if (sy < 0 || sy >= d.height) {
+              std::fill_n(out, k * c, T(0));
+              continue;
             }
+            std::fill_n(out, first * c, T(0));
+            if (last > first)
+              copy_values(x.data() + ((b * d.height + sy) * d.width + sx0 + first) * c, (last - first) * c,
+                          out + first * c);
+            std::fill_n(out + last * c, (k - last) * c, T(0));
           }
         }
     });
