@@ -9,6 +9,7 @@
 #include <streambuf>
 
 #include "cli/cli.hpp"
+#include "mxlab/core/memory.hpp"
 
 namespace {
 
@@ -53,6 +54,7 @@ class StdoutBuf : public std::streambuf {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mxlab::keep_freed_memory();
   std::ios::sync_with_stdio(false);
   std::vector<std::string> args(argv, argv + argc);
   const std::string command = argc > 1 ? std::string(" ") + argv[1] : std::string();

@@ -17,6 +17,7 @@
 #include <functional>
 #include <variant>
 
+#include "mxlab/core/memory.hpp"
 #include "main_window.hpp"
 #include "block_view.hpp"
 #include "gemm_view.hpp"
@@ -181,6 +182,7 @@ int screenshots(QApplication& app, mxlab::gui::MainWindow& window, const QString
 }  // namespace
 
 int main(int argc, char** argv) {
+  mxlab::keep_freed_memory();
   QStringList args;
   for (int i = 0; i < argc; ++i) args << QString::fromLocal8Bit(argv[i]);
   const auto parsed = parse(args);

@@ -1,6 +1,7 @@
 // The memory budget (memory.hpp).
 #include "mxlab/core/memory.hpp"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -52,6 +53,13 @@ std::optional<Error> check_memory(std::uint64_t count, std::uint64_t item_bytes,
                       " bytes, more than the memory budget of " + mib(budget) +
                       " (half the memory; MXLAB_MEMORY_BUDGET sets it)");
   return std::nullopt;
+}
+
+void keep_freed_memory() {
+  // glibc's largest mmap threshold on 64-bit targets (DEFAULT_MMAP_THRESHOLD_MAX); setting it also stops the
+  // threshold from adapting. A value mallopt refuses leaves the default in place.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
 }
 
 }  // namespace mxlab

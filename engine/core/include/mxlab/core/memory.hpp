@@ -19,4 +19,11 @@ std::uint64_t memory_budget();
 /// request in the message ("generated tensor 30000x30000").
 std::optional<Error> check_memory(std::uint64_t count, std::uint64_t item_bytes, const std::string& what);
 
+/// For the programs' main functions (mxlab, mxlab-gui), not a library's: glibc's allocator keeps freed blocks of up
+/// to 32 MiB in the process and gives back the top of its heap only beyond 512 MiB free. Training and evaluation
+/// free and allocate activations of several MiB per batch; with glibc's adaptive defaults those went back to the
+/// kernel and were faulted in again (docs/training.md, "Speed of a training step"). Does nothing under another
+/// allocator (a sanitizer's).
+void keep_freed_memory();
+
 }  // namespace mxlab
