@@ -16,8 +16,6 @@ HWY_BEFORE_NAMESPACE();
 namespace mxlab::kernel_detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr std::uint8_t kNone = 4;
-
 void pool_2x2_row_impl(const float* top, const float* bottom, std::int64_t ow, std::int64_t c, bool max, float* out,
                        std::uint8_t* at) {
   const hn::ScalableTag<float> d;
@@ -31,7 +29,7 @@ void pool_2x2_row_impl(const float* top, const float* bottom, std::int64_t ow, s
     std::uint8_t* a = at + ox * c;
     std::int64_t ch = 0;
     for (; ch + lanes <= c; ch += lanes) {
-      auto best = hn::Set(d, neg_inf), sum = hn::Zero(d), first = hn::Set(d, static_cast<float>(kNone));
+      auto best = hn::Set(d, neg_inf), sum = hn::Zero(d), first = hn::Set(d, static_cast<float>(kPoolNoMaximum));
       for (int q = 0; q < 4; ++q) {
         const auto value = hn::LoadU(d, v[q] + ch);
         sum = hn::Add(sum, value);
@@ -42,19 +40,7 @@ void pool_2x2_row_impl(const float* top, const float* bottom, std::int64_t ow, s
       hn::StoreU(max ? best : hn::Mul(sum, hn::Set(d, 0.25F)), d, o + ch);
       hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, first)), d8, a + ch);
     }
-    for (; ch < c; ++ch) {
-      float best = neg_inf, sum = 0.0F;
-      std::uint8_t idx = kNone;
-      for (std::uint8_t q = 0; q < 4; ++q) {
-        const float value = v[q][ch];
-        sum += value;
-        const bool above = value > best;
-        best = above ? value : best;
-        idx = above ? q : idx;
-      }
-      o[ch] = max ? best : sum * 0.25F;
-      a[ch] = idx;
-    }
+    for (; ch < c; ++ch) pool_2x2_window(v, ch, max, o[ch], a[ch]);
   }
 }
 

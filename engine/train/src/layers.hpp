@@ -447,7 +447,7 @@ struct Pool2d {
   /// Which of its window's four inputs ((0, 0), (0, 1), (1, 0), (1, 1)) is each output's first maximum; kNone: no
   /// input is above -infinity (all NaN or -infinity), whose gradient goes to input row 0.
   std::vector<std::uint8_t> argmax;
-  static constexpr std::uint8_t kNone = 4;
+  static constexpr std::uint8_t kNone = mxlab::kPoolNoMaximum;
 
   /// The input rows of output (b, oy, ox)'s window, in the order above.
   std::array<std::int64_t, 4> window(std::int64_t b, std::int64_t oy, std::int64_t ox) const {
@@ -479,20 +479,7 @@ struct Pool2d {
           for (int q = 0; q < 4; ++q) v[q] = x.data() + rows[static_cast<std::size_t>(q)] * c;
           T* out = y.data() + orow * c;
           std::uint8_t* at = argmax.data() + orow * c;
-          // The definition pool_2x2_row follows (here for double, the gradient checks).
-          for (std::int64_t ch = 0; ch < c; ++ch) {
-            T best = -std::numeric_limits<T>::infinity(), sum = 0;
-            std::uint8_t first = kNone;
-            for (std::uint8_t q = 0; q < 4; ++q) {
-              const T value = v[q][ch];
-              sum += value;
-              const bool above = value > best;
-              best = above ? value : best;
-              first = above ? q : first;
-            }
-            out[ch] = max ? best : sum * T(0.25);
-            at[ch] = first;
-          }
+          for (std::int64_t ch = 0; ch < c; ++ch) mxlab::pool_2x2_window(v, ch, max, out[ch], at[ch]);  // double
         }
     });
     return rounded<T>(std::move(y), ctx);

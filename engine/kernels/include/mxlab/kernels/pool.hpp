@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 namespace mxlab {
 
@@ -11,6 +12,26 @@ namespace mxlab {
 /// out is the largest (a NaN never wins) and at the index of its first occurrence, 4 when no input is above
 /// -infinity (out is then -infinity); without, out is fl(fl(fl(fl(0 + v0) + v1) + v2) + v3) * 0.25 and at is as
 /// with max. Every value is the scalar loop's bit for bit.
+/// The window index of a window with no input above -infinity.
+constexpr std::uint8_t kPoolNoMaximum = 4;
+
+/// One output of pool_2x2_row, the definition its vector lanes follow (and the trainer's in double): v holds the
+/// window's four input rows in index order, ch the channel.
+template <typename T>
+inline void pool_2x2_window(const T* const (&v)[4], std::int64_t ch, bool max, T& out, std::uint8_t& at) {
+  T best = -std::numeric_limits<T>::infinity(), sum = 0;
+  std::uint8_t first = kPoolNoMaximum;
+  for (std::uint8_t q = 0; q < 4; ++q) {
+    const T value = v[q][ch];
+    sum += value;
+    const bool above = value > best;  // a NaN is never above
+    best = above ? value : best;
+    first = above ? q : first;
+  }
+  out = max ? best : sum * T(0.25);
+  at = first;
+}
+
 void pool_2x2_row(const float* top, const float* bottom, std::int64_t ow, std::int64_t c, bool max, float* out,
                   std::uint8_t* at);
 
