@@ -15,56 +15,23 @@ void for_rows(std::int64_t rows, std::int64_t cols, unsigned threads, Fn&& fn) {
   run_parts(parts, [&](unsigned t) { fn(rows * t / parts, rows * (t + 1) / parts); });
 }
 
-/// K sums per column over the rows of rows x cols terms (term(r, j, v) writes the K terms of row r, column j into
-/// v), into out[k][j], added in the order of Eigen's `m.colwise().sum()` on a row-major matrix, so they have its
-/// bits: a column within Eigen's whole packets starts at row 0 and adds rows 1..4k in groups of four as
-/// (r + r+1) + (r+2 + r+3), then the remaining rows one at a time; a column past the last whole packet adds its
-/// rows one at a time. Without `packets` (Eigen's order for an expression without packet access, such as one
-/// of `m.rowwise() - v`) every column adds its rows one at a time. The columns are split over the threads (each
-/// column's sum is the same whatever the split).
-template <typename T, int K, class Term>
-void column_sums(std::int64_t rows, std::int64_t cols, unsigned threads, bool packets, std::array<T*, K> out,
-                 Term&& term) {
+/// out[k][j] for every column j: the sums over the rows of rows x cols terms (column_sums_scalar's order, that of
+/// Eigen's `m.colwise().sum()` on a row-major matrix: with `packets` its columns within Eigen's whole packets add
+/// their rows in groups of four; without, as for an expression without packet access such as one of
+/// `m.rowwise() - v`, every column adds its rows one at a time). The columns are split over the threads in
+/// strips of 16 (each column's sum is the same whatever the split); float sums run on the kernels.
+template <typename T, class Term>
+void channel_sums(std::int64_t rows, std::int64_t cols, unsigned threads, bool packets, const Term& term, T* const* out) {
   constexpr std::int64_t kPacket = Eigen::internal::packet_traits<T>::Vectorizable ? Eigen::internal::packet_traits<T>::size : 1;
   const std::int64_t packed = packets && kPacket > 1 ? cols / kPacket * kPacket : 0;
-  const std::int64_t grouped = rows > 0 ? (rows - 1) & ~std::int64_t{3} : 0;  // rows 1..grouped-1 in fours
-  constexpr std::int64_t kStrip = 8;  // columns per piece
+  constexpr std::int64_t kStrip = 16;  // columns per piece: whole vectors up to AVX-512's
   const std::int64_t strips = (cols + kStrip - 1) / kStrip;
   const std::int64_t by_size = rows * cols / (std::int64_t{1} << 15);
   const auto parts = static_cast<unsigned>(std::clamp<std::int64_t>(std::min<std::int64_t>(resolve_threads(threads), by_size), 1, std::max<std::int64_t>(strips, 1)));
   run_parts(parts, [&](unsigned t) {
-    const std::int64_t j0 = std::min(cols, strips * t / parts * kStrip), j1 = std::min(cols, strips * (t + 1) / parts * kStrip);
-    const std::int64_t w = j1 - j0;
-    if (w <= 0) return;
-    std::vector<T> acc(static_cast<std::size_t>(K * w));
-    T v[K], a[K], b[K], c[K], d[K];
-    if (rows == 0) {
-      for (int k = 0; k < K; ++k) std::fill_n(out[static_cast<std::size_t>(k)] + j0, w, T(0));
-      return;
-    }
-    for (std::int64_t j = j0; j < j1; ++j) {
-      term(0, j, v);
-      for (int k = 0; k < K; ++k) acc[static_cast<std::size_t>(k * w + j - j0)] = v[k];
-    }
-    const std::int64_t jp = std::clamp(packed, j0, j1);  // [j0, jp) packet columns, [jp, j1) one row at a time
-    std::int64_t r = 1;
-    for (; r < grouped; r += 4)
-      for (std::int64_t j = j0; j < jp; ++j) {
-        term(r, j, a), term(r + 1, j, b), term(r + 2, j, c), term(r + 3, j, d);
-        for (int k = 0; k < K; ++k) acc[static_cast<std::size_t>(k * w + j - j0)] += (a[k] + b[k]) + (c[k] + d[k]);
-      }
-    for (; r < rows; ++r)
-      for (std::int64_t j = j0; j < jp; ++j) {
-        term(r, j, v);
-        for (int k = 0; k < K; ++k) acc[static_cast<std::size_t>(k * w + j - j0)] += v[k];
-      }
-    for (std::int64_t rr = 1; rr < rows && jp < j1; ++rr)
-      for (std::int64_t j = jp; j < j1; ++j) {
-        term(rr, j, v);
-        for (int k = 0; k < K; ++k) acc[static_cast<std::size_t>(k * w + j - j0)] += v[k];
-      }
-    for (int k = 0; k < K; ++k)
-      std::copy_n(acc.data() + k * w, w, out[static_cast<std::size_t>(k)] + j0);
+    const ColumnRange range{rows, cols, std::min(cols, strips * t / parts * kStrip), std::min(cols, strips * (t + 1) / parts * kStrip), packed};
+    if constexpr (std::is_same_v<T, float>) mxlab::column_sums(range, term, out);
+    else column_sums_scalar(range, term, out);
   });
 }
 
@@ -100,12 +67,11 @@ struct BatchNorm {
       mean.resize(1, c);
       var.resize(1, c);
       T* m = mean.data();
-      column_sums<T, 1>(rows, c, ctx.threads, true, {m}, [&](std::int64_t r, std::int64_t j, T* v) { v[0] = xd[r * c + j]; });
+      T* const sum_out[] = {m};
+      channel_sums(rows, c, ctx.threads, true, SumTerm<T>{xd, c}, sum_out);
       for (std::int64_t j = 0; j < c; ++j) m[j] /= n;
-      column_sums<T, 1>(rows, c, ctx.threads, false, {var.data()}, [&](std::int64_t r, std::int64_t j, T* v) {
-        const T d = xd[r * c + j] - m[j];
-        v[0] = d * d;
-      });
+      T* const var_out[] = {var.data()};
+      channel_sums(rows, c, ctx.threads, false, SquaredDeviationTerm<T>{xd, m, c}, var_out);
       for (std::int64_t j = 0; j < c; ++j) var(0, j) /= n;
       running_mean.value = (T(1) - kMomentum) * running_mean.value + kMomentum * mean;
       const T unbias = rows > 1 ? n / (n - T(1)) : T(1);
@@ -120,12 +86,9 @@ struct BatchNorm {
     const T *m = mean.data(), *inv = inv_std.data(), *g = gain.value.data(), *b = bias.value.data();
     T *xh = xhat.data(), *yd = y.data();
     for_rows(rows, c, ctx.threads, [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t i = r0 * c; i < r1 * c; i += c)
-        for (std::int64_t j = 0; j < c; ++j) {
-          const T h = (xd[i + j] - m[j]) * inv[j];
-          xh[i + j] = h;
-          yd[i + j] = h * g[j] + b[j];
-        }
+      const std::int64_t at = r0 * c;
+      if constexpr (std::is_same_v<T, float>) batchnorm_normalize(xd + at, m, inv, g, b, r1 - r0, c, xh + at, yd + at);
+      else batchnorm_normalize_scalar(xd + at, m, inv, g, b, r1 - r0, c, 0, c, xh + at, yd + at);
     });
     return rounded<T>(std::move(y), ctx);
   }
@@ -134,30 +97,25 @@ struct BatchNorm {
     const T *dd = dy.data(), *xh = xhat.data(), *g = gain.value.data(), *inv = inv_std.data();
     // Per channel: sum dy xhat, sum dy, and of dxh = dy gain: sum dxh, sum dxh xhat.
     Mat<T> sums(4, c);
-    column_sums<T, 4>(rows, c, ctx.threads, true, {sums.row(0).data(), sums.row(1).data(), sums.row(2).data(), sums.row(3).data()},
-                      [&](std::int64_t r, std::int64_t j, T* v) {
-                        const T d = dd[r * c + j], h = xh[r * c + j], dxh = d * g[j];
-                        v[0] = d * h, v[1] = d, v[2] = dxh, v[3] = dxh * h;
-                      });
+    T* const sum_out[] = {sums.row(0).data(), sums.row(1).data(), sums.row(2).data(), sums.row(3).data()};
+    channel_sums(rows, c, ctx.threads, true, BatchNormGradientTerms<T>{dd, xh, g, c}, sum_out);
     gain.grad += sums.row(0);
     bias.grad += sums.row(1);
     Mat<T> dx(rows, c);
     T* out = dx.data();
-    if (!batch_stats) {
-      for_rows(rows, c, ctx.threads, [&](std::int64_t r0, std::int64_t r1) {
-        for (std::int64_t i = r0 * c; i < r1 * c; i += c)
-          for (std::int64_t j = 0; j < c; ++j) out[i + j] = dd[i + j] * g[j] * inv[j];
-      });
-      return rounded<T>(std::move(dx), ctx);
-    }
-    // dx = inv_std (dxh - mean(dxh) - xhat mean(dxh o xhat)), per channel over the rows.
+    // With the batch's statistics: dx = inv_std (dxh - mean(dxh) - xhat mean(dxh o xhat)), per channel over the
+    // rows; with the running ones: dy gain inv_std.
     const auto n = static_cast<T>(rows);
-    std::vector<T> m1(static_cast<std::size_t>(c)), m2(static_cast<std::size_t>(c));
-    for (std::int64_t j = 0; j < c; ++j) m1[static_cast<std::size_t>(j)] = sums(2, j) / n, m2[static_cast<std::size_t>(j)] = sums(3, j) / n;
-    const T *a1 = m1.data(), *a2 = m2.data();
+    std::vector<T> m1, m2;
+    if (batch_stats) {
+      m1.resize(static_cast<std::size_t>(c)), m2.resize(static_cast<std::size_t>(c));
+      for (std::int64_t j = 0; j < c; ++j) m1[static_cast<std::size_t>(j)] = sums(2, j) / n, m2[static_cast<std::size_t>(j)] = sums(3, j) / n;
+    }
+    const T *a1 = batch_stats ? m1.data() : nullptr, *a2 = batch_stats ? m2.data() : nullptr;
     for_rows(rows, c, ctx.threads, [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t i = r0 * c; i < r1 * c; i += c)
-        for (std::int64_t j = 0; j < c; ++j) out[i + j] = ((dd[i + j] * g[j] - a1[j]) - xh[i + j] * a2[j]) * inv[j];
+      const std::int64_t at = r0 * c;
+      if constexpr (std::is_same_v<T, float>) batchnorm_gradient(dd + at, xh + at, g, inv, a1, a2, r1 - r0, c, out + at);
+      else batchnorm_gradient_scalar(dd + at, xh + at, g, inv, a1, a2, r1 - r0, c, 0, c, out + at);
     });
     return rounded<T>(std::move(dx), ctx);
   }
@@ -191,6 +149,19 @@ struct DepthwiseConv2d {
   const ops::FakeQuantizer* f(Role r) const { return formats != nullptr ? formats->get(r) : nullptr; }
   std::string key(Role r) const { return name + "." + std::string(role_name(r)); }
   Dims out_dims(const Dims& d) const { return window_out(d, k, stride, d.channels); }
+  WindowShape window(const Dims& d) const { return {d.batch, d.height, d.width, d.channels, k, stride}; }
+  /// fn(c0, c1) for the channel ranges of a pass, split over the threads in multiples of 16 channels when the
+  /// pass is large (every value is per channel, so it is the same whatever the split).
+  template <class Fn>
+  static void for_channels(const Dims& d, unsigned threads, Fn&& fn) {
+    constexpr std::int64_t kStrip = 16;
+    const std::int64_t strips = (d.channels + kStrip - 1) / kStrip;
+    const std::int64_t by_size = d.batch * d.height * d.width * d.channels / (std::int64_t{1} << 15);
+    const auto parts = static_cast<unsigned>(std::clamp<std::int64_t>(std::min<std::int64_t>(resolve_threads(threads), by_size), 1, std::max<std::int64_t>(strips, 1)));
+    run_parts(parts, [&](unsigned t) {
+      fn(std::min(d.channels, strips * t / parts * kStrip), std::min(d.channels, strips * (t + 1) / parts * kStrip));
+    });
+  }
 
   Mat<T> forward(const Mat<T>& x, const Dims& d, QuantContext& ctx) {
     in = d;
@@ -198,10 +169,13 @@ struct DepthwiseConv2d {
     const Dims o = out_dims(d);
     const Mat<T>& qx = quantized(x, f(Role::A), bx, ctx, key(Role::A));
     const Mat<T> wt = quantized(w.value, f(Role::W), bw, ctx, key(Role::W)).transpose();  // taps x channels
-    Mat<T> y = Mat<T>::Zero(o.batch * o.height * o.width, d.channels);
-    for_each_tap(d, k, stride, [&](std::int64_t row, std::int64_t pixel, std::int64_t tap) {
-      y.row(row).array() += qx.row(pixel).array() * wt.row(tap).array();
-    });
+    Mat<T> y(o.batch * o.height * o.width, d.channels);
+    const WindowShape shape = window(d);
+    if constexpr (std::is_same_v<T, float>) {
+      for_images(d.batch, ctx.threads, [&](std::int64_t image) { depthwise_forward(qx.data(), wt.data(), shape, image, image + 1, y.data()); });
+    } else {
+      depthwise_forward_scalar(qx.data(), wt.data(), shape, y.data());
+    }
     if (has_bias) y.rowwise() += b.value.row(0);
     return y;
   }
@@ -209,12 +183,20 @@ struct DepthwiseConv2d {
     const Mat<T>& qg = quantized(dy, f(Role::G), bg, ctx, key(Role::G));
     const Mat<T>& qx = quantized(x_saved, f(Role::ABp), bxb, ctx, key(Role::ABp));
     const Mat<T> wt = quantized(w.value, f(Role::WBp), bwb, ctx, key(Role::WBp)).transpose();
-    Mat<T> dx = need_dx ? Mat<T>::Zero(in.batch * in.height * in.width, in.channels) : Mat<T>();
     Mat<T> dwt = Mat<T>::Zero(k * k, in.channels);
-    for_each_tap(in, k, stride, [&](std::int64_t row, std::int64_t pixel, std::int64_t tap) {
-      if (need_dx) dx.row(pixel).array() += qg.row(row).array() * wt.row(tap).array();
-      dwt.row(tap).array() += qg.row(row).array() * qx.row(pixel).array();
-    });
+    const WindowShape shape = window(in);
+    Mat<T> dx;
+    if constexpr (std::is_same_v<T, float>) {
+      // dx per image and dwt per channel: neither split changes an addition, and no two threads write one value.
+      if (need_dx) {
+        dx.resize(in.batch * in.height * in.width, in.channels);
+        for_images(in.batch, ctx.threads, [&](std::int64_t image) { depthwise_input_gradient(qg.data(), wt.data(), shape, image, image + 1, dx.data()); });
+      }
+      for_channels(in, ctx.threads, [&](std::int64_t c0, std::int64_t c1) { depthwise_weight_gradient(qg.data(), qx.data(), shape, c0, c1, dwt.data()); });
+    } else {
+      if (need_dx) dx = Mat<T>::Zero(in.batch * in.height * in.width, in.channels);
+      depthwise_backward_scalar(qg.data(), qx.data(), wt.data(), shape, need_dx ? dx.data() : nullptr, dwt.data());
+    }
     w.grad += dwt.transpose();
     if (has_bias) b.grad += dy.colwise().sum();
     return dx;

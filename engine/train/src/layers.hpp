@@ -12,11 +12,13 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "blas.hpp"
 #include "mxlab/core/threads.hpp"
 #include "mxlab/kernels/activations.hpp"
+#include "mxlab/kernels/channels.hpp"
 #include "mxlab/kernels/pool.hpp"
 #include "quant.hpp"
 
@@ -323,26 +325,10 @@ struct Dims {
 };
 
 /// Calls fn(row, pixel, tap) for every (output position, kernel tap) of a k x k window with the given stride and
-/// zero padding k / 2 that lies inside the image d: the output position's row, the input pixel's row and the
-/// tap's index ky * k + kx. Output sides are (side + 2 (k / 2) - k) / stride + 1.
+/// zero padding k / 2 that lies inside the image d, in window_taps' order (channels.hpp).
 template <class Fn>
 void for_each_tap(const Dims& d, std::int64_t k, std::int64_t stride, Fn&& fn) {
-  const std::int64_t pad = k / 2;
-  const std::int64_t oh = (d.height + 2 * pad - k) / stride + 1, ow = (d.width + 2 * pad - k) / stride + 1;
-  for (std::int64_t b = 0; b < d.batch; ++b)
-    for (std::int64_t y = 0; y < oh; ++y)
-      for (std::int64_t xx = 0; xx < ow; ++xx) {
-        const std::int64_t row = (b * oh + y) * ow + xx;
-        for (std::int64_t ky = 0; ky < k; ++ky) {
-          const std::int64_t sy = y * stride + ky - pad;
-          if (sy < 0 || sy >= d.height) continue;
-          for (std::int64_t kx = 0; kx < k; ++kx) {
-            const std::int64_t sx = xx * stride + kx - pad;
-            if (sx < 0 || sx >= d.width) continue;
-            fn(row, (b * d.height + sy) * d.width + sx, ky * k + kx);
-          }
-        }
-      }
+  window_taps(WindowShape{d.batch, d.height, d.width, d.channels, k, stride}, std::forward<Fn>(fn));
 }
 
 /// The output dimensions of a k x k window with the stride and zero padding k / 2 over d, with `channels`.
