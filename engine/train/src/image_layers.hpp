@@ -163,6 +163,22 @@ struct DepthwiseConv2d {
     });
   }
 
+  /// Whether backward's X (a_bp) is forward's quantized X: both quantize X along the channels, so one format
+  /// with deterministic rounding and no delayed scaling of its own gives the same values.
+  bool reuse_x(QuantContext& ctx) const {
+    const ops::FakeQuantizer *fa = f(Role::A), *fab = f(Role::ABp);
+    return fa != nullptr && fab != nullptr && fa->format().name == fab->format().name &&
+           fab->format().options.element.rounding != Rounding::Stochastic && ctx.delayed_state(key(Role::ABp)) == nullptr;
+  }
+  /// Forward's quantized X as the a_bp operand, its counts added under a_bp's key as a quantization of its own
+  /// would add them.
+  const Mat<T>& forward_x(QuantContext& ctx) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (ctx.collect) add_counts(ctx.at(key(Role::ABp)), span_of(x_saved), span_of(bx));
+    }
+    return bx;
+  }
+
   Mat<T> forward(const Mat<T>& x, const Dims& d, QuantContext& ctx) {
     in = d;
     if (ctx.training) x_saved = x;
@@ -181,7 +197,7 @@ struct DepthwiseConv2d {
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx, bool need_dx = true) {
     const Mat<T>& qg = quantized(dy, f(Role::G), bg, ctx, key(Role::G));
-    const Mat<T>& qx = quantized(x_saved, f(Role::ABp), bxb, ctx, key(Role::ABp));
+    const Mat<T>& qx = reuse_x(ctx) ? forward_x(ctx) : quantized(x_saved, f(Role::ABp), bxb, ctx, key(Role::ABp));
     const Mat<T> wt = quantized(w.value, f(Role::WBp), bwb, ctx, key(Role::WBp)).transpose();
     Mat<T> dwt = Mat<T>::Zero(k * k, in.channels);
     const WindowShape shape = window(in);
