@@ -71,3 +71,49 @@ TEST_CASE("pool_2x2_row is the scalar loop bit for bit", "[kernels]") {
     }
   }
 }
+
+TEST_CASE("pool_2x2_backward_row is the scalar loop bit for bit", "[kernels]") {
+  // The gradient of every window input: 0 + g at the first maximum (none when no input was above -infinity),
+  // 0 elsewhere; 0 + g * 0.25 for average pooling. Signed zeros, infinities and NaNs among the gradients.
+  std::mt19937_64 rng(22);
+  std::normal_distribution<float> normal;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (const std::int64_t c : {1, 3, 8, 15, 16, 17, 32, 40, 64}) {
+    const std::int64_t ow = 7, width = 2 * ow + 1;
+    std::vector<float> g(static_cast<std::size_t>(ow * c));
+    std::vector<std::uint8_t> at(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const auto kind = rng() % 16;
+      g[i] = kind == 0 ? 0.0F : kind == 1 ? -0.0F : kind == 2 ? inf : kind == 3 ? nan : normal(rng);
+      at[i] = static_cast<std::uint8_t>(rng() % 5);  // 4: no maximum
+    }
+    for (const bool max : {true, false}) {
+      std::vector<float> want_top(static_cast<std::size_t>(width * c), 9.0F), want_bottom(want_top);
+      for (std::int64_t ox = 0; ox < ow; ++ox)
+        for (std::int64_t ch = 0; ch < c; ++ch) {
+          const auto i = static_cast<std::size_t>(ox * c + ch);
+          float* v[4] = {&want_top[static_cast<std::size_t>(2 * ox * c + ch)], &want_top[static_cast<std::size_t>((2 * ox + 1) * c + ch)],
+                         &want_bottom[static_cast<std::size_t>(2 * ox * c + ch)], &want_bottom[static_cast<std::size_t>((2 * ox + 1) * c + ch)]};
+          for (std::uint8_t q = 0; q < 4; ++q) {
+            float dx = 0.0F;
+            if (!max) dx += g[i] * 0.25F;
+            else if (at[i] == q) dx += g[i];
+            *v[q] = dx;
+          }
+        }
+      for (const SimdTarget& target : simd_targets()) {
+        const ScopedSimdTarget forced(target);
+        REQUIRE(forced.forced());
+        std::vector<float> top(want_top.size(), 9.0F), bottom(top);  // the odd last column is left alone
+        pool_2x2_backward_row(g.data(), at.data(), ow, c, max, top.data(), bottom.data());
+        for (std::size_t i = 0; i < top.size(); ++i) {
+          INFO("target " << target.name << ", c " << c << (max ? ", max" : ", average") << ", input " << i);
+          CHECK((std::bit_cast<std::uint32_t>(top[i]) == std::bit_cast<std::uint32_t>(want_top[i]) ||
+                 (std::isnan(top[i]) && std::isnan(want_top[i]))));
+          CHECK((std::bit_cast<std::uint32_t>(bottom[i]) == std::bit_cast<std::uint32_t>(want_bottom[i]) ||
+                 (std::isnan(bottom[i]) && std::isnan(want_bottom[i]))));
+        }
+      }
+    }
+  }
+}

@@ -475,20 +475,21 @@ struct Pool2d {
     const std::int64_t oh = in.height / 2, ow = in.width / 2, c = in.channels;
     bool none = false;
     for_images(in.batch, ctx.threads, [&](std::int64_t b) {
-      for (std::int64_t oy = 0; oy < oh; ++oy)
-        for (std::int64_t ox = 0; ox < ow; ++ox) {
-          const std::int64_t orow = (b * oh + oy) * ow + ox;
-          const auto rows = window(b, oy, ox);
-          const T* g = dy.data() + orow * c;
-          const std::uint8_t* at = argmax.data() + orow * c;
-          for (std::int64_t ch = 0; ch < c; ++ch) {
-            if (!max) {
-              for (const std::int64_t r : rows) dx(r, ch) += g[ch] * T(0.25);
-            } else if (at[ch] != kNone) {
-              dx(rows[at[ch]], ch) += g[ch];
-            }
-          }
+      for (std::int64_t oy = 0; oy < oh; ++oy) {
+        const std::int64_t orow = (b * oh + oy) * ow;
+        if constexpr (std::is_same_v<T, float>) {  // the SIMD kernel of the loop below
+          T* top = dx.data() + (b * in.height + 2 * oy) * in.width * c;
+          mxlab::pool_2x2_backward_row(dy.data() + orow * c, argmax.data() + orow * c, ow, c, max, top, top + in.width * c);
+          continue;
         }
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          const T* g = dy.data() + (orow + ox) * c;
+          const std::uint8_t* at = argmax.data() + (orow + ox) * c;
+          const auto rows = window(b, oy, ox);
+          for (std::int64_t ch = 0; ch < c; ++ch)
+            for (std::uint8_t q = 0; q < 4; ++q) dx(rows[q], ch) = mxlab::pool_2x2_input_gradient(g[ch], at[ch], max, q);
+        }
+      }
     });
     for (std::size_t i = 0; max && i < argmax.size(); ++i) none = none || argmax[i] == kNone;
     if (none)  // outside the images' threads: row 0 belongs to the first image

@@ -35,4 +35,16 @@ inline void pool_2x2_window(const T* const (&v)[4], std::int64_t ch, bool max, T
 void pool_2x2_row(const float* top, const float* bottom, std::int64_t ow, std::int64_t c, bool max, float* out,
                   std::uint8_t* at);
 
+/// The gradient a window's input q (index order) takes from its output's gradient g, its first input gradient: with
+/// max, 0 + g when q is the window's first maximum `at`, else 0 (kPoolNoMaximum: none); without, 0 + g * 0.25.
+template <typename T>
+inline T pool_2x2_input_gradient(T g, std::uint8_t at, bool max, std::uint8_t q) {
+  return max ? (at == q ? T(0) + g : T(0)) : T(0) + g * T(0.25);
+}
+
+/// The backward pass of one output row of pool_2x2_row: g and at hold ow x c gradients and window indices; the
+/// window's inputs in top and bottom (2 ow pixels of c channels each) receive pool_2x2_input_gradient, bit for bit.
+void pool_2x2_backward_row(const float* g, const std::uint8_t* at, std::int64_t ow, std::int64_t c, bool max,
+                           float* top, float* bottom);
+
 }  // namespace mxlab
