@@ -3,6 +3,8 @@
 // to prevent (Micikevicius et al. 2018, section 3.2).
 #include <catch2/catch.hpp>
 
+#include <bit>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -353,6 +355,49 @@ TEST_CASE("dynamic loss scaling skips overflowing steps and backs off", "[train]
   CHECK(skipped.front());
   CHECK(scales[1] == scales[0] * 0.5);
   CHECK(r->final_loss_scale < 1e30);
+}
+
+TEST_CASE("attention's units side by side give one thread's operand metrics, bit for bit", "[train]") {
+  // On two threads the (sequence, head) units run side by side with their own logs of operand counts, replayed
+  // in unit order: every count and squared-error sum (a double summed call by call) must be one thread's.
+  const TrainData img = synthetic_images(8, 30);
+  const TrainData txt = synthetic_text(9);
+  for (const char* model : {"vit", "transformer"}) {
+    TrainOptions o;
+    o.model.kind = model;
+    o.model.d_model = 16, o.model.layers = 1, o.model.heads = 2, o.model.context = 16;
+    o.steps = 3;
+    o.batch = 8;
+    o.metrics_every = 1;
+    o.final_eval = false;
+    o.recipe = *recipe_preset("mxfp8");
+    const TrainData& d = std::string(model) == "transformer" ? txt : img;
+    std::vector<std::vector<OperandMetric>> by_threads[2];
+    for (const unsigned threads : {1U, 2U}) {
+      o.threads = threads;
+      REQUIRE(run_training(d, o, [&](const StepMetrics& m) { by_threads[threads - 1].push_back(m.operands); }));
+    }
+    INFO(model);
+    REQUIRE(by_threads[0].size() == 3);
+    REQUIRE(by_threads[0].size() == by_threads[1].size());
+    for (std::size_t step = 0; step < by_threads[0].size(); ++step) {
+      const auto &one = by_threads[0][step], &two = by_threads[1][step];
+      REQUIRE(one.size() == two.size());
+      for (std::size_t i = 0; i < one.size(); ++i) {
+        INFO("step " << step << ", " << one[i].layer << " " << role_name(one[i].role));
+        CHECK(one[i].layer == two[i].layer);
+        CHECK(one[i].role == two[i].role);
+        CHECK(one[i].count == two[i].count);
+        CHECK(one[i].nonzero == two[i].nonzero);
+        CHECK(one[i].underflow == two[i].underflow);
+        CHECK(std::bit_cast<std::uint64_t>(one[i].mse) == std::bit_cast<std::uint64_t>(two[i].mse));
+      }
+    }
+    // The attention products' operands are among them.
+    bool attention = false;
+    for (const auto& m : by_threads[0][0]) attention = attention || m.layer == "blocks.0.attn.qk";
+    CHECK(attention);
+  }
 }
 
 TEST_CASE("the same seed gives bit-identical losses on 1 and 2 threads", "[train]") {

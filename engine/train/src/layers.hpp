@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <deque>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -584,6 +586,38 @@ struct Attention {
       : qkv(n + ".qkv", d, 3 * d, qkv_f), proj(n + ".proj", d, d, proj_f), heads(h), dim(d), qk_formats(qk_f),
         av_formats(av_f), name(n) {}
 
+  /// fn(b, h, u, c) for every (sequence b, head h) unit u. With more than one thread and no delayed scaling state
+  /// among attention's operands, the units run side by side, each on one thread with its own log of operand
+  /// counts, and the logs join the step's counts in unit order afterwards (QuantContext::replay): every value and
+  /// every count is one thread's. The products' time on the pool's threads is added to this thread's tally.
+  template <class Fn>
+  void for_units(QuantContext& ctx, Fn&& fn) {
+    const std::int64_t units = batch * heads;
+    bool side_by_side = resolve_threads(ctx.threads) > 1 && units > 1;
+    for (int r = 0; side_by_side && r < kRoleCount; ++r)
+      for (const char* product : {".qk.", ".av."})
+        if (ctx.delayed_state(name + product + std::string(role_name(static_cast<Role>(r)))) != nullptr) side_by_side = false;
+    if (!side_by_side) {
+      for (std::int64_t u = 0; u < units; ++u) fn(u / heads, u % heads, static_cast<std::size_t>(u), ctx);
+      return;
+    }
+    const auto parts = static_cast<unsigned>(std::min<std::int64_t>(resolve_threads(ctx.threads), units));
+    std::vector<std::deque<std::pair<std::string, OperandStats>>> logs(static_cast<std::size_t>(units));
+    std::vector<GemmTally> tallies(parts);
+    const std::thread::id caller = std::this_thread::get_id();
+    run_parts(parts, [&](unsigned t) {
+      const GemmTally before = gemm_tally();
+      for (std::int64_t u = units * t / parts; u < units * (t + 1) / parts; ++u) {
+        QuantContext c = ctx.unit(&logs[static_cast<std::size_t>(u)]);
+        fn(u / heads, u % heads, static_cast<std::size_t>(u), c);
+      }
+      if (std::this_thread::get_id() != caller)
+        tallies[t] = {gemm_tally().seconds - before.seconds, gemm_tally().flops - before.flops};
+    });
+    for (const auto& log : logs) ctx.replay(log);
+    for (const GemmTally& g : tallies) gemm_tally().seconds += g.seconds, gemm_tally().flops += g.flops;
+  }
+
   Mat<T> forward(const Mat<T>& x, std::int64_t b_count, std::int64_t t_count, QuantContext& ctx) {
     batch = b_count;
     seq = t_count;
@@ -602,13 +636,11 @@ struct Attention {
     }
     probs.resize(units);
     Mat<T> out(batch * seq, dim);
-    for (std::int64_t b = 0; b < batch; ++b)
-      for (std::int64_t h = 0; h < heads; ++h) {
-        const auto u = static_cast<std::size_t>(b * heads + h);
+    for_units(ctx, [&](std::int64_t b, std::int64_t h, std::size_t u, QuantContext& c) {
         const Mat<T> q = all.block(b * seq, h * dh, seq, dh);
         const Mat<T> k = all.block(b * seq, dim + h * dh, seq, dh);
         const Mat<T> vt = all.block(b * seq, 2 * dim + h * dh, seq, dh).transpose();
-        Mat<T> s = qk[u].forward(q, k, ctx) * scale;
+        Mat<T> s = qk[u].forward(q, k, c) * scale;
         for (std::int64_t i = 0; i < seq; ++i) {
           const std::int64_t last = causal ? i : seq - 1;  // the last key position row i attends to
           const T m = s.row(i).head(last + 1).maxCoeff();
@@ -624,10 +656,10 @@ struct Attention {
           for (std::int64_t j = 0; j < seq; ++j) sum += row[j];
           s.row(i) /= sum;
         }
-        s = rounded<T>(std::move(s), ctx);
-        out.block(b * seq, h * dh, seq, dh) = av[u].forward(s, vt, ctx);
-        if (ctx.training) probs[u] = std::move(s);
-      }
+        s = rounded<T>(std::move(s), c);
+        out.block(b * seq, h * dh, seq, dh) = av[u].forward(s, vt, c);
+        if (c.training) probs[u] = std::move(s);
+    });
     if (ctx.training) qkv_out = std::move(all);
     return proj.forward(out, ctx);
   }
@@ -637,29 +669,27 @@ struct Attention {
     const T scale = T(1) / std::sqrt(static_cast<T>(dh));
     Mat<T> dout = proj.backward(dy, ctx);
     Mat<T> dall = Mat<T>::Zero(batch * seq, 3 * dim);
-    for (std::int64_t b = 0; b < batch; ++b)
-      for (std::int64_t h = 0; h < heads; ++h) {
-        const auto u = static_cast<std::size_t>(b * heads + h);
+    for_units(ctx, [&](std::int64_t b, std::int64_t h, std::size_t u, QuantContext& c) {
         const Mat<T> q = qkv_out.block(b * seq, h * dh, seq, dh);
         const Mat<T> k = qkv_out.block(b * seq, dim + h * dh, seq, dh);
         const Mat<T> vt = qkv_out.block(b * seq, 2 * dim + h * dh, seq, dh).transpose();
         const Mat<T> d_o = dout.block(b * seq, h * dh, seq, dh);
         const Mat<T>& p = probs[u];
         Mat<T> dp, dvt;
-        av[u].backward(d_o, p, vt, &dp, &dvt, ctx);
+        av[u].backward(d_o, p, vt, &dp, &dvt, c);
         // Softmax backward: dS = P o (dP - rowsum(dP o P)), then the 1/sqrt(d) of the scores.
         Mat<T> ds(seq, seq);
         for (std::int64_t i = 0; i < seq; ++i) {
           const T dot = dp.row(i).dot(p.row(i));
           ds.row(i) = p.row(i).array() * (dp.row(i).array() - dot) * scale;
         }
-        ds = rounded<T>(std::move(ds), ctx);
+        ds = rounded<T>(std::move(ds), c);
         Mat<T> dq, dk;
-        qk[u].backward(ds, q, k, &dq, &dk, ctx);
+        qk[u].backward(ds, q, k, &dq, &dk, c);
         dall.block(b * seq, h * dh, seq, dh) = dq;
         dall.block(b * seq, dim + h * dh, seq, dh) = dk;
         dall.block(b * seq, 2 * dim + h * dh, seq, dh) = dvt.transpose();
-      }
+    });
     return qkv.backward(dall, ctx);
   }
 };

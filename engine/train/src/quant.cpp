@@ -16,10 +16,23 @@
 namespace mxlab::train::detail {
 
 OperandStats& QuantContext::at(const std::string& key) {
+  if (log != nullptr) return log->emplace_back(key, OperandStats{}).second;
   for (auto& [k, s] : stats)
     if (k == key) return s;
   stats.emplace_back(key, OperandStats{});
   return stats.back().second;
+}
+
+void QuantContext::replay(const std::deque<std::pair<std::string, OperandStats>>& unit_log) {
+  for (const auto& [key, e] : unit_log) {
+    OperandStats& s = at(key);
+    s.count += e.count;
+    s.nonzero += e.nonzero;
+    s.underflow += e.underflow;
+    s.sse += e.sse;  // the entry's sse is its call's sum itself (0 + sum): the same additions as one thread's
+    s.saturated += e.saturated;
+    if (e.delayed) s.delayed = true, s.scale = e.scale;
+  }
 }
 
 AmaxHistory* QuantContext::delayed_state(const std::string& key) const {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -44,8 +45,21 @@ struct QuantContext {
   /// The accumulation model of every GEMM (docs/gemm.md, "In training"); none: Eigen's float32 product.
   const gemm::Model* accumulate = nullptr;
   std::vector<std::pair<std::string, OperandStats>> stats;  ///< "layer.role", in first-use order
+  /// While set, every at() call gets an entry of its own here instead of the stats: a unit of work run beside
+  /// others (attention's (sequence, head) units) keeps its counts apart, and replay() adds them to the step's
+  /// stats in the units' order, each call's terms in the order one thread would have added them.
+  std::deque<std::pair<std::string, OperandStats>>* log = nullptr;
 
   OperandStats& at(const std::string& key);
+  /// This context's settings for a unit of work on one thread, logging its counts into `unit_log`.
+  QuantContext unit(std::deque<std::pair<std::string, OperandStats>>* unit_log) const {
+    QuantContext c;
+    c.threads = 1, c.collect = collect, c.training = training, c.nongemm = nongemm, c.delayed = delayed;
+    c.accumulate = accumulate, c.log = unit_log;
+    return c;
+  }
+  /// Adds a unit's logged counts to the stats (or to this context's own log), as at() would have.
+  void replay(const std::deque<std::pair<std::string, OperandStats>>& unit_log);
   /// The delayed scaling state of the operand, or null.
   AmaxHistory* delayed_state(const std::string& key) const;
 };
