@@ -15,6 +15,20 @@ void for_rows(std::int64_t rows, std::int64_t cols, unsigned threads, Fn&& fn) {
   run_parts(parts, [&](unsigned t) { fn(rows * t / parts, rows * (t + 1) / parts); });
 }
 
+/// fn(j0, j1) for the column ranges of a pass over rows x cols values, split over `threads` threads in strips of
+/// 16 columns (whole vectors up to AVX-512's) when the pass is large; for per-column work, whose values do not
+/// depend on the split.
+template <class Fn>
+void for_column_strips(std::int64_t rows, std::int64_t cols, unsigned threads, Fn&& fn) {
+  constexpr std::int64_t kStrip = 16;
+  const std::int64_t strips = (cols + kStrip - 1) / kStrip;
+  const std::int64_t by_size = rows * cols / (std::int64_t{1} << 15);
+  const auto parts = static_cast<unsigned>(std::clamp<std::int64_t>(std::min<std::int64_t>(resolve_threads(threads), by_size), 1, std::max<std::int64_t>(strips, 1)));
+  run_parts(parts, [&](unsigned t) {
+    fn(std::min(cols, strips * t / parts * kStrip), std::min(cols, strips * (t + 1) / parts * kStrip));
+  });
+}
+
 /// out[k][j] for every column j: the sums over the rows of rows x cols terms (column_sums_scalar's order, that of
 /// Eigen's `m.colwise().sum()` on a row-major matrix: with `packets` its columns within Eigen's whole packets add
 /// their rows in groups of four; without, as for an expression without packet access such as one of
@@ -24,12 +38,8 @@ template <typename T, class Term>
 void channel_sums(std::int64_t rows, std::int64_t cols, unsigned threads, bool packets, const Term& term, T* const* out) {
   constexpr std::int64_t kPacket = Eigen::internal::packet_traits<T>::Vectorizable ? Eigen::internal::packet_traits<T>::size : 1;
   const std::int64_t packed = packets && kPacket > 1 ? cols / kPacket * kPacket : 0;
-  constexpr std::int64_t kStrip = 16;  // columns per piece: whole vectors up to AVX-512's
-  const std::int64_t strips = (cols + kStrip - 1) / kStrip;
-  const std::int64_t by_size = rows * cols / (std::int64_t{1} << 15);
-  const auto parts = static_cast<unsigned>(std::clamp<std::int64_t>(std::min<std::int64_t>(resolve_threads(threads), by_size), 1, std::max<std::int64_t>(strips, 1)));
-  run_parts(parts, [&](unsigned t) {
-    const ColumnRange range{rows, cols, std::min(cols, strips * t / parts * kStrip), std::min(cols, strips * (t + 1) / parts * kStrip), packed};
+  for_column_strips(rows, cols, threads, [&](std::int64_t j0, std::int64_t j1) {
+    const ColumnRange range{rows, cols, j0, j1, packed};
     if constexpr (std::is_same_v<T, float>) mxlab::column_sums(range, term, out);
     else column_sums_scalar(range, term, out);
   });
@@ -150,19 +160,6 @@ struct DepthwiseConv2d {
   std::string key(Role r) const { return name + "." + std::string(role_name(r)); }
   Dims out_dims(const Dims& d) const { return window_out(d, k, stride, d.channels); }
   WindowShape window(const Dims& d) const { return {d.batch, d.height, d.width, d.channels, k, stride}; }
-  /// fn(c0, c1) for the channel ranges of a pass, split over the threads in multiples of 16 channels when the
-  /// pass is large (every value is per channel, so it is the same whatever the split).
-  template <class Fn>
-  static void for_channels(const Dims& d, unsigned threads, Fn&& fn) {
-    constexpr std::int64_t kStrip = 16;
-    const std::int64_t strips = (d.channels + kStrip - 1) / kStrip;
-    const std::int64_t by_size = d.batch * d.height * d.width * d.channels / (std::int64_t{1} << 15);
-    const auto parts = static_cast<unsigned>(std::clamp<std::int64_t>(std::min<std::int64_t>(resolve_threads(threads), by_size), 1, std::max<std::int64_t>(strips, 1)));
-    run_parts(parts, [&](unsigned t) {
-      fn(std::min(d.channels, strips * t / parts * kStrip), std::min(d.channels, strips * (t + 1) / parts * kStrip));
-    });
-  }
-
   /// Whether backward's X (a_bp) is forward's quantized X: both quantize X along the channels, so one format
   /// with deterministic rounding and no delayed scaling of its own gives the same values.
   bool reuse_x(QuantContext& ctx) const {
@@ -208,7 +205,7 @@ struct DepthwiseConv2d {
         dx.resize(in.batch * in.height * in.width, in.channels);
         for_images(in.batch, ctx.threads, [&](std::int64_t image) { depthwise_input_gradient(qg.data(), wt.data(), shape, image, image + 1, dx.data()); });
       }
-      for_channels(in, ctx.threads, [&](std::int64_t c0, std::int64_t c1) { depthwise_weight_gradient(qg.data(), qx.data(), shape, c0, c1, dwt.data()); });
+      for_column_strips(in.batch * in.height * in.width, in.channels, ctx.threads, [&](std::int64_t c0, std::int64_t c1) { depthwise_weight_gradient(qg.data(), qx.data(), shape, c0, c1, dwt.data()); });
     } else {
       if (need_dx) dx = Mat<T>::Zero(in.batch * in.height * in.width, in.channels);
       depthwise_backward_scalar(qg.data(), qx.data(), wt.data(), shape, need_dx ? dx.data() : nullptr, dwt.data());
