@@ -219,9 +219,27 @@ const std::vector<std::int64_t> kShape = {30, 100};
 
 TEST_CASE("block kernels: every format and rounding mode under the floor rule", "[kernels][block]") {
   const auto x = make_input(11, kShape[0], kShape[1]);
-  // Rows of whole blocks (the kernels' contiguous-block loop) as well as ragged ones.
+  // Rows of whole blocks (the kernels' contiguous-block loop) as well as ragged ones, rows of whole vectors of
+  // every target whose last block is shorter (144 = 4 blocks of 32 and one of 16), and rows shorter than a
+  // vector (tiles of lanes rows and the rows after them; 3 is shorter than SSE4's 4 lanes).
   const std::vector<std::int64_t> whole = {27, 128};
   const auto xw = make_input(19, whole[0], whole[1]);
+  const std::vector<std::int64_t> vectors = {9, 144};
+  const auto xv = make_input(21, vectors[0], vectors[1]);
+  const std::vector<std::int64_t> short9 = {53, 9}, short3 = {23, 3};
+  // Their first 32 rows without NaN, Inf or scales below 2^-127 (make_input's rows of kinds 1, 3, 4 and 6 become
+  // their previous row times 2^-3), so that whole tiles of them take the short-row pass; the rows after them
+  // keep every kind.
+  const auto short_input = [](std::uint64_t seed, const std::vector<std::int64_t>& shape) {
+    auto v = make_input(seed, shape[0], shape[1]);
+    for (std::int64_t r = 1; r < std::min<std::int64_t>(32, shape[0]); ++r)
+      if (r % 10 == 1 || r % 10 == 3 || r % 10 == 4 || r % 10 == 6)
+        for (std::int64_t c = 0; c < shape[1]; ++c)
+          v[static_cast<std::size_t>(r * shape[1] + c)] = v[static_cast<std::size_t>((r - 1) * shape[1] + c)] * 0.125F;
+    return v;
+  };
+  const auto xs9 = short_input(22, short9);
+  const auto xs3 = short_input(23, short3);
   for (const auto& name : kFormats) {
     for (Rounding r : kRoundings) {
       BlockFormat f = parse(name);
@@ -229,6 +247,9 @@ TEST_CASE("block kernels: every format and rounding mode under the floor rule", 
       f.options.seed = 1234567;
       check_format(f, x, kShape);
       check_format(f, xw, whole);
+      check_format(f, xv, vectors);
+      check_format(f, xs9, short9);
+      check_format(f, xs3, short3);
     }
     // The contiguous-block loop stores 4-bit codes straight into the packed output, in either nibble order.
     BlockFormat f = parse(name);
@@ -463,7 +484,7 @@ TEST_CASE("block kernels: blocks down columns are the transposed tensor's blocks
   // fake_quantize_columns(x) against the reference's quantization of x^T, transposed back. x^T's rows are
   // make_input's (every distribution, NaN/Inf blocks, scales below 2^-127), so x's columns are; rows of 100
   // (panels of 32 and a last one of 4), 32 and 7 (one partial panel); column counts below, at and above every
-  // target's lanes (the last vector of columns overlapping the one before it, or the transposed copy).
+  // target's lanes (the last vector of columns overlapping the one before it, or one partial vector).
   const auto check = [](const BlockFormat& f, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
     INFO(describe(f) << ", " << rows << " x " << cols);
     std::vector<float> xt = make_input(seed, cols, rows);  // x^T: cols x rows

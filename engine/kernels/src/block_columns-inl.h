@@ -29,29 +29,36 @@ constexpr std::size_t kNarrowVectors = 4;
 
 /// Panels [call.p0, call.p1) of a column call (ColumnsCall): each panel's rows hold one block of every column.
 /// Two passes over a panel: the blocks' amax, a vector of columns at a time (a lane per column, no reduction
-/// across lanes), then every element through fast_rne_lanes with its column's scale (the element step of
-/// fast_floor_loop, lane for lane); between them each column's scale exponent comes from block_exponent. Wide
+/// across lanes), then every element through fast_rne_fake with its column's scale (the element step of
+/// fast_floor_loop, lane for lane); between them each column's scale exponent comes from floor_marks. Wide
 /// panels are read row by row in memory order, narrow ones a vector of columns at a time. A block holding NaN or Inf, or whose scale is below the fast path's, and
 /// every block outside the default floating-point environment, is gathered into a row and goes through
 /// one_block, as in fast_floor_loop. A row's last vector of columns overlaps the one before it (call.cols >=
-/// lanes): shared columns get the same values again.
+/// lanes): shared columns get the same values again. A matrix of fewer columns than lanes is one partial vector
+/// of columns.
 template <FastKind kKind>
 HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc) {
   using Rne = RoundingTag<Rounding::NearestEven>;
   const DU du;
   const DF df;
+  const DI di;
   const std::size_t lanes = hn::Lanes(du);
   const CastVectors c(p.cast);
   const FastVectors fv(p.fast);
   const bool fast_env = default_fp_environment();
   const auto cols = static_cast<std::size_t>(cc.cols);
-  const std::size_t last = cols - lanes;  // first column of a row's last vector
+  // Fewer columns than lanes: one partial vector of columns (masked lanes, or a zero-padded copy).
+  const bool partial = cols < lanes;
+  const std::size_t last = partial ? 0 : cols - lanes;  // first column of a row's last vector
   const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
-  // Per column: the panel's amax bits, then its inverse scale and scale.
-  std::vector<std::uint32_t> amax(cols);
-  std::vector<float> inverse_c(cols), scale_c(cols);
+  // Per column (padded to whole vectors): the panel's amax bits, then its inverse scale and scale.
+  const std::size_t padded = (cols + lanes - 1) / lanes * lanes;
+  std::vector<std::uint32_t> amax(padded);
+  std::vector<float> inverse_c(padded), scale_c(padded);
   std::vector<std::size_t> special;  // columns whose block goes through one_block
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
+  HWY_ALIGN float part_buf[kMaxLanes] = {};
+  HWY_ALIGN std::int32_t marks_buf[kMaxLanes];
   std::vector<float> column(static_cast<std::size_t>(cc.block)), column_out(column.size());
   // The gathered column block as a tensor of one row, for one_block.
   BlockCall row_call;
@@ -60,37 +67,62 @@ HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc
   row_call.out = BlockOut::Fake;
   row_call.fake = column_out.data();
   CodeSink sink(p, row_call);
+  // The vector of columns at src (the first cols lanes of it when partial, the others zero) and its store.
+  const auto load = [&](const float* src) {
+    if (!partial) return hn::LoadU(df, src);
+    if constexpr (kMaskedTail) {
+      return hn::MaskedLoad(hn::FirstN(df, cols), df, src);
+    } else {
+      std::memcpy(part_buf, src, cols * sizeof(float));
+      return hn::Load(df, part_buf);
+    }
+  };
+  const auto store = [&](VF v, float* dst) {
+    if (!partial) return hn::StoreU(v, df, dst);
+    if constexpr (kMaskedTail) {
+      hn::BlendedStore(v, hn::FirstN(df, cols), df, dst);
+    } else {
+      hn::Store(v, df, part_buf);
+      std::memcpy(dst, part_buf, cols * sizeof(float));
+    }
+  };
   for (std::int64_t panel = cc.p0; panel < cc.p1; ++panel) {
     const std::int64_t r0 = panel * cc.block;
     const auto len = static_cast<std::size_t>(std::min(cc.block, cc.rows - r0));
     const float* xp = cc.x + static_cast<std::size_t>(r0) * cols;
     float* op = cc.out + static_cast<std::size_t>(r0) * cols;
     special.clear();
-    // Each column's scale from its amax (columns [j0, j1)).
+    // Each column's scale from its amax (columns [j0, j1)), a vector of columns at a time (floor_marks; lanes
+    // past j1 fill the padding or are written again with the same values).
     const auto scales = [&](std::size_t j0, std::size_t j1) {
-      for (std::size_t j = j0; j < j1; ++j) {
-        if (amax[j] == 0 && fast_env) {  // all zeros: the same codes and values under any scale (fast_floor_loop)
-          inverse_c[j] = scale_c[j] = 1.0F;
-          continue;
-        }
-        const int xe = amax[j] >= 0x7F800000U ? 0 : block_exponent(p, amax[j]);
-        if (!fast_env || amax[j] >= 0x7F800000U || xe < kFastMinExponent) {
+      if (!fast_env) {
+        for (std::size_t j = j0; j < j1; ++j) {
           special.push_back(j);
           inverse_c[j] = scale_c[j] = 1.0F;
-          continue;
         }
-        const auto xi = static_cast<std::size_t>(xe - p.x_min);
-        inverse_c[j] = p.scale_inverse[xi];
-        scale_c[j] = p.pow2_value[xi];
+        return;
+      }
+      for (std::size_t j = j0; j < j1; j += lanes) {
+        const VI marks = floor_marks(p, hn::LoadU(du, amax.data() + j));
+        // All-zero blocks: the same codes and values under any scale (fast_floor_loop); special ones here 1 too.
+        const auto scaled = hn::Gt(marks, hn::Set(di, -1));
+        const VI xi = hn::Max(marks, hn::Zero(di));
+        const VF one = hn::Set(df, 1.0F);
+        const auto scaled_f = hn::RebindMask(df, scaled);
+        hn::StoreU(hn::IfThenElse(scaled_f, hn::GatherIndex(df, p.scale_inverse.data(), xi), one), df,
+                   inverse_c.data() + j);
+        hn::StoreU(hn::IfThenElse(scaled_f, hn::GatherIndex(df, p.pow2_value.data(), xi), one), df, scale_c.data() + j);
+        if (hn::AllFalse(di, hn::Eq(marks, hn::Set(di, kSpecialBlock)))) continue;
+        hn::Store(marks, di, marks_buf);
+        for (std::size_t l = 0; l < lanes && j + l < j1; ++l)
+          if (marks_buf[l] == kSpecialBlock) special.push_back(j + l);
       }
     };
     // The element step of the vector of columns at j in row r.
     const auto elements = [&](std::size_t r, std::size_t j) {
-      const VU u = hn::BitCast(du, hn::LoadU(df, xp + r * cols + j));
-      MU over;
-      VF rv;
-      fast_rne_lanes<true, kKind>(fv, u, hn::LoadU(df, inverse_c.data() + j), &rv, &over);
-      hn::StoreU(fast_rne_values<kKind>(fv, u, rv, over, hn::LoadU(df, scale_c.data() + j)), df, op + r * cols + j);
+      const VU u = hn::BitCast(du, load(xp + r * cols + j));
+      store(fast_rne_fake<kKind>(fv, u, hn::LoadU(df, inverse_c.data() + j), hn::LoadU(df, scale_c.data() + j)),
+            op + r * cols + j);
     };
     if (cols <= kNarrowVectors * lanes) {
       // A narrow panel is a few cache lines: each vector of columns down the panel, its amax in a register.
@@ -98,7 +130,7 @@ HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc
         const std::size_t j = std::min(j0, last);
         VU vmax = hn::Zero(du);
         for (std::size_t r = 0; r < len; ++r)
-          vmax = hn::Max(vmax, hn::And(hn::BitCast(du, hn::LoadU(df, xp + r * cols + j)), abs_mask));
+          vmax = hn::Max(vmax, hn::And(hn::BitCast(du, load(xp + r * cols + j)), abs_mask));
         hn::StoreU(vmax, du, amax.data() + j);
         scales(j0, std::min(j0 + lanes, cols));
         for (std::size_t r = 0; r < len; ++r) elements(r, j);

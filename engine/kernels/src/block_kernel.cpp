@@ -533,7 +533,7 @@ Result<std::size_t> BlockKernel::fake_quantize_columns(std::span<const float> x,
     return make_error("fake quantization down columns covers the whole matrix (no block range)");
   if (n == 0) return std::size_t{0};
   const std::int64_t k = block_size(rows);
-  if (columns_native() && kernel_detail::columns_lanes() <= static_cast<std::size_t>(cols)) {
+  if (columns_native()) {
     const std::int64_t panels = ceil_div(rows, k);
     const unsigned threads =
         std::min<unsigned>(kernel_detail::useful_threads(n, br.threads), static_cast<unsigned>(panels));

@@ -82,6 +82,7 @@ BlockParams::FastRne fast_rne_params(const Format& e, const CastOptions& o, cons
   f.on = true;
   f.biased_clamp = c.exponent_clamp + 127;
   f.limit = c.limit[0];
+  f.limit_value = static_cast<float>(e.decode(f.limit));
   f.overflow_code = c.overflow_code[0];
   f.sign_shift = 32 - e.bits();
   f.overflow_pos = static_cast<float>(e.decode(f.overflow_code));  // as code_tables' decode_f32

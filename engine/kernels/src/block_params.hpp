@@ -87,6 +87,7 @@ struct BlockParams {
     std::int32_t biased_clamp = 0;     ///< exponent_clamp + 127
     std::int32_t biased_qmin = 0;      ///< quantum_min + 127 (Split: of the first reading's binades)
     std::uint32_t limit = 0;           ///< largest finite code magnitude
+    float limit_value = 0;             ///< its value (decode_f32)
     std::uint32_t overflow_code = 0;   ///< magnitude code of an overflow
     std::uint32_t sign_bit = 0;        ///< the element's sign bit (Integer: the code bits, negatives as -k)
     std::int32_t sign_shift = 0;       ///< float32 sign bit >> sign_shift lands on sign_bit
@@ -447,10 +448,8 @@ void pow2_dispatch(const BlockParams& p, const BlockCall& call);
 void plan_dispatch(const BlockParams& p, const BlockCall& call);
 void float_scale_dispatch(const BlockParams& p, const BlockCall& call);
 void dequant_dispatch(const BlockParams& p, const DequantCall& call);
-/// Blocks down columns (power-of-two scales, rule floor, nearest-even fast path: BlockKernel::columns_native),
-/// for matrices of at least columns_lanes() columns (the active target's float32 lanes).
+/// Blocks down columns (power-of-two scales, rule floor, nearest-even fast path: BlockKernel::columns_native).
 void columns_dispatch(const BlockParams& p, const ColumnsCall& call);
-std::size_t columns_lanes();
 
 /// The kernel of p's path.
 inline void block_dispatch(const BlockParams& p, const BlockCall& call) {

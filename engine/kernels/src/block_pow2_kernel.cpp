@@ -24,7 +24,6 @@ void pow2_kernel_impl(const BlockParams& p, const BlockCall& call) {
 void columns_kernel_impl(const BlockParams& p, const ColumnsCall& call) {
   block::with_fast_kind(p.fast.kind, [&](auto kind) { block::fast_floor_columns<decltype(kind)::value>(p, call); });
 }
-std::size_t columns_lanes_impl() { return hn::Lanes(DF()); }
 
 }  // namespace mxlab::kernel_detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -35,13 +34,11 @@ namespace mxlab::kernel_detail {
 HWY_EXPORT(pow2_kernel_impl);
 
 HWY_EXPORT(columns_kernel_impl);
-HWY_EXPORT(columns_lanes_impl);
 
 void pow2_dispatch(const BlockParams& p, const BlockCall& call) { HWY_DYNAMIC_DISPATCH(pow2_kernel_impl)(p, call); }
 void columns_dispatch(const BlockParams& p, const ColumnsCall& call) {
   HWY_DYNAMIC_DISPATCH(columns_kernel_impl)(p, call);
 }
-std::size_t columns_lanes() { return HWY_DYNAMIC_DISPATCH(columns_lanes_impl)(); }
 
 }  // namespace mxlab::kernel_detail
 #endif  // HWY_ONCE

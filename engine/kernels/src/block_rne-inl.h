@@ -34,6 +34,7 @@ struct FastVectors {
         mantissa_bits(f.mantissa_bits),
         sign_shift(f.sign_shift),
         overflow_pos(hn::Set(DF(), f.overflow_pos)),
+        limit_value(hn::Set(DF(), f.limit_value)),
         overflow_neg(hn::Set(DF(), f.overflow_neg)),
         split_biased(hn::Set(DI(), f.split_biased)),
         low_magic_min(hn::Set(DI(), f.low_biased_qmin + 23)),
@@ -43,11 +44,50 @@ struct FastVectors {
   VI biased_clamp, magic_min;
   VU limit, overflow_code, sign_bit;
   int magic_drop, mantissa_bits, sign_shift;
-  VF overflow_pos, overflow_neg;
+  VF overflow_pos, limit_value, overflow_neg;
   VI split_biased, low_magic_min, low_magic_drop;
   int low_mantissa_bits;
   FastKind kind;
 };
+
+/// The rounding step of fast_rne_lanes: the float32 sum a + 2^(qe + 23) of the magnitudes a = |x| / 2^X, the
+/// bits of 2^(qe + 23) (magic), and the code field added to the sum's bits minus magic (Float and Split).
+struct RneSum {
+  VF sum;
+  VU magic;
+  VU field;
+};
+template <FastKind kKind>
+HWY_INLINE RneSum fast_rne_sum(const FastVectors& f, VF a) {
+  const DU du;
+  const DI di;
+  const DF df;
+  RneSum s;
+  if constexpr (kKind == FastKind::Integer) {
+    s.magic = hn::BitCast(du, hn::ShiftLeft<23>(f.magic_min));
+    s.field = hn::Zero(du);
+  } else {
+    const VI biased = hn::BitCast(di, hn::ShiftRight<23>(hn::BitCast(du, a)));
+    VI magic_biased = hn::Max(hn::Add(hn::Min(biased, f.biased_clamp), hn::Set(di, f.magic_drop)), f.magic_min);
+    s.field = hn::ShiftLeftSame(hn::BitCast(du, hn::Sub(magic_biased, f.magic_min)), f.mantissa_bits);
+    if constexpr (kKind == FastKind::Split) {
+      const VI low_biased = hn::Max(hn::Add(biased, f.low_magic_drop), f.low_magic_min);
+      const VU low_field = hn::ShiftLeftSame(hn::BitCast(du, hn::Sub(low_biased, f.low_magic_min)), f.low_mantissa_bits);
+      const auto low = hn::Lt(biased, f.split_biased);
+      magic_biased = hn::IfThenElse(low, low_biased, magic_biased);
+      s.field = hn::IfThenElse(hn::RebindMask(du, low), low_field, s.field);
+    }
+    s.magic = hn::BitCast(du, hn::ShiftLeft<23>(magic_biased));
+  }
+  s.sum = hn::Add(a, hn::BitCast(df, s.magic));
+  return s;
+}
+
+/// a = |x| * 2^-X of the finite float32 bit patterns u (inverse = 2^-X): exact, or below 2^-126 where the
+/// nearest grid point is zero.
+HWY_INLINE VF scaled_magnitudes(VU u, VF inverse) {
+  return hn::Mul(hn::BitCast(DF(), hn::And(u, hn::Set(DU(), 0x7FFFFFFFU))), inverse);
+}
 
 /// Nearest-even codes of the finite float32 bit patterns u divided by 2^X (inverse = 2^-X); *r_out gets the
 /// rounded magnitude |x| / 2^X on the element grid, *over the lanes that overflowed (BlockParams::FastRne).
@@ -64,36 +104,15 @@ HWY_INLINE VU fast_rne_lanes(const FastVectors& f, VU u, VF inverse, VF* r_out, 
   const DU du;
   const DI di;
   const DF df;
-  // a = |x| * 2^-X: exact, or below 2^-126 where the nearest grid point is zero.
-  const VF a = hn::Mul(hn::BitCast(df, hn::And(u, hn::Set(du, 0x7FFFFFFFU))), inverse);
-  VU code;
-  if constexpr (kKind == FastKind::Integer) {
-    const VU magic = hn::BitCast(du, hn::ShiftLeft<23>(f.magic_min));
-    const VF sum = hn::Add(a, hn::BitCast(df, magic));
-    if constexpr (kValue) *r_out = hn::Sub(sum, hn::BitCast(df, magic));
-    code = hn::Sub(hn::BitCast(du, sum), magic);
-  } else {
-    const VI biased = hn::BitCast(di, hn::ShiftRight<23>(hn::BitCast(du, a)));
-    VI magic_biased = hn::Max(hn::Add(hn::Min(biased, f.biased_clamp), hn::Set(di, f.magic_drop)), f.magic_min);
-    VU field = hn::ShiftLeftSame(hn::BitCast(du, hn::Sub(magic_biased, f.magic_min)), f.mantissa_bits);
-    if constexpr (kKind == FastKind::Split) {
-      const VI low_biased = hn::Max(hn::Add(biased, f.low_magic_drop), f.low_magic_min);
-      const VU low_field = hn::ShiftLeftSame(hn::BitCast(du, hn::Sub(low_biased, f.low_magic_min)), f.low_mantissa_bits);
-      const auto low = hn::Lt(biased, f.split_biased);
-      magic_biased = hn::IfThenElse(low, low_biased, magic_biased);
-      field = hn::IfThenElse(hn::RebindMask(du, low), low_field, field);
-    }
-    const VU magic = hn::BitCast(du, hn::ShiftLeft<23>(magic_biased));
-    const VF sum = hn::Add(a, hn::BitCast(df, magic));
-    if constexpr (kValue) *r_out = hn::Sub(sum, hn::BitCast(df, magic));
-    code = hn::Add(hn::Sub(hn::BitCast(du, sum), magic), field);
-  }
+  const RneSum s = fast_rne_sum<kKind>(f, scaled_magnitudes(u, inverse));
+  if constexpr (kValue) *r_out = hn::Sub(s.sum, hn::BitCast(df, s.magic));
+  VU code = hn::Add(hn::Sub(hn::BitCast(du, s.sum), s.magic), s.field);
   *over = hn::Gt(code, f.limit);
   code = hn::IfThenElse(*over, f.overflow_code, code);
   if constexpr (kKind == FastKind::Integer) {
     // -k for negative inputs: (k ^ s) - s with s all ones there, in the code's bits.
-    const VU s = hn::BitCast(du, hn::ShiftRight<31>(hn::BitCast(di, u)));
-    return hn::And(hn::Sub(hn::Xor(code, s), s), f.sign_bit);
+    const VU sign = hn::BitCast(du, hn::ShiftRight<31>(hn::BitCast(di, u)));
+    return hn::And(hn::Sub(hn::Xor(code, sign), sign), f.sign_bit);
   } else {
     return hn::Or(code, hn::And(hn::ShiftRightSame(u, f.sign_shift), f.sign_bit));
   }
@@ -114,6 +133,18 @@ HWY_INLINE VF fast_rne_values(const FastVectors& f, VU u, VF r, MU over, VF scal
   const VF value = hn::BitCast(df, hn::Or(hn::BitCast(du, r), value_sign));
   const VF special = hn::IfThenElse(hn::RebindMask(df, hn::Eq(sign, hn::Zero(du))), f.overflow_pos, f.overflow_neg);
   return hn::Mul(hn::IfThenElse(hn::RebindMask(df, over), special, value), scale);
+}
+
+/// fast_rne_values(u, r, over, scale) of fast_rne_lanes' rounding, without forming the codes: the lanes that
+/// overflow are those whose rounded magnitude exceeds the limit's value (codes increase with the magnitude,
+/// and the code limit has the magnitude limit_value).
+template <FastKind kKind = FastKind::Float>
+HWY_INLINE VF fast_rne_fake(const FastVectors& f, VU u, VF inverse, VF scale) {
+  const DU du;
+  const DF df;
+  const RneSum s = fast_rne_sum<kKind>(f, scaled_magnitudes(u, inverse));
+  const VF r = hn::Sub(s.sum, hn::BitCast(df, s.magic));
+  return fast_rne_values<kKind>(f, u, r, hn::RebindMask(du, hn::Gt(r, f.limit_value)), scale);
 }
 
 /// fn(std::integral_constant<FastKind, k>) for the fast path's kind k: loops over elements are compiled once
