@@ -270,6 +270,18 @@ std::vector<std::uint16_t> to_16bit(const std::vector<float>& x, const char* for
   return bits;
 }
 
+TEST_CASE("block kernels: elements without mantissa bits round ties to the even code", "[kernels][block]") {
+  // E2M0 holds 0, 1, 2, 4: under the block scale 2 (amax 8), 6 / 2 = 3 lies halfway between 2 (code 2, even)
+  // and 4 (code 3); 3 / 2 = 1.5 between 1 and 2 (code 2). Every format of the floor rule, with the whole
+  // kernel path: as check_format, against the reference.
+  for (const char* name : {"e2m0:e8m0_t32", "e3m0ieee:e8m0_t32"}) {
+    const BlockFormat f = parse(name);
+    std::vector<float> x(64, 0.5F);
+    x[0] = 8.0F, x[1] = 6.0F, x[2] = 3.0F, x[3] = -6.0F, x[32] = 12.0F, x[33] = -12.0F, x[34] = 3.0F;
+    check_format(f, BlockInput(std::span<const float>(x)), {2, 32});
+  }
+}
+
 TEST_CASE("block kernels: bfloat16 and float16 inputs", "[kernels][block]") {
   const auto x = make_input(18, kShape[0], kShape[1]);
   // Values scaled into float16's range first, so that its subnormals and normals are both reached.

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdio>
+#include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -328,4 +331,74 @@ TEST_CASE("FP32 to codes: every 16-bit grid gap and many random patterns", "[ker
     in.insert(in.end(), random.begin(), random.end());
     check_f32(*f, in, SourceType::F32, ++seed);
   }
+}
+
+TEST_CASE("fake values under a factor: the fast path equals the cast, its decoding and one product", "[kernels]") {
+  // fake_scaled(in, factor)[i] against fl32(decode(cast(in[i])) * factor) from the scalar reference, bit for
+  // bit, on every target: every format and nearest-even option set the fast path takes (grid points, their
+  // midpoints and neighbours, random patterns; factors a power of two and not), calls of every length mod the
+  // lanes, and the inputs it must refuse (NaN, Inf).
+  const auto formats = formats_to_check();
+  std::uint64_t seed = 900;
+  int covered = 0;
+  for (const Format* f : cast_formats(formats)) {
+    std::vector<float> in = grid_inputs(*f, f->bits() > 8 ? 251 : 1);
+    const auto random = random_inputs(*f, 2000, 2000, ++seed);
+    in.insert(in.end(), random.begin(), random.end());
+    std::erase_if(in, [](float v) { return !std::isfinite(v); });
+    for (CastOptions o : option_grid(*f, SourceType::F32, false)) {
+      if (o.rounding != Rounding::NearestEven) continue;
+      const auto kernel = CastKernel::make(*f, o);
+      REQUIRE(kernel.ok());
+      if (!kernel->has_fake_scaled()) continue;
+      ++covered;
+      const auto codes = reference_codes(*f, kernel->options(), in, 0, 0, [](float x) { return static_cast<double>(x); });
+      for (const float factor : {1.0F, 0.0078125F, 3.0e-3F, 149.33333F}) {
+        std::vector<float> want(in.size());
+        for (std::size_t i = 0; i < in.size(); ++i) want[i] = static_cast<float>(f->decode(codes[i])) * factor;
+        for (const SimdTarget& t : simd_targets()) {
+          const ScopedSimdTarget forced(t);
+          INFO(describe(*f, kernel->options()) << " factor " << factor << " on " << t.name);
+          std::vector<float> got(in.size(), -1.0F);
+          REQUIRE(kernel->fake_scaled(in, factor, got));
+          long d = -1;
+          for (std::size_t i = 0; i < in.size() && d < 0; ++i)
+            if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i])) d = static_cast<long>(i);
+          INFO("first difference at " << d << (d >= 0 ? " input " + hex(std::bit_cast<std::uint32_t>(in[static_cast<std::size_t>(d)])) + " got " + std::to_string(got[static_cast<std::size_t>(d)]) + " want " + std::to_string(want[static_cast<std::size_t>(d)]) : ""));
+          CHECK(d < 0);
+          // Shorter calls: every tail length, from an offset.
+          for (std::size_t n = 1; n <= 17; ++n) {
+            std::vector<float> part(n, -1.0F);
+            REQUIRE(kernel->fake_scaled(std::span<const float>(in).subspan(5, n), factor, part));
+            CHECK(std::equal(part.begin(), part.end(), want.begin() + 5, [](float a, float b) {
+              return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+            }));
+          }
+          // NaN or Inf anywhere: refused.
+          for (const float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+            std::vector<float> x(in.begin(), in.begin() + 21);
+            x[19] = bad;
+            std::vector<float> out(x.size());
+            CHECK_FALSE(kernel->fake_scaled(x, factor, out));
+          }
+        }
+      }
+    }
+  }
+  // The fast path covers at least MX's elements (E4M3, E5M2, E2M1, E3M2, E2M3, MXINT8's) and MX-SAFE's; not
+  // elements without mantissa bits, whose ties go to the even code rather than the even multiple (e3m0ieee).
+  CHECK(covered >= 7);
+  for (const char* name : {"e4m3", "e5m2", "e2m1", "mxint8"}) {
+    INFO(name);
+    CHECK(CastKernel::make(*find_catalogue_format(name), CastOptions{})->has_fake_scaled());
+  }
+  const auto e2m0 = parse_format("e2m0");
+  REQUIRE(e2m0.ok());
+  CHECK_FALSE(CastKernel::make(*e2m0, CastOptions{})->has_fake_scaled());
+  CastOptions stochastic;
+  stochastic.rounding = Rounding::Stochastic;
+  CHECK_FALSE(CastKernel::make(*find_catalogue_format("e4m3"), stochastic)->has_fake_scaled());
+  CastOptions nan_overflow;
+  nan_overflow.overflow = Overflow::Nan;
+  CHECK_FALSE(CastKernel::make(*find_catalogue_format("e4m3"), nan_overflow)->has_fake_scaled());
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "block_params.hpp"
+#include "element_fake.hpp"
 #include "grid_params.hpp"
 #include "mxlab/core/random.hpp"
 #include "mxlab/formats/catalogue.hpp"
@@ -44,6 +45,8 @@ BlockParams::FastRne fast_rne_params(const Format& e, const CastOptions& o, cons
   // Half the smallest quantum must lie above float32's normal range, and 2^(quantum + 23) inside it.
   if (c.quantum_min - 1 <= -126 || c.exponent_clamp + 24 >= 127) return f;
   if (s.kind == FormatKind::Float) {
+    // Without mantissa bits a tie's even multiple k of the quantum is the next binade, not the even code.
+    if (s.mantissa_bits == 0) return f;
     const std::uint32_t sign_bit = std::uint32_t{1} << (e.bits() - 1);
     if (c.neg_or != sign_bit || e.zero_code(true) != sign_bit || e.zero_code(false) != 0) return f;
     if (c.overflow_code[1] != (c.overflow_code[0] | sign_bit)) return f;
@@ -371,6 +374,11 @@ std::string unsupported_reason_of(const BlockFormat& f, bool check_scale_table) 
 }
 
 }  // namespace
+
+kernel_detail::BlockParams::FastRne kernel_detail::element_fast_rne(const Format& f, const CastOptions& o,
+                                                                     const CastParams& c) {
+  return fast_rne_params(f, o, c);
+}
 
 std::string BlockKernel::unsupported_reason(const BlockFormat& f) { return unsupported_reason_of(f, true); }
 

@@ -3,7 +3,9 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <memory>
 
+#include "element_fake.hpp"
 #include "grid_params.hpp"
 #include "kernel_params.hpp"
 #include "mxlab/core/random.hpp"
@@ -148,7 +150,16 @@ Result<CastKernel> CastKernel::make(const Format& f, const CastOptions& options)
 }
 
 CastKernel::CastKernel(Format f, CastOptions o, std::shared_ptr<const kernel_detail::CastParams> p)
-    : format_(std::move(f)), options_(o), params_(std::move(p)) {}
+    : format_(std::move(f)), options_(o), params_(std::move(p)) {
+  kernel_detail::ElementFake fake{kernel_detail::element_fast_rne(format_, options_, *params_)};
+  if (fake.fast.on && !std::isnan(fake.fast.overflow_pos) && !std::isnan(fake.fast.overflow_neg))
+    fake_ = std::make_shared<const kernel_detail::ElementFake>(fake);
+}
+
+bool CastKernel::fake_scaled(std::span<const float> in, float factor, std::span<float> out) const {
+  if (fake_ == nullptr || out.size() < in.size()) return false;
+  return kernel_detail::element_fake_dispatch(*fake_, in.data(), in.size(), factor, out.data());
+}
 
 template <typename In, typename Out>
 Result<std::size_t> CastKernel::run_simd(InputKind input, std::span<const In> in, std::span<Out> out,

@@ -400,6 +400,8 @@ Result<FakeQuantizer::ScaledStats> FakeQuantizer::run_scaled(std::span<const flo
     st.above += chunk.above;
     const KernelRun kr{1, format_.options.seed, i0};
     const std::span<float> o = out.subspan(i0, len);
+    // The cast's fast path where it has one and the chunk is finite; else cast, decode, the format's NaN, scale.
+    if (cast_->fake_scaled(std::span<const float>(scaled, len), inverse, o)) return std::nullopt;
     if (auto r = cast_->cast_f32(std::span<const float>(scaled, len), std::span(codes, len), kr); !r) return r.error();
     if (auto r = decode_->decode(std::span<const std::uint16_t>(codes, len), o, kr); !r) return r.error();
     detail::apply_fake_nan(format_, o);

@@ -19,6 +19,7 @@ namespace mxlab {
 namespace kernel_detail {
 struct CastParams;
 struct DecodeParams;
+struct ElementFake;
 enum class InputKind : std::uint8_t;
 }  // namespace kernel_detail
 
@@ -65,6 +66,14 @@ class CastKernel {
   Result<std::size_t> cast_f16(std::span<const std::uint16_t> in, std::span<std::uint16_t> out,
                                const KernelRun& run = {}) const;
 
+  /// Whether fake_scaled has a fast path: nearest-even casts of signed formats whose overflow value is a
+  /// number (the block kernels' one float32 addition per element, BlockParams::FastRne).
+  bool has_fake_scaled() const { return fake_ != nullptr; }
+  /// out[i] = fl32(value * factor), value the float32 value of cast_f32(in)[i] (decoded as DecodeKernel does),
+  /// for i < in.size() on one thread: true, or false when an input is NaN or Inf, the floating-point
+  /// environment is not the default one, or !has_fake_scaled() (out then unspecified: the caller casts and
+  /// decodes). out holds at least in.size() values.
+  bool fake_scaled(std::span<const float> in, float factor, std::span<float> out) const;
   /// The same contract computed by a plain loop over the scalar reference mxlab::cast (no SIMD), for
   /// speed comparisons and verification.
   Result<std::size_t> reference_f32(std::span<const float> in, std::span<std::uint8_t> out,
@@ -92,6 +101,7 @@ class CastKernel {
   Format format_;
   CastOptions options_;
   std::shared_ptr<const kernel_detail::CastParams> params_;
+  std::shared_ptr<const kernel_detail::ElementFake> fake_;  ///< the fast path of fake_scaled, when there is one
 };
 
 /// Decoding of codes to float32: (float)Format::decode(code), NaN codes as the quiet NaN with the code's
