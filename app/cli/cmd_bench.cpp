@@ -220,6 +220,17 @@ struct BlockRowContext {
     const std::vector<double> xd(b.x.begin(), b.x.begin() + static_cast<std::ptrdiff_t>(n));
     return quantize(f, xd, shape(n));
   }
+  /// Fake quantization of the first n / width rows of width values, along the rows or down the columns.
+  void fake_rows(std::size_t n, std::int64_t width, unsigned t, bool columns) const {
+    const std::int64_t rows = static_cast<std::int64_t>(n) / width;
+    const auto m = static_cast<std::size_t>(rows * width);
+    const std::span<float> out(b.fout.data(), m);
+    if (columns) {
+      (void)kernel->fake_quantize_columns(in(m), rows, width, out, BlockRun{t});
+    } else {
+      (void)kernel->fake_quantize(in(m), {rows, width}, out, BlockRun{t});
+    }
+  }
   void reference_analyze(std::size_t n, bool packed) const {
     auto q = reference(n);
     if (!q) return;
@@ -247,6 +258,15 @@ const std::vector<BlockRowKind>& block_row_kinds() {
          (void)c.kernel->fake_quantize(c.in(n), c.shape(n), std::span<float>(c.b.fout.data(), n), BlockRun{t});
        },
        [](const BlockRowContext& c, std::size_t n) { (void)c.reference(n); }},
+      // The training's operand shapes: rows of 9 (a first 3x3 convolution's taps: a block each), rows of 144
+      // (16 channels' taps: four blocks of 32 and one of 16), and blocks down 9 columns (the same operand for dW);
+      // the first n / width * width elements.
+      {"block fake-quant rows of 9", false, [](const BlockRowContext&) { return 8.0; },
+       [](const BlockRowContext& c, std::size_t n, unsigned t) { c.fake_rows(n, 9, t, false); }, {}},
+      {"block fake-quant rows of 144", false, [](const BlockRowContext&) { return 8.0; },
+       [](const BlockRowContext& c, std::size_t n, unsigned t) { c.fake_rows(n, 144, t, false); }, {}},
+      {"block fake-quant down 9 columns", false, [](const BlockRowContext&) { return 8.0; },
+       [](const BlockRowContext& c, std::size_t n, unsigned t) { c.fake_rows(n, 9, t, true); }, {}},
       {"block packed", true, [](const BlockRowContext& c) { return 4.0 + c.packed_bytes; },
        [](const BlockRowContext& c, std::size_t n, unsigned t) {
          (void)c.kernel->quantize_packed(c.in(n), c.shape(n), c.b.out8, c.b.scales, BlockRun{t}, nullptr,
