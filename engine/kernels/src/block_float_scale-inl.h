@@ -310,7 +310,7 @@ HWY_INLINE bool fast_float_call(const BlockParams& p, const BlockCall& call) {
 
 /// The common float-scale case (NVFP4 and other rule-amax formats) in a tight loop over groups of blocks: the
 /// block maxima, the group's scale codes in one vector cast (group_scale_codes), then each block's elements by
-/// the nearest-even fast path (fast_rne_lanes) on the float32 quotients q = |x| * fl32(1 / (s * g)). A vector
+/// the nearest-even fast path (fast_rne_lanes, fast_rne_fake) on the float32 quotients q = |x| * fl32(1 / (s * g)). A vector
 /// with a lane near a rounding boundary of the grid (near_boundary32: there fl32 q and the exact quotient may
 /// round apart) goes through float_scale_elements, and so does every block float_block treats specially (NaN
 /// or Inf inside, zero amax, a scale outside [2^-100, 2^100]). Values are decode(code) * s, times g when
@@ -395,12 +395,12 @@ HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, c
           float_scale_elements<AnyRounding>(p, call, v.c64, v.c32, sink, xb + k * kInBytes, lanes, start + k, s);
           continue;
         }
-        MU over;
-        VF r;
-        const VU code_v = fast_rne_lanes<kOut == BlockOut::Fake>(fv, u, inverse, &r, &over);
-        if constexpr (kOut == BlockOut::Packed) sink.put(du, code_v, start + k, lanes);
-        if constexpr (kOut == BlockOut::Fake) {
-          const VF value = fast_rne_values(fv, u, r, over, s_v);
+        if constexpr (kOut == BlockOut::Packed) {
+          MU over;
+          VF r;
+          sink.put(du, fast_rne_lanes<false>(fv, u, inverse, &r, &over), start + k, lanes);
+        } else {
+          const VF value = fast_rne_fake(fv, u, inverse, s_v);
           store_values(call, unit_g ? value : hn::Mul(value, g_v), call.fake + start + k);
         }
       }
