@@ -2,8 +2,10 @@
 #include "mxlab/train/trainer.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -25,6 +27,17 @@ using detail::Model;
 using detail::Param;
 using detail::QuantContext;
 using Clock = std::chrono::steady_clock;
+
+/// Whether every value of m is finite (no Inf or NaN: exponent field not all ones), in one pass without an
+/// early exit, which the compiler vectorises; Eigen's allFinite compiled to a scalar loop with a branch per
+/// value (2 to 3% of the CNN's FP32 step).
+bool all_finite(const Mat<float>& m) {
+  std::uint32_t special = 0;
+  const float* v = m.data();
+  for (Eigen::Index i = 0; i < m.size(); ++i)
+    special |= static_cast<std::uint32_t>((std::bit_cast<std::uint32_t>(v[i]) & 0x7F800000U) == 0x7F800000U);
+  return special == 0;
+}
 
 constexpr std::uint64_t kShuffleStream = 0x53485546464C45ULL;  // "SHUFFLE"
 constexpr std::uint64_t kTextStream = 0x54455854ULL;           // "TEXT"
@@ -510,7 +523,7 @@ Result<TrainResult> run(const TrainData& data, const TrainOptions& o, const std:
     const auto inv = static_cast<float>(1.0 / loop.scale);
     for (auto* p : params) {
       if (loop.scale != 1.0) p->grad *= inv;
-      finite = finite && p->grad.allFinite();
+      finite = finite && all_finite(p->grad);
     }
     const double lr = learning_rate(o.optimizer, step, o.steps);
     StepMetrics m;
