@@ -104,14 +104,10 @@ HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc
       }
       for (std::size_t j = j0; j < j1; j += lanes) {
         const VI marks = floor_marks(p, hn::LoadU(du, amax.data() + j));
-        // All-zero blocks: the same codes and values under any scale (fast_floor_loop); special ones here 1 too.
-        const auto scaled = hn::Gt(marks, hn::Set(di, -1));
-        const VI xi = hn::Max(marks, hn::Zero(di));
-        const VF one = hn::Set(df, 1.0F);
-        const auto scaled_f = hn::RebindMask(df, scaled);
-        hn::StoreU(hn::IfThenElse(scaled_f, hn::GatherIndex(df, p.scale_inverse.data(), xi), one), df,
-                   inverse_c.data() + j);
-        hn::StoreU(hn::IfThenElse(scaled_f, hn::GatherIndex(df, p.pow2_value.data(), xi), one), df, scale_c.data() + j);
+        VF inverse, scale;
+        mark_scales(p, marks, &inverse, &scale);
+        hn::StoreU(inverse, df, inverse_c.data() + j);
+        hn::StoreU(scale, df, scale_c.data() + j);
         if (hn::AllFalse(di, hn::Eq(marks, hn::Set(di, kSpecialBlock)))) continue;
         hn::Store(marks, di, marks_buf);
         for (std::size_t l = 0; l < lanes && j + l < j1; ++l)

@@ -181,6 +181,18 @@ HWY_INLINE VI floor_marks(const BlockParams& p, VU amax) {
   return hn::IfThenElse(hn::Eq(a, hn::Zero(di)), hn::Set(di, kZeroBlock), marks);
 }
 
+/// The element step's inverse scale and scale of each lane's mark (floor_marks): 2^-X and 2^X, and 1 for an
+/// all-zero block (its zeros cast and decode to the same codes and values under any scale) and a special one
+/// (which goes through one_block).
+HWY_INLINE void mark_scales(const BlockParams& p, VI marks, VF* inverse, VF* scale) {
+  const DI di;
+  const DF df;
+  const auto scaled = hn::RebindMask(df, hn::Gt(marks, hn::Set(di, -1)));
+  const VI xi = hn::Max(marks, hn::Zero(di));
+  *inverse = hn::IfThenElse(scaled, hn::GatherIndex(df, p.scale_inverse.data(), xi), hn::Set(df, 1.0F));
+  *scale = hn::IfThenElse(scaled, hn::GatherIndex(df, p.pow2_value.data(), xi), hn::Set(df, 1.0F));
+}
+
 /// Lane j of the result: the largest lane of vector j of the lanes vectors at v (lanes * lanes aligned words,
 /// overwritten). Pairs of vectors fold their lanes' even and odd halves together, log2(lanes) times: one
 /// vector of every block's amax from lanes - 1 folds, in place of a reduction across lanes per block.
@@ -268,12 +280,10 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
       // kFastGroup is a multiple of lanes: the group's marks hold every lane.
       const VI marks = floor_marks(p, amax);
       hn::Store(marks, DI(), xis + i0);
-      const auto scaled = hn::RebindMask(df, hn::Gt(marks, hn::Set(DI(), -1)));
-      const VI xi = hn::Max(marks, hn::Zero(DI()));
-      hn::Store(hn::IfThenElse(scaled, hn::GatherIndex(df, p.scale_inverse.data(), xi), hn::Set(df, 1.0F)), df,
-                inverses + i0);
-      hn::Store(hn::IfThenElse(scaled, hn::GatherIndex(df, p.pow2_value.data(), xi), hn::Set(df, 1.0F)), df,
-                scales + i0);
+      VF inverse, scale;
+      mark_scales(p, marks, &inverse, &scale);
+      hn::Store(inverse, df, inverses + i0);
+      hn::Store(scale, df, scales + i0);
       if (call.amax != nullptr) {
         hn::Store(hn::BitCast(df, amax), df, amax_out);
         std::memcpy(call.amax + c0, amax_out, nb * sizeof(float));
@@ -364,7 +374,6 @@ HWY_NOINLINE void fast_short_rows(const BlockParams& p, const BlockCall& call, c
   HWY_ALIGN std::int32_t table[kMaxLanes * kMaxLanes];
   for (std::size_t e = 0; e < n * lanes; ++e) table[e] = static_cast<std::int32_t>(e / n);
   const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
-  const VF one = hn::Set(df, 1.0F);
   const auto by_blocks = [&](std::int64_t b0, std::int64_t b1) {
     BlockCall part = call;
     part.b0 = b0;
@@ -394,10 +403,8 @@ HWY_NOINLINE void fast_short_rows(const BlockParams& p, const BlockCall& call, c
       continue;
     }
     if (call.amax != nullptr) hn::StoreU(hn::BitCast(df, amax), df, call.amax + r0);
-    const auto scaled = hn::RebindMask(df, hn::Gt(marks, hn::Set(di, -1)));
-    const VI xi = hn::Max(marks, hn::Zero(di));
-    const VF inverses = hn::IfThenElse(scaled, hn::GatherIndex(df, p.scale_inverse.data(), xi), one);
-    const VF scales = hn::IfThenElse(scaled, hn::GatherIndex(df, p.pow2_value.data(), xi), one);
+    VF inverses, scales;
+    mark_scales(p, marks, &inverses, &scales);
     float* out = call.fake + static_cast<std::size_t>(r0) * n;
     for (std::size_t v = 0; v < n; ++v) {
       const auto rows = hn::SetTableIndices(df, table + v * lanes);

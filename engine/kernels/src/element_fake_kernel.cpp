@@ -48,12 +48,11 @@ HWY_NOINLINE bool element_fake_loop(const ElementFake& p, const float* in, std::
 
 bool element_fake_impl(const ElementFake& p, const float* in, std::size_t n, float factor, float* out) {
   if (!block::default_fp_environment()) return false;
-  switch (p.fast.kind) {
-    case block::FastKind::Float: return element_fake_loop<block::FastKind::Float>(p, in, n, factor, out);
-    case block::FastKind::Split: return element_fake_loop<block::FastKind::Split>(p, in, n, factor, out);
-    case block::FastKind::Integer: break;
-  }
-  return element_fake_loop<block::FastKind::Integer>(p, in, n, factor, out);
+  bool finite = false;
+  block::with_fast_kind(p.fast.kind, [&](auto kind) {
+    finite = element_fake_loop<decltype(kind)::value>(p, in, n, factor, out);
+  });
+  return finite;
 }
 
 }  // namespace mxlab::kernel_detail::HWY_NAMESPACE
