@@ -174,6 +174,17 @@ BlockFormat parse(const std::string& s) {
   return *f;
 }
 
+/// A block format, or a plain element cast (no scale) of an element format's name.
+BlockFormat parse_any(const std::string& s) {
+  if (auto f = parse_block_format(s)) return *f;
+  auto element = parse_format(s);
+  REQUIRE(element.ok());
+  BlockFormat f;
+  f.name = s;
+  f.element = *element;
+  return f;
+}
+
 /// A FakeQuantizer against the reference's values and totals, with 1 and 3 threads, and ops::fake_quantize against
 /// the FakeQuantizer; `kernel`: whether the block or cast kernels must have run.
 void check_fake_quantizer(const ops::FakeQuantizer& fq, const std::vector<float>& xf,
@@ -531,14 +542,16 @@ TEST_CASE("ops: quantization along rows and down columns in one pass equals the 
   // blocks).
   const std::vector<std::pair<const char*, const char*>> pairs = {
       {"mxfp8_e4m3", "mxfp8_e4m3"}, {"mxfp8_e5m2", "mxfp8_e5m2"}, {"mxfp4", "mxfp8_e4m3"}, {"mxint8", "mxfp6_e3m2"},
-      {"mxfp8_e4m3", "nvfp4"},      {"nvfp4", "mxfp4"},           {"mxfp8_e4m3", "e4m3:e8m0_t0"}};
+      {"mxfp8_e4m3", "nvfp4"},      {"nvfp4", "mxfp4"},           {"mxfp8_e4m3", "e4m3:e8m0_t0"},
+      // The same per-tensor scale or element cast both ways: one quantization and a copy (same_values).
+      {"e4m3:float32", "e4m3:float32"}, {"e4m3", "e4m3"}, {"e4m3:float32", "e5m2:float32"}};
   // 1000 x 100: four chunks of 320 rows, enough values for three threads.
   const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1000, 100}, {300, 1568}, {70, 9}};
   for (const auto& target : simd_targets()) {
     const ScopedSimdTarget forced(target);
     for (const auto& [rows_name, columns_name] : pairs)
       for (const bool stochastic : {false, true}) {
-        BlockFormat fr = parse(rows_name), fc = parse(columns_name);
+        BlockFormat fr = parse_any(rows_name), fc = parse_any(columns_name);
         if (stochastic) fc.options.element.rounding = Rounding::Stochastic;
         const ops::FakeQuantizer rows_q(fr), columns_q(fc);
         for (const auto& [rows, cols] : shapes) {
@@ -562,6 +575,24 @@ TEST_CASE("ops: quantization along rows and down columns in one pass equals the 
         }
       }
   }
+}
+
+TEST_CASE("ops: quantizers give the same values both ways only when positionless with one format and options",
+          "[ops]") {
+  const auto q = [](const char* text, Overflow overflow = Overflow::Default) {
+    BlockFormat f = parse_any(text);
+    f.options.element.overflow = overflow;
+    return ops::FakeQuantizer(f);
+  };
+  CHECK(q("e4m3:float32").positionless());
+  CHECK(q("e4m3").positionless());
+  CHECK_FALSE(q("mxfp8_e4m3").positionless());
+  CHECK_FALSE(q("e4m3:float32_t16_t16").positionless());
+  CHECK(q("e4m3:float32").same_values(q("e4m3:float32")));
+  CHECK(q("e5m2").same_values(q("e5m2")));
+  CHECK_FALSE(q("e4m3:float32").same_values(q("e5m2:float32")));
+  CHECK_FALSE(q("e4m3:float32").same_values(q("e4m3:float32", Overflow::Saturate)));
+  CHECK_FALSE(q("mxfp8_e4m3").same_values(q("mxfp8_e4m3")));
 }
 
 TEST_CASE("ops: analysis of per-tensor scales and 2-D tiles runs on the kernel over gathered rows", "[ops]") {

@@ -365,10 +365,7 @@ Result<std::size_t> FakeQuantizer::run_columns(std::span<const float> x, std::in
                                                std::span<float> out, const Run& run) const {
   if (auto e = matrix_call_error(x.size(), rows, cols, out.size())) return *e;
   const auto n = x.size();
-  const ScaleLayout& l = format_.layout;
-  const bool positionless = (!l.scale || (rows_ && l.geometry().tile_dims() == 0)) && l.sparse_m == 0 &&
-                            format_.options.element.rounding != Rounding::Stochastic;
-  if (positionless) return this->run(x, {rows, cols}, out, run);
+  if (positionless()) return this->run(x, {rows, cols}, out, run);
   if (kernel_) {
     auto r = kernel_->fake_quantize_columns(x, rows, cols, out, BlockRun{detail::resolve_threads(run.threads)});
     if (r) detail::apply_fake_nan(format_, out.first(n));
@@ -414,6 +411,19 @@ Result<FakeQuantizer::ScaledStats> FakeQuantizer::run_scaled(std::span<const flo
   return total;
 }
 
+bool FakeQuantizer::positionless() const {
+  const ScaleLayout& l = format_.layout;
+  return (!l.scale || (rows_ && l.geometry().tile_dims() == 0)) && l.sparse_m == 0 &&
+         format_.options.element.rounding != Rounding::Stochastic;
+}
+
+bool FakeQuantizer::same_values(const FakeQuantizer& other) const {
+  // The format text determines the element and the layout; the options may differ under the same text (a
+  // profile, delayed scaling's saturation).
+  return positionless() && other.positionless() && format_.name == other.format_.name &&
+         format_.options == other.format_.options;
+}
+
 bool FakeQuantizer::rows_stand_alone() const {
   return kernel_ && !kernel_->needs_tensor_facts() && format_.options.element.rounding != Rounding::Stochastic;
 }
@@ -422,6 +432,11 @@ Result<std::size_t> FakeQuantizer::run_rows_and_columns(std::span<const float> x
                                                         std::span<float> out, const FakeQuantizer& columns,
                                                         std::span<float> out_columns, const Run& run) const {
   if (auto e = matrix_call_error(x.size(), rows, cols, std::min(out.size(), out_columns.size()))) return *e;
+  if (same_values(columns)) {
+    auto r = this->run(x, {rows, cols}, out, run);
+    if (r) std::copy_n(out.begin(), x.size(), out_columns.begin());
+    return r;
+  }
   // Chunks of whole column blocks (k rows each) of about 128 KiB: in the caches from one call to the next.
   const std::int64_t k = columns.kernel_ ? columns.kernel_->block_size(rows) : rows;
   if (!rows_stand_alone() || !columns.rows_stand_alone() || k >= rows || cols == 0) {

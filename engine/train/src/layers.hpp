@@ -82,9 +82,10 @@ const Mat<T>& quantized_columns(const Mat<T>& x, const ops::FakeQuantizer* f, Ma
 }
 
 /// x quantized along its rows with fr into rows_buf and down its columns with fc into columns_buf, in one pass
-/// over x (quantize_rows_and_columns); both 1-D block formats. Under delayed scaling one cast serves both
-/// (delayed_cast_both) when it can: then only rows_buf is written, and the result is true (columns_buf is not
-/// the operand down the columns; rows_buf is).
+/// over x (quantize_rows_and_columns); both 1-D block formats. One quantization serves both when it can: under
+/// delayed scaling (delayed_cast_both), and for an element cast or a per-tensor scale of one format in both
+/// (quantize_once_both). Then only rows_buf is written, and the result is true (columns_buf is not the operand
+/// down the columns; rows_buf is).
 template <typename T>
 bool quantized_both(const Mat<T>& x, const ops::FakeQuantizer& fr, Mat<T>& rows_buf, const ops::FakeQuantizer& fc,
                     Mat<T>& columns_buf, QuantContext& ctx, const std::string& rows_key, const std::string& columns_key) {
@@ -93,7 +94,9 @@ bool quantized_both(const Mat<T>& x, const ops::FakeQuantizer& fr, Mat<T>& rows_
     const auto n = static_cast<std::size_t>(x.size());
     const std::span<const float> in(x.data(), n);
     const std::span<float> along_rows(rows_buf.data(), n);
-    if (delayed_cast_both(fr, fc, in, x.rows(), x.cols(), along_rows, ctx, rows_key, columns_key)) return true;
+    if (delayed_cast_both(fr, fc, in, x.rows(), x.cols(), along_rows, ctx, rows_key, columns_key) ||
+        quantize_once_both(fr, fc, in, x.rows(), x.cols(), along_rows, ctx, rows_key, columns_key))
+      return true;
     columns_buf.resize(x.rows(), x.cols());
     quantize_rows_and_columns(fr, fc, in, x.rows(), x.cols(), along_rows, std::span<float>(columns_buf.data(), n), ctx,
                               rows_key, columns_key);
@@ -154,7 +157,10 @@ struct QGemm {
   Mat<T> bx, bw, bg, bwc, bgc, bxc;  ///< quantized operands (bx, bw: forward's, reused under 2-D tiles; *c: down columns)
   bool saved_x = false, saved_w = false;
   bool have_xc = false;  ///< X down its columns from forward is in bxc, or in bx when xc_in_x
-  bool xc_in_x = false, gc_in_g = false;  ///< one delayed-scaling cast serves both directions (quantized_both)
+  bool xc_in_x = false, gc_in_g = false;  ///< one quantization serves both directions (quantized_both)
+  /// Forward's Wt serves backward: the same element cast or per-tensor scale both ways (same_values), neither
+  /// role under delayed scaling.
+  bool same_w = false;
   /// The roles of the second operand (Wt) forward and backward: the weight roles, or the activation roles for
   /// attention's products of two activations.
   Role w_role = Role::W, w_bp_role = Role::WBp;
@@ -170,6 +176,8 @@ struct QGemm {
     const ops::FakeQuantizer* fab = f(Role::ABp);
     saved_x = ctx.training && reuse(Role::A, Role::ABp);
     saved_w = ctx.training && reuse(w_role, w_bp_role);
+    same_w = ctx.training && f(w_role) != nullptr && f(w_bp_role) != nullptr && f(w_role)->same_values(*f(w_bp_role)) &&
+             ctx.delayed_state(key(w_role)) == nullptr && ctx.delayed_state(key(w_bp_role)) == nullptr;
     // While training, X down its columns (dW's operand) in the same pass over X as along its rows.
     have_xc = ctx.training && fa != nullptr && fab != nullptr && !is_2d(fa) && !is_2d(fab);
     if (have_xc) xc_in_x = quantized_both(x, *fa, bx, *fab, bxc, ctx, key(Role::A), key(Role::ABp));
@@ -193,7 +201,10 @@ struct QGemm {
     const Mat<T>& qg = g_both ? bg : dx != nullptr || g_2d ? quantized(dy, fg, bg, ctx, key(Role::G)) : dy;
     if (dx != nullptr) {
       // Forward's 2-D tiles of Wt are the tiles of W.
-      const Mat<T>& qw = saved_w ? bw : quantized_columns(wt, f(w_bp_role), bwc, ctx, key(w_bp_role));
+      if constexpr (std::is_same_v<T, float>) {
+        if (same_w && ctx.collect) add_counts(ctx.at(key(w_bp_role)), span_of(wt), span_of(bw));
+      }
+      const Mat<T>& qw = saved_w || same_w ? bw : quantized_columns(wt, f(w_bp_role), bwc, ctx, key(w_bp_role));
       if (!accumulated(*dx, qg, fg, false, qw, f(saved_w ? w_role : w_bp_role), true, ctx, name + " backward dX"))
         product(*dx, qg, false, qw, false, ctx);
     }

@@ -173,4 +173,15 @@ bool delayed_cast_both(const ops::FakeQuantizer& rows_q, const ops::FakeQuantize
   return true;
 }
 
+bool quantize_once_both(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q, std::span<const float> x,
+                        std::int64_t rows, std::int64_t cols, std::span<float> out, QuantContext& ctx,
+                        const std::string& rows_key, const std::string& columns_key) {
+  if (ctx.delayed_state(rows_key) != nullptr || ctx.delayed_state(columns_key) != nullptr ||
+      !rows_q.same_values(columns_q))
+    return false;
+  quantize_operand(rows_q, x, rows, cols, out, ctx, rows_key);
+  if (ctx.collect) add_counts(ctx.at(columns_key), x, out);
+  return true;
+}
+
 }  // namespace mxlab::train::detail

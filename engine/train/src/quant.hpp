@@ -103,6 +103,14 @@ bool delayed_cast_both(const ops::FakeQuantizer& rows_q, const ops::FakeQuantize
                        std::int64_t rows, std::int64_t cols, std::span<float> out, QuantContext& ctx,
                        const std::string& rows_key, const std::string& columns_key);
 
+/// x quantized once for both its uses, along its rows (rows_key) and down its columns (columns_key), into out,
+/// when the two quantizers give the same values in either direction (ops::FakeQuantizer::same_values: an element
+/// cast or a per-tensor scale of one format) and neither key has a delayed scaling state; the metrics are those
+/// of two quantizations. False, with nothing done, otherwise.
+bool quantize_once_both(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q, std::span<const float> x,
+                        std::int64_t rows, std::int64_t cols, std::span<float> out, QuantContext& ctx,
+                        const std::string& rows_key, const std::string& columns_key);
+
 /// The accumulation model a recipe names (none when its `accumulate` is empty), or the model parser's error.
 Result<std::optional<gemm::Model>> accumulation_model(const Recipe& recipe);
 

@@ -52,6 +52,7 @@ struct CastOptions {
   SourceType source = SourceType::F64;
   /// Stochastic rounding: how many random bits are compared with the discarded fraction (1..32).
   int random_bits = 32;
+  bool operator==(const CastOptions&) const = default;
 };
 
 /// Outcome of one cast. `code` is always a valid code of the format.

@@ -129,10 +129,17 @@ class FakeQuantizer {
   /// (BlockKernel::fake_quantize_columns); every other format quantizes a transposed copy.
   Result<std::size_t> run_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols, std::span<float> out,
                                   const Run& run = {}) const;
+  /// Whether the format's values do not depend on element positions (element casts and per-tensor scales,
+  /// without N:M sparsity or stochastic rounding): along the rows and down the columns alike.
+  bool positionless() const;
+  /// Whether this quantizer and `other` give the same values in either direction: both positionless, with the
+  /// same format text and options.
+  bool same_values(const FakeQuantizer& other) const;
   /// run(x, {rows, cols}, out) and columns.run_columns(x, rows, cols, out_columns) in one pass over x: a chunk of
   /// whole column blocks at a time, quantized along its rows and down its columns while in the caches (the
   /// same values as the two calls, which it makes instead where a format's values depend on more than the
-  /// chunk: tensor-level scales, stochastic rounding, whole-axis blocks, the reference).
+  /// chunk: tensor-level scales, stochastic rounding, whole-axis blocks, the reference). Where both give the same
+  /// values (same_values), one quantization and a copy.
   Result<std::size_t> run_rows_and_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols,
                                            std::span<float> out, const FakeQuantizer& columns,
                                            std::span<float> out_columns, const Run& run = {}) const;

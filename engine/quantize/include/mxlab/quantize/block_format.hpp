@@ -234,6 +234,7 @@ struct QuantOptions {
   /// Seed of the stochastic rounding stream; element i of the tensor uses stochastic_bits(seed, i).
   std::uint64_t seed = 0;
   std::string profile = "ocp";  ///< name of the preset the options came from
+  bool operator==(const QuantOptions&) const = default;
 };
 
 /// A named block format: element + layout + options.
