@@ -21,6 +21,7 @@
 #include "mxlab/core/threads.hpp"
 #include "mxlab/kernels/activations.hpp"
 #include "mxlab/kernels/channels.hpp"
+#include "mxlab/kernels/im2col.hpp"
 #include "mxlab/kernels/pool.hpp"
 #include "quant.hpp"
 
@@ -385,6 +386,15 @@ struct Conv2d {
     const Dims o = out_dims(d);
     const std::int64_t c = d.channels, pad = k / 2, width = k * k * c;
     Mat<T> cols(o.batch * o.height * o.width, width);
+    if constexpr (std::is_same_v<T, float>) {  // the SIMD kernel of the loop below, an output row at a time
+      for_images(d.batch, threads, [&](std::int64_t b) {
+        const T* image = x.data() + b * d.height * d.width * c;
+        for (std::int64_t y = 0; y < o.height; ++y)
+          mxlab::im2col_row(image, d.height, d.width, c, k, stride, pad, y, o.width,
+                            cols.data() + (b * o.height + y) * o.width * width);
+      });
+      return cols;
+    }
     for_images(d.batch, threads, [&](std::int64_t b) {
       for (std::int64_t y = 0; y < o.height; ++y)
         for (std::int64_t xx = 0; xx < o.width; ++xx) {
