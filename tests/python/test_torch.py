@@ -207,6 +207,54 @@ def test_delayed_scaling_over_steps_is_transformer_engines_rule():
     assert [h.history[1:] for h in layer.mx_scaling.values()] == [b[2:] + [0.0] for b in before]
 
 
+def test_delayed_scaling_histories_are_in_the_state_dict(tmp_path):
+    """A checkpoint of an fp8_delayed layer resumes with the same histories and scales (the next step's values bit
+    for bit); plain checkpoints load as before; mismatched or partial states are load_state_dict errors."""
+    roles = ["w", "a", "g", "w_bp", "a_bp"]
+
+    def train(layer, steps, seed):
+        for step in range(steps):
+            x = (tensor(24, 16, seed=seed + step) * 2.0**(2 * step - 3)).requires_grad_()
+            layer(x).backward(tensor(24, 8, seed=seed + 50 + step))
+            mt.update_scaling(layer)
+
+    torch.manual_seed(6)
+    layer = mt.Linear(16, 8, recipe="fp8_delayed", name="fc")
+    train(layer, 3, 30)
+    state = layer.state_dict()
+    assert sorted(k for k in state if k.startswith("mx_")) == sorted(
+        [f"mx_amax_history.{r}" for r in roles] + [f"mx_scale.{r}" for r in roles])
+    torch.save(state, tmp_path / "fc.pt")
+    resumed = mt.Linear(16, 8, recipe="fp8_delayed", name="fc")
+    fresh = mt.Linear(16, 8, recipe="fp8_delayed", name="fc")
+    resumed.load_state_dict(torch.load(tmp_path / "fc.pt"))
+    fresh.load_state_dict({"weight": state["weight"], "bias": state["bias"]})  # a plain checkpoint: fresh histories
+    for r in roles:
+        assert resumed.mx_scaling[r].history == layer.mx_scaling[r].history
+        assert resumed.mx_scaling[r].scale == layer.mx_scaling[r].scale != 1.0
+        assert fresh.mx_scaling[r].scale == 1.0 and not any(fresh.mx_scaling[r].history)
+    x = tensor(24, 16, seed=99) * 8.0
+    y = layer(x).detach()
+    assert same_bits(resumed(x).detach(), y)
+    assert not torch.equal(fresh(x).detach(), y)
+    # An MX layer has no histories: the keys are unexpected (strict) or ignored.
+    mx = mt.Linear(16, 8, recipe="mxfp8")
+    with pytest.raises(RuntimeError, match="Unexpected key.*mx_amax_history"):
+        mx.load_state_dict(state)
+    mx.load_state_dict(state, strict=False)
+    # A history of another length, or half a state, is an error naming the key.
+    recipe = tmp_path / "short.toml"
+    recipe.write_text('preset = "fp8_delayed"\namax_history_len = 16\n')
+    with pytest.raises(RuntimeError, match=r"mx_amax_history\.w: 1024 values, but the recipe's amax history holds 16"):
+        mt.Linear(16, 8, recipe=str(recipe)).load_state_dict(state)
+    half = {k: v for k, v in state.items() if k != "mx_scale.g"}
+    with pytest.raises(RuntimeError, match=r"mx_scale\.g: missing beside mx_amax_history\.g"):
+        mt.Linear(16, 8, recipe="fp8_delayed").load_state_dict(half)
+    # Inside a converted model the keys take the layer's prefix.
+    model = mt.convert(torch.nn.Sequential(torch.nn.Linear(16, 8)), "fp8_delayed")
+    assert "0.mx_scale.a" in model.state_dict()
+
+
 def test_nongemm_rounds_the_outputs_and_input_gradients_of_non_gemm_layers(tmp_path):
     recipe = tmp_path / "r.toml"
     recipe.write_text('preset = "mxfp8"\nnongemm = "bf16"\n')

@@ -196,7 +196,47 @@ def _float(t):
     return t if t.dtype == _torch.float32 else t.float()
 
 
-class Linear(_torch.nn.Linear):
+class _DelayedState:
+    """The delayed-scaling state of a drop-in layer in its state_dict: for each role with a history,
+    ``mx_amax_history.<role>`` (its float32 history, ``AmaxHistory.history``'s layout) and ``mx_scale.<role>`` (the
+    scale of the next step), so that a checkpoint resumes with the same scales, as ``mxlab train``'s checkpoints do.
+    Loading restores them; a state_dict without them (a model saved before conversion, or under a recipe without
+    delayed scaling) leaves the layer's histories as they are, and a history whose length is not the recipe's is an
+    error (``load_state_dict`` raises)."""
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        for role, h in self.mx_scaling.items():
+            if h is not None:
+                destination[f"{prefix}mx_amax_history.{role}"] = _torch.tensor(h.history, dtype=_torch.float32)
+                destination[f"{prefix}mx_scale.{role}"] = _torch.tensor(h.scale, dtype=_torch.float32)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        restored = set()
+        for role, h in self.mx_scaling.items():
+            keys = f"{prefix}mx_amax_history.{role}", f"{prefix}mx_scale.{role}"
+            present = [k in state_dict for k in keys]
+            if h is None or not any(present):
+                continue
+            restored.update(keys)
+            if not all(present):
+                error_msgs.append(f"{keys[present.index(False)]}: missing beside {keys[present.index(True)]} "
+                                  "(a delayed-scaling state needs both)")
+                continue
+            history = state_dict[keys[0]].detach().float().reshape(-1).tolist()
+            scale = float(state_dict[keys[1]])
+            if len(history) != len(h.history):
+                error_msgs.append(f"{keys[0]}: {len(history)} values, but the recipe's amax history holds "
+                                  f"{len(h.history)}")
+            elif not h.restore(history, scale):
+                error_msgs.append(f"{keys[1]}: {scale}, not a positive finite scale")
+        unexpected_keys[:] = [k for k in unexpected_keys if k not in restored]
+
+
+class Linear(_DelayedState, _torch.nn.Linear):
     """torch.nn.Linear whose GEMMs run on operands fake-quantized per role under a recipe (float32 math).
 
     recipe: a preset name ("mxfp8", "mxfp4", "nvfp4", ...), a recipe file, a block format for every role, or an
@@ -232,7 +272,7 @@ class Linear(_torch.nn.Linear):
         return super().extra_repr() + f", mxlab={self.mx_name or 'layer'}"
 
 
-class Conv2d(_torch.nn.Conv2d):
+class Conv2d(_DelayedState, _torch.nn.Conv2d):
     """torch.nn.Conv2d as an im2col GEMM on quantized operands, as ``mxlab train``'s CNN: each output pixel's
     window is a row of kh x kw x C values (channels fastest, the NHWC order), so 1-D blocks run along the
     input channels of each kernel position; W is [O, kh x kw x C] in the same order. With groups > 1 each group

@@ -654,7 +654,8 @@ void register_torch_helpers(py::module_& m) {
       .def_property_readonly("scale_inv", &train::AmaxHistory::scale_inv)
       .def_property_readonly("fp8_max", &train::AmaxHistory::fp8_max)
       .def_property_readonly("history", [](const train::AmaxHistory& h) { return h.history(); })
-      .def("update", &train::AmaxHistory::update);
+      .def("update", &train::AmaxHistory::update)
+      .def("restore", &train::AmaxHistory::restore, py::arg("history"), py::arg("scale"));
   m.def("delayed_operand", [](const train::Recipe& r, const BlockFormat& f) -> py::object {
     auto g = train::delayed_format(r, f);
     if (!g) return py::none();
