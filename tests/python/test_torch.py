@@ -255,6 +255,85 @@ def test_delayed_scaling_histories_are_in_the_state_dict(tmp_path):
     assert "0.mx_scale.a" in model.state_dict()
 
 
+def round_to_f32(q):
+    """The float32 nearest to the rational q, ties to the even significand."""
+    from fractions import Fraction
+    f = np.float32(float(q))
+    candidates = [np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf))]
+    return min(candidates, key=lambda c: (abs(Fraction(float(c)) - q), int(np.array(c).view(np.int32)) & 1))
+
+
+def exact_product(a, b):
+    """a @ b of float32 matrices, every entry the exact sum rounded once to float32."""
+    from fractions import Fraction
+    fa = [[Fraction(float(v)) for v in row] for row in a.tolist()]
+    fb = [[Fraction(float(v)) for v in col] for col in b.t().tolist()]
+    return torch.tensor([[float(round_to_f32(sum(x * y for x, y in zip(r, c)))) for c in fb] for r in fa],
+                        dtype=torch.float32)
+
+
+def test_an_accumulation_model_runs_every_product_of_the_layers(tmp_path):
+    """A recipe's accumulate (docs/gemm.md) runs the forward and both backward products of the drop-ins through the
+    engine's product of mxlab train: under the exact model each entry is the exact sum of the quantized operands'
+    products rounded once, which float32 matmul is not."""
+    recipe = tmp_path / "exact.toml"
+    recipe.write_text('preset = "mxfp8"\naccumulate = "exact"\n')
+    assert mxlab.load_recipe(str(recipe)).accumulate == "exact" and mxlab.load_recipe("mxfp8").accumulate is None
+    torch.manual_seed(7)
+    layer = mt.Linear(64, 8, recipe=str(recipe), name="fc")
+    q = layer.mx_quantizers
+    x = (tensor(16, 64, seed=40) * 3.0).requires_grad_()
+    gy = tensor(16, 8, seed=41)
+    y = layer(x)
+    y.backward(gy)
+    w = layer.weight.detach()
+
+    def rows(role, t):
+        return torch.from_numpy(q[role](t.detach().contiguous().numpy()))
+
+    def cols(role, t):
+        return torch.from_numpy(q[role].columns(t.detach().contiguous().numpy()))
+
+    want_y = exact_product(rows("a", x), rows("w", w).t())
+    assert same_bits(y.detach(), want_y + layer.bias.detach())
+    assert same_bits(x.grad, exact_product(rows("g", gy), cols("w_bp", w)))
+    assert same_bits(layer.weight.grad, exact_product(cols("g", gy).t(), cols("a_bp", x)))
+    assert not torch.equal(want_y, rows("a", x) @ rows("w", w).t())  # float32 sums differ somewhere
+    # OCP Dot per pair of MX blocks exact, added across blocks in float32: the operands' blocks along K (32 of
+    # the 64 input features) reach the model.
+    from fractions import Fraction
+    ocp = tmp_path / "ocp.toml"
+    ocp.write_text('preset = "mxfp8"\naccumulate = "ocp-dot-fp32"\n')
+    blocks = mt.Linear(64, 8, recipe=str(ocp), name="fc")
+    blocks.load_state_dict(layer.state_dict())
+    qa, qw = rows("a", x).tolist(), rows("w", w).tolist()
+    want = []
+    for r in qa:
+        out = []
+        for c in qw:
+            acc = np.float32(0)
+            for k0 in (0, 32):
+                block = sum(Fraction(r[k]) * Fraction(c[k]) for k in range(k0, k0 + 32))
+                acc = round_to_f32(Fraction(float(acc)) + block)
+            out.append(float(acc))
+        want.append(out)
+    got = blocks(x).detach() - layer.bias.detach()
+    assert same_bits(blocks(x).detach(), torch.tensor(want, dtype=torch.float32) + layer.bias.detach())
+    assert not torch.equal(got, want_y)
+    # Another model, another product; a convolution takes the recipe's model too.
+    trunc = tmp_path / "trunc.toml"
+    trunc.write_text('preset = "mxfp8"\naccumulate = "tensorcore-trunc14"\n')
+    other = mt.Linear(64, 8, recipe=str(trunc), name="fc")
+    other.load_state_dict(layer.state_dict())
+    assert not torch.equal(other(x).detach(), y.detach())
+    conv = mt.Conv2d(4, 8, 3, padding=1, recipe=str(trunc))
+    plain = mt.Conv2d(4, 8, 3, padding=1, recipe="mxfp8")
+    plain.load_state_dict(conv.state_dict())
+    image = tensor(2, 4, 6, 6, seed=42) * 4.0
+    assert conv.mx_accumulate == "tensorcore-trunc14" and plain.mx_accumulate is None
+    assert not torch.equal(conv(image), plain(image))
+
+
 def test_nongemm_rounds_the_outputs_and_input_gradients_of_non_gemm_layers(tmp_path):
     recipe = tmp_path / "r.toml"
     recipe.write_text('preset = "mxfp8"\nnongemm = "bf16"\n')

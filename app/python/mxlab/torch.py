@@ -156,18 +156,30 @@ def _run(q, x, h=None, record=False, columns=False):
     return out
 
 
+def _product(model, a, qa, bt, qb, ta=False, tb=False):
+    """A B^T of quantized float32 matrices, A = a (a^T when ta) and B^T = bt (bt^T when tb): float32 matmul, or
+    under the recipe's accumulation model the engine's product of `mxlab train` (each operand's values with its
+    role's block starts along the reduction axis, qa and qb its quantizers or None)."""
+    if model is None:
+        return (a.t() if ta else a) @ (bt if tb else bt.t())
+    return _torch.from_numpy(_mx._mxlab.values_product(
+        model, a.contiguous().numpy(), None if qa is None else qa.format, ta,
+        bt.contiguous().numpy(), None if qb is None else qb.format, tb, 0))
+
+
 class _QuantizedGemm(_torch.autograd.Function):
     """Y = X W^T (+ b) with X [N, I] and W [O, I], every operand quantized per role (docs/training.md)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, qs, hs, record):
+    def forward(ctx, x, weight, bias, qs, hs, record, model):
         """qs: the quantizer of each role; hs: the delayed-scaling history of each role (None: none); record:
-        whether the forward casts record their amax (training)."""
+        whether the forward casts record their amax (training); model: the recipe's accumulation model (None:
+        float32 products)."""
         x = x.detach().contiguous()
         w = weight.detach().contiguous()
         ctx.save_for_backward(x, w)
-        ctx.qs, ctx.hs, ctx.has_bias = qs, hs, bias is not None
-        y = _run(qs["a"], x, hs["a"], record) @ _run(qs["w"], w, hs["w"], record).t()
+        ctx.qs, ctx.hs, ctx.has_bias, ctx.model = qs, hs, bias is not None, model
+        y = _product(model, _run(qs["a"], x, hs["a"], record), qs["a"], _run(qs["w"], w, hs["w"], record), qs["w"])
         return y if bias is None else y + bias
 
     @staticmethod
@@ -183,13 +195,14 @@ class _QuantizedGemm(_torch.autograd.Function):
         else:  # a delayed scale: two casts, both recording dY's amax (mxlab train's quantize_rows_and_columns)
             g_rows = _run(g, gy, hg, True) if need_x else None
             g_cols = _run(g, gy, hg, True, columns=True) if need_w else None
+        model = ctx.model
         if need_x:  # dX = dY W: reduction over the output features (W down its columns)
-            gx = g_rows @ _run(qs["w_bp"], w, hs["w_bp"], True, columns=True)
+            gx = _product(model, g_rows, g, _run(qs["w_bp"], w, hs["w_bp"], True, columns=True), qs["w_bp"], tb=True)
         if need_w:  # dW = dY^T X: reduction over the batch (both down their columns)
-            gw = g_cols.t() @ _run(qs["a_bp"], x, hs["a_bp"], True, columns=True)
+            gw = _product(model, g_cols, g, _run(qs["a_bp"], x, hs["a_bp"], True, columns=True), qs["a_bp"], True, True)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             gb = gy.sum(0)
-        return gx, gw, gb, None, None, None
+        return gx, gw, gb, None, None, None, None
 
 
 def _float(t):
@@ -250,8 +263,10 @@ class Linear(_DelayedState, _torch.nn.Linear):
     def set_recipe(self, recipe, name=""):
         """Sets the recipe and the layer's name (for the recipe's per-layer overrides); delayed-scaling histories
         start anew."""
+        recipe = _recipe(recipe)
         self.mx_name = name
-        self.mx_quantizers, self.mx_scaling = _layer_setup(_recipe(recipe), name)
+        self.mx_quantizers, self.mx_scaling = _layer_setup(recipe, name)
+        self.mx_accumulate = recipe.accumulate
 
     def update_scaling(self):
         """Ends a step of delayed scaling: each history takes the step's amax and computes the next scale (what
@@ -265,7 +280,7 @@ class Linear(_DelayedState, _torch.nn.Linear):
         shape = x.shape
         y = _QuantizedGemm.apply(_float(x).reshape(-1, self.in_features), _float(self.weight),
                                  None if self.bias is None else _float(self.bias), self.mx_quantizers,
-                                 self.mx_scaling, self.training)
+                                 self.mx_scaling, self.training, self.mx_accumulate)
         return y.reshape(*shape[:-1], self.out_features).to(x.dtype)
 
     def extra_repr(self):
@@ -313,7 +328,7 @@ class Conv2d(_DelayedState, _torch.nn.Conv2d):
             rows = cols[:, j].permute(0, 3, 2, 1).reshape(n * length, kh * kw * cg)
             wmat = weight[j * og:(j + 1) * og].permute(0, 2, 3, 1).reshape(og, kh * kw * cg)
             ys.append(_QuantizedGemm.apply(rows, wmat, None if bias is None else bias[j * og:(j + 1) * og],
-                                           self.mx_quantizers, self.mx_scaling, self.training))
+                                           self.mx_quantizers, self.mx_scaling, self.training, self.mx_accumulate))
         y = ys[0] if g == 1 else _torch.cat(ys, 1)
         oh = (h + 2 * padding[0] - self.dilation[0] * (kh - 1) - 1) // self.stride[0] + 1
         ow = (w + 2 * padding[1] - self.dilation[1] * (kw - 1) - 1) // self.stride[1] + 1

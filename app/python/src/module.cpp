@@ -21,6 +21,8 @@
 #include "mxlab/core/provenance.hpp"
 #include "mxlab/formats/catalogue.hpp"
 #include "mxlab/formats/parse.hpp"
+#include "mxlab/gemm/gemm.hpp"
+#include "mxlab/gemm/model.hpp"
 #include "mxlab/io/mapped.hpp"
 #include "mxlab/ops/catalogue.hpp"
 #include "mxlab/ops/ops.hpp"
@@ -656,6 +658,36 @@ void register_torch_helpers(py::module_& m) {
       .def_property_readonly("history", [](const train::AmaxHistory& h) { return h.history(); })
       .def("update", &train::AmaxHistory::update)
       .def("restore", &train::AmaxHistory::restore, py::arg("history"), py::arg("scale"));
+  // A product of fake-quantized float32 matrices under an accumulation model (gemm::values_product, as mxlab train
+  // computes its GEMMs under a recipe's `accumulate`): a (or its transpose) times bt's transpose.
+  m.def(
+      "values_product",
+      [](const std::string& model, const py::array& a, const std::optional<BlockFormat>& a_format, bool a_transposed,
+         const py::array& bt, const std::optional<BlockFormat>& bt_format, bool bt_transposed, unsigned threads) {
+        const gemm::Model mdl = take(gemm::parse_model(model));
+        const auto matrix = [](const py::array& x, const char* name) {
+          if (x.ndim() != 2 || !same_dtype(x, "float32") || !(x.flags() & py::array::c_style))
+            throw py::type_error(std::string(name) + ": expected a C-contiguous 2-D float32 array");
+          return std::pair<std::int64_t, std::int64_t>{x.shape(0), x.shape(1)};
+        };
+        const auto [ar, ac] = matrix(a, "a");
+        const auto [br, bc] = matrix(bt, "bt");
+        const gemm::ValuesMatrix va{static_cast<const float*>(a.data()), ar, ac, a_format ? &*a_format : nullptr,
+                                    a_transposed};
+        const gemm::ValuesMatrix vb{static_cast<const float*>(bt.data()), br, bc, bt_format ? &*bt_format : nullptr,
+                                    bt_transposed};
+        Result<std::vector<float>> r = std::vector<float>{};
+        {
+          py::gil_scoped_release release;
+          r = gemm::values_product(mdl, va, vb, threads);
+        }
+        std::vector<float> c = take(std::move(r));
+        py::array_t<float> out({a_transposed ? ac : ar, bt_transposed ? bc : br});
+        std::copy(c.begin(), c.end(), out.mutable_data());
+        return out;
+      },
+      py::arg("model"), py::arg("a"), py::arg("a_format"), py::arg("a_transposed"), py::arg("bt"), py::arg("bt_format"),
+      py::arg("bt_transposed"), py::arg("threads") = 0);
   m.def("delayed_operand", [](const train::Recipe& r, const BlockFormat& f) -> py::object {
     auto g = train::delayed_format(r, f);
     if (!g) return py::none();
@@ -695,6 +727,10 @@ void register_recipes(py::module_& m) {
       })
       .def_property_readonly("margin", [](const train::Recipe& r) { return r.delayed.margin; })
       .def_readonly("nongemm", &train::Recipe::nongemm)
+      .def_property_readonly("accumulate", [](const train::Recipe& r) -> py::object {
+        if (r.accumulate.empty()) return py::none();
+        return py::str(r.accumulate);
+      })
       .def_property_readonly("text", [](const train::Recipe& r) { return train::recipe_text(r); })
       .def("__repr__", [](const train::Recipe& r) { return "<mxlab recipe " + r.name + ">"; });
   // The recipe, and the warning its file's old "key = value" lines call for (None for TOML, a preset or a format).

@@ -176,6 +176,40 @@ Operand values_operand(std::string name, const BlockFormat* f, std::span<const d
   return op;
 }
 
+namespace {
+
+/// The operand as the product reads it (depth = K last), its values as doubles, with its format's blocks along K.
+Operand read_values(const ValuesMatrix& op, const std::string& name) {
+  const std::int64_t rows = op.transposed ? op.cols : op.rows, depth = op.transposed ? op.rows : op.cols;
+  std::vector<double> v(static_cast<std::size_t>(rows * depth));
+  for (std::int64_t r = 0; r < op.rows; ++r)
+    for (std::int64_t c = 0; c < op.cols; ++c) {
+      const auto at = op.transposed ? c * op.rows + r : r * op.cols + c;
+      v[static_cast<std::size_t>(at)] = static_cast<double>(op.data[r * op.cols + c]);
+    }
+  if (op.format == nullptr) return values_operand(name, nullptr, v, rows, depth);
+  BlockFormat f = *op.format;
+  if (op.transposed && f.layout.geometry().two_d()) std::swap(f.layout.tiles[0], f.layout.tiles[1]);
+  return values_operand(name, &f, v, rows, depth);
+}
+
+}  // namespace
+
+Result<std::vector<float>> values_product(const Model& m, const ValuesMatrix& a, const ValuesMatrix& bt,
+                                          unsigned threads) {
+  static const Format kFloat32 = *parse_format("float32");
+  const Operand x = read_values(a, "A"), y = read_values(bt, "B");
+  if (x.depth != y.depth)
+    return make_error("the product's operands differ in depth: A reads " + std::to_string(x.rows) + " x " +
+                      std::to_string(x.depth) + ", B^T " + std::to_string(y.rows) + " x " + std::to_string(y.depth));
+  auto c = model_gemm(m, x, y, kFloat32, threads);
+  if (!c) return c.error();
+  // Each entry is rounded to float32: the conversion is exact.
+  std::vector<float> out(c->values.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(c->values[i]);
+  return out;
+}
+
 Special dot_special(const Operand& a, std::int64_t row_a, const Operand& b, std::int64_t row_b) {
   bool pos = false, neg = false;
   for (std::int64_t k = 0; k < a.depth; ++k) {

@@ -8,7 +8,6 @@
 #include <tuple>
 #include <vector>
 
-#include "mxlab/formats/parse.hpp"
 #include "mxlab/gemm/gemm.hpp"
 #include "mxlab/kernels/error_sums.hpp"
 #include "mxlab/ops/ops.hpp"
@@ -107,33 +106,15 @@ Result<std::optional<gemm::Model>> accumulation_model(const Recipe& recipe) {
   return std::optional<gemm::Model>(std::move(*m));
 }
 
-namespace {
-
-/// The operand as the product reads it (depth = K last), its values as doubles, with its role's blocks along K.
-gemm::Operand read_operand(const ModelOperand& op, const std::string& name) {
-  const std::int64_t rows = op.transposed ? op.cols : op.rows, depth = op.transposed ? op.rows : op.cols;
-  std::vector<double> v(static_cast<std::size_t>(rows * depth));
-  for (std::int64_t r = 0; r < op.rows; ++r)
-    for (std::int64_t c = 0; c < op.cols; ++c) {
-      const auto at = op.transposed ? c * op.rows + r : r * op.cols + c;
-      v[static_cast<std::size_t>(at)] = static_cast<double>(op.data[r * op.cols + c]);
-    }
-  if (op.quantizer == nullptr) return gemm::values_operand(name, nullptr, v, rows, depth);
-  BlockFormat f = op.quantizer->format();
-  if (op.transposed && f.layout.geometry().two_d()) std::swap(f.layout.tiles[0], f.layout.tiles[1]);
-  return gemm::values_operand(name, &f, v, rows, depth);
-}
-
-}  // namespace
-
 void model_product(const ModelOperand& a, const ModelOperand& bt, float* out, const QuantContext& ctx,
                    const std::string& key) {
-  static const Format kFloat32 = *parse_format("float32");
-  const gemm::Operand x = read_operand(a, key + " A"), y = read_operand(bt, key + " B");
-  auto c = gemm::model_gemm(*ctx.accumulate, x, y, kFloat32, ctx.threads);
+  const auto values = [](const ModelOperand& op) {
+    return gemm::ValuesMatrix{op.data, op.rows, op.cols, op.quantizer != nullptr ? &op.quantizer->format() : nullptr,
+                              op.transposed};
+  };
+  auto c = gemm::values_product(*ctx.accumulate, values(a), values(bt), ctx.threads);
   if (!c) throw std::runtime_error("the product " + key + " under model '" + ctx.accumulate->name + "': " + c.error().message);
-  // Each entry is rounded to float32: the conversion is exact.
-  for (std::size_t i = 0; i < c->values.size(); ++i) out[i] = static_cast<float>(c->values[i]);
+  std::copy(c->begin(), c->end(), out);
 }
 
 void add_counts(OperandStats& s, std::span<const float> x, std::span<const float> out) {

@@ -106,6 +106,24 @@ double model_dot(const Model& m, const Operand& a, std::int64_t row_a, const Ope
 Result<Matrix> model_gemm(const Model& m, const Operand& a, const Operand& b, const Format& out, unsigned threads = 0,
                           GemmPath* path = nullptr, bool scalar_only = false, const Reporter* reporter = nullptr);
 
+/// One operand of a product of fake-quantized values, as a training GEMM holds it: a rows x cols float32 matrix
+/// (row-major), the block format its values were quantized with (null: unquantized), and whether the product reads
+/// it transposed. Its 1-D blocks run along the product's reduction axis either way; 2-D tiles lie in the matrix as
+/// it is, so a transposed read turns R x C tiles into C x R.
+struct ValuesMatrix {
+  const float* data = nullptr;
+  std::int64_t rows = 0, cols = 0;
+  const BlockFormat* format = nullptr;
+  bool transposed = false;
+};
+
+/// C (M x N, row-major) = A B^T under the model, A (M x K) and B^T (N x K) as the product reads them: each value an
+/// element with scale 1 and its format's block starts along K (values_operand), each entry rounded to float32 (docs/
+/// gemm.md, "In training"). The product of `mxlab train` under a recipe's `accumulate` and of the Python drop-in
+/// layers. Errors: reduction depths that differ, or operands the model cannot take (check_model_operands).
+Result<std::vector<float>> values_product(const Model& m, const ValuesMatrix& a, const ValuesMatrix& bt,
+                                          unsigned threads = 0);
+
 // ---- the job every front end runs
 
 /// Error of a matrix against a reference, entry by entry (entries where either is NaN are counted apart;
