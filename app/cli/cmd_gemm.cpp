@@ -24,37 +24,10 @@ namespace {
 const std::vector<std::string> kGemmColumns = {"model", "reference", "max_rel_error", "mean_rel_error", "p99_rel_error",
                                                "sqnr_db"};
 
-Table gemm_header() {
-  Table t;
-  for (const char* c : {"model", "reference", "format_a", "format_b", "shape"}) t.add_column(c);
-  for (const char* c : {"count", "nan_count", "zero_reference", "max_rel_error", "mean_rel_error", "p50_rel_error",
-                        "p90_rel_error", "p99_rel_error", "max_abs_error", "sqnr_db"})
-    t.add_column(c, true);
-  t.add_column("definition");
-  return t;
-}
-
-std::vector<std::string> gemm_row(const std::string& model, const std::string& reference, const std::string& definition,
-                                  const gemm::GemmRequest& r, const gemm::ErrorSummary& s) {
-  const std::string shape = std::to_string(r.m) + "x" + std::to_string(r.k) + "x" + std::to_string(r.n);
-  return {model, reference, r.format_a.name, r.format_b.name, shape, std::to_string(s.count),
-          std::to_string(s.nan_count), std::to_string(s.zero_reference), g17(s.max_rel_error), g17(s.mean_rel_error),
-          g17(s.p50_rel_error), g17(s.p90_rel_error), g17(s.p99_rel_error), g17(s.max_abs_error), g17(s.sqnr_db),
-          definition};
-}
-
 /// The models of --accumulate: one model string, or several separated by ';'.
 Result<std::vector<gemm::Model>> models_from(const std::string& text) {
-  std::vector<gemm::Model> models;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    const std::size_t semi = text.find(';', pos);
-    const std::string part = text.substr(pos, semi == std::string::npos ? std::string::npos : semi - pos);
-    pos = semi == std::string::npos ? text.size() + 1 : semi + 1;
-    auto m = gemm::parse_model(part);
-    if (!m) return make_error("option '--accumulate': " + m.error().message);
-    models.push_back(*m);
-  }
+  auto models = gemm::parse_models(text);
+  if (!models) return make_error("option '--accumulate': " + models.error().message);
   return models;
 }
 
@@ -219,17 +192,6 @@ std::optional<Error> load_operands(const Args& args, GemmCommand& c) {
   return std::nullopt;
 }
 
-/// The rows of the report: the exact product against fp32, then each model against exact and against fp32.
-Table gemm_table(const gemm::GemmRequest& r, const gemm::GemmReport& report) {
-  Table table = gemm_header();
-  table.rows.push_back(gemm_row("exact product", "fp32", "", r, report.exact_vs_fp32));
-  for (const auto& m : report.models) {
-    const std::string def = gemm::describe(m.model);
-    table.rows.push_back(gemm_row(m.model.name, "exact", def, r, m.vs_exact));
-    table.rows.push_back(gemm_row(m.model.name, "fp32", def, r, m.vs_fp32));
-  }
-  return table;
-}
 
 Provenance gemm_provenance(const GemmCommand& c) {
   const gemm::GemmRequest& r = c.request;
@@ -260,7 +222,7 @@ int cmd_gemm(const std::vector<std::string>& argv, Io io) {
   if (!c) return bad_input(io, "gemm", c.error().message);
   if (auto e = gemm_shape(*args, *c)) return bad_input(io, "gemm", e->message);
   if (auto e = gemm_settings(*args, *c)) return bad_input(io, "gemm", e->message);
-  if (auto e = check_table_options(*args, gemm_header())) return bad_input(io, "gemm", e->message);
+  if (auto e = check_table_options(*args, gemm::report_header())) return bad_input(io, "gemm", e->message);
   if (auto e = load_operands(*args, *c)) return bad_input(io, "gemm", e->message);
   gemm::GemmRequest& r = c->request;
 
@@ -278,7 +240,7 @@ int cmd_gemm(const std::vector<std::string>& argv, Io io) {
     return kExitInterrupted;
   }
   if (!report) return bad_input(io, "gemm", report.error().message);
-  return emit_table(io, "gemm", *args, gemm_table(r, *report), gemm_provenance(*c), {kGemmColumns, ""});
+  return emit_table(io, "gemm", *args, gemm::report_table(r, *report), gemm_provenance(*c), {kGemmColumns, ""});
 }
 
 }  // namespace mxlab::cli

@@ -156,6 +156,58 @@ def test_analyze_matches_cli(cli):
     assert all(numeric_equal(w["mse"], r["mse"]) for w, r in zip(want_gaps, gaps))
 
 
+def test_gemm_is_the_cli_job_and_exact_under_the_exact_model(cli):
+    """mxlab.gemm: C of every model and the error records of `mxlab gemm` on the same operands; under the exact
+    model each entry is the exact sum of the quantized operands' products rounded once to float32."""
+    from fractions import Fraction
+    a, b = data((4, 96), seed=3), data((96, 3), seed=4)
+    models = "exact;ocp-dot-fp32;tensorcore-trunc14"
+    got = mxlab.gemm(a, b, "mxfp8_e4m3", "mxfp4", accumulate=models)
+    want = cli.csv("gemm", "mxfp8_e4m3", "mxfp4", "--accumulate", models, "--shape", "4x96x3",
+                   "--a", cli.save("a.npy", a), "--b", cli.save("b.npy", b))
+    assert [(r["model"], r["reference"]) for r in got["errors"]] == [(w["model"], w["reference"]) for w in want]
+    for w, r in zip(want, got["errors"]):
+        for column in ("count", "nan_count", "max_rel_error", "mean_rel_error", "p99_rel_error", "sqnr_db"):
+            assert numeric_equal(w[column], r[column]), (r["model"], column)
+        assert r["format_a"] == "mxfp8_e4m3" and r["format_b"] == "mxfp4" and r["shape"] == "4x96x3"
+    assert sorted(got["c"]) == ["exact", "ocp-dot-fp32", "tensorcore-trunc14"]
+    c = got["c"]["exact"]
+    assert c.shape == (4, 3) and c.dtype == np.float64
+    # float64 operands are read as they are; spec_b defaults to spec_a; output= rounds C once to its format.
+    same = mxlab.gemm(a.astype(np.float64), b, "mxfp4")["c"]["exact"]
+    bf16 = mxlab.gemm(a, b, "mxfp8_e4m3", "mxfp4", output="bfloat16")["c"]["exact"]
+    qa, qbt = mxlab.quantize(a, "mxfp8_e4m3"), mxlab.quantize(np.ascontiguousarray(b.T), "mxfp4")
+    qa4 = mxlab.quantize(a, "mxfp4")
+
+    def nearest(s, step):
+        """The float32 nearest to the rational s among those whose bit patterns are multiples of step (1: every
+        float32, 2^16: the bfloat16 values), ties to the even multiple."""
+        if s == 0:
+            return 0.0
+        m = abs(s)
+        f = int(np.array(np.float32(float(m))).view(np.uint32)) // step * step
+        value = lambda bits: float(np.array(bits, dtype=np.uint32).view(np.float32))  # noqa: E731
+        candidates = [f + d * step for d in (-1, 0, 1, 2) if 0 <= f + d * step < 0x7F800000]
+        best = min(candidates, key=lambda bits: (abs(Fraction(value(bits)) - m), (bits // step) & 1))
+        return value(best) if s > 0 else -value(best)
+
+    for i in range(4):
+        for j in range(3):
+            s = sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(qa[i], qbt[j]))
+            assert c[i, j] == nearest(s, 1) and bf16[i, j] == nearest(s, 1 << 16)
+            s4 = sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(qa4[i], qbt[j]))
+            assert same[i, j] == nearest(s4, 1)
+    assert not np.array_equal(got["c"]["tensorcore-trunc14"], c)
+    with pytest.raises(ValueError, match="a is 4 x 96 but b has 95 rows"):
+        mxlab.gemm(a, b[:95], "mxfp8_e4m3")
+    with pytest.raises(ValueError, match="model"):
+        mxlab.gemm(a, b, "mxfp8_e4m3", accumulate="no-such-model")
+    with pytest.raises(TypeError, match="float32 or float64"):
+        mxlab.gemm(a.astype(np.int32), b, "mxfp8_e4m3")
+    with pytest.raises(ValueError, match="2-D"):
+        mxlab.gemm(a[0], b, "mxfp8_e4m3")
+
+
 def test_analyze_layout_matches_cli(cli):
     w = data((3, 3, 40, 16))
     src = cli.save("w.npy", w)

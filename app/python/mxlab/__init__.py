@@ -17,7 +17,7 @@ import numpy as _np
 
 from . import _mxlab
 
-__all__ = ["formats", "codepoints", "cast", "quantize", "dequantize", "analyze", "bounds", "Quantizer",
+__all__ = ["formats", "codepoints", "cast", "quantize", "dequantize", "analyze", "bounds", "gemm", "Quantizer",
            "block_format", "load_recipe", "recipe_presets", "simd_target", "weights", "read_weight", "__version__"]
 
 __version__ = _mxlab.version()
@@ -312,6 +312,29 @@ def bounds(a, b, max_gap=None, **options):
     enumerated (``mxlab bounds``), as records."""
     fa, fb = block_format(a, **options), block_format(b, **options)
     return _records(_mxlab.bounds_table(fa, fb, -1 if max_gap is None else int(max_gap)))
+
+
+def gemm(a, b, spec_a, spec_b=None, accumulate="exact", output=None, profile=None, threads=None, **options):
+    """C = a @ b of quantized operands under accumulation models, as ``mxlab gemm`` computes it (docs/gemm.md).
+
+    a: an M x K float array quantized with spec_a along its rows; b: a K x N float array, its transpose
+    quantized with spec_b (default spec_a) along K, as a PyTorch Linear weight [out, in] is; float32 or float64
+    values, read exactly. accumulate: accumulation models separated by ';' (presets such as "ocp-dot-fp32",
+    "tensorcore-trunc14", "safe-mac", or key=value settings); output: C's element format (default float32); the
+    options (``profile``, ``scale_rule=``, ...) apply to both formats. Returns a dict: ``"c"`` maps each model's
+    name to C (M x N float64 array of output-format values), ``"errors"`` holds the records of ``mxlab gemm``'s
+    table: the exact product of the quantized operands against the float32 one, then each model against the
+    exact product (the accumulation's error) and against the float32 one. Bad shapes, formats or models raise
+    ValueError or TypeError naming the argument."""
+    fa = block_format(spec_a, profile, **options)
+    fb = block_format(spec_a if spec_b is None else spec_b, profile, **options)
+    if not isinstance(accumulate, str):
+        raise TypeError(f"accumulate= must be a string of models separated by ';', not {type(accumulate).__name__}")
+    if output is not None and not isinstance(output, str):
+        raise TypeError(f"output= must be an element format name, not {type(output).__name__}")
+    table, c = _mxlab.gemm(_contiguous(_array(a)), _contiguous(_array(b)), fa, fb, accumulate, output,
+                           _threads(threads))
+    return {"c": c, "errors": _records(table)}
 
 
 class Quantizer:

@@ -639,6 +639,54 @@ void register_analyze(py::module_& m) {
 }
 
 /// What mxlab.torch needs: a quantizer held across calls, delayed scaling and the non-GEMM format.
+/// The GEMM job (gemm::run, as `mxlab gemm`): A (M x K) and B (K x N) as float arrays, both formats, the models
+/// (';'-separated), C's format (None: float32). Returns (the report table, {model name: C as float64 M x N}).
+void register_gemm(py::module_& m) {
+  m.def(
+      "gemm",
+      [](const py::array& a, const py::array& b, const BlockFormat& format_a, const BlockFormat& format_b,
+         const std::string& accumulate, const std::optional<std::string>& output, unsigned threads) {
+        const auto values = [](const py::array& x, const char* name) {
+          if (x.ndim() != 2) throw py::value_error(std::string(name) + ": expected a 2-D array, got " + std::to_string(x.ndim()) + " dimensions");
+          if (!(x.flags() & py::array::c_style)) throw py::type_error(std::string(name) + ": expected a C-contiguous array");
+          std::vector<double> v(static_cast<std::size_t>(x.size()));
+          if (same_dtype(x, "float64")) std::copy_n(static_cast<const double*>(x.data()), v.size(), v.begin());
+          else if (same_dtype(x, "float32")) std::copy_n(static_cast<const float*>(x.data()), v.size(), v.begin());
+          else throw py::type_error(std::string(name) + ": expected a float32 or float64 array, not " + py::str(x.dtype()).cast<std::string>());
+          return v;
+        };
+        gemm::GemmRequest r;
+        r.format_a = format_a;
+        r.format_b = format_b;
+        r.models = take(gemm::parse_models(accumulate));
+        if (output) r.out = element_format(*output);
+        r.m = a.ndim() == 2 ? a.shape(0) : 0;
+        r.k = a.ndim() == 2 ? a.shape(1) : 0;
+        r.n = b.ndim() == 2 ? b.shape(1) : 0;
+        r.a = values(a, "a");
+        r.b = values(b, "b");
+        if (b.shape(0) != r.k)
+          throw py::value_error("a is " + std::to_string(r.m) + " x " + std::to_string(r.k) + " but b has " +
+                                std::to_string(b.shape(0)) + " rows (a @ b needs " + std::to_string(r.k) + ")");
+        r.threads = threads;
+        Result<gemm::GemmReport> rep = make_error("not run");
+        {
+          py::gil_scoped_release release;
+          rep = gemm::run(r);
+        }
+        const gemm::GemmReport report = take(std::move(rep));
+        py::dict c;
+        for (const auto& mr : report.models) {
+          py::array_t<double> v({r.m, r.n});
+          std::copy(mr.c.values.begin(), mr.c.values.end(), v.mutable_data());
+          c[py::str(mr.model.name)] = v;
+        }
+        return py::make_tuple(table_tuple(gemm::report_table(r, report)), c);
+      },
+      py::arg("a"), py::arg("b"), py::arg("format_a"), py::arg("format_b"), py::arg("accumulate"), py::arg("output"),
+      py::arg("threads") = 0);
+}
+
 void register_torch_helpers(py::module_& m) {
   py::class_<Quantizer>(m, "Quantizer")
       .def(py::init<BlockFormat>())
@@ -754,5 +802,6 @@ PYBIND11_MODULE(_mxlab, m) {
   mxlab::python::register_quantize(m);
   mxlab::python::register_analyze(m);
   mxlab::python::register_torch_helpers(m);
+  mxlab::python::register_gemm(m);
   mxlab::python::register_recipes(m);
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "mxlab/core/bits.hpp"
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/gemm/gemm.hpp"
 
@@ -93,6 +94,54 @@ Result<GemmReport> run(const GemmRequest& r) {
     report.models.push_back(std::move(mr));
   }
   return report;
+}
+
+Result<std::vector<Model>> parse_models(std::string_view text) {
+  std::vector<Model> models;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t semi = text.find(';', pos);
+    const std::string_view part = text.substr(pos, semi == std::string_view::npos ? std::string_view::npos : semi - pos);
+    pos = semi == std::string_view::npos ? text.size() + 1 : semi + 1;
+    auto m = parse_model(part);
+    if (!m) return m.error();
+    models.push_back(*m);
+  }
+  return models;
+}
+
+Table report_header() {
+  Table t;
+  for (const char* c : {"model", "reference", "format_a", "format_b", "shape"}) t.add_column(c);
+  for (const char* c : {"count", "nan_count", "zero_reference", "max_rel_error", "mean_rel_error", "p50_rel_error",
+                        "p90_rel_error", "p99_rel_error", "max_abs_error", "sqnr_db"})
+    t.add_column(c, true);
+  t.add_column("definition");
+  return t;
+}
+
+namespace {
+
+std::vector<std::string> report_row(const std::string& model, const std::string& reference,
+                                    const std::string& definition, const GemmRequest& r, const ErrorSummary& s) {
+  const std::string shape = std::to_string(r.m) + "x" + std::to_string(r.k) + "x" + std::to_string(r.n);
+  return {model, reference, r.format_a.name, r.format_b.name, shape, std::to_string(s.count),
+          std::to_string(s.nan_count), std::to_string(s.zero_reference), g17(s.max_rel_error), g17(s.mean_rel_error),
+          g17(s.p50_rel_error), g17(s.p90_rel_error), g17(s.p99_rel_error), g17(s.max_abs_error), g17(s.sqnr_db),
+          definition};
+}
+
+}  // namespace
+
+Table report_table(const GemmRequest& r, const GemmReport& report) {
+  Table table = report_header();
+  table.rows.push_back(report_row("exact product", "fp32", "", r, report.exact_vs_fp32));
+  for (const auto& m : report.models) {
+    const std::string def = describe(m.model);
+    table.rows.push_back(report_row(m.model.name, "exact", def, r, m.vs_exact));
+    table.rows.push_back(report_row(m.model.name, "fp32", def, r, m.vs_fp32));
+  }
+  return table;
 }
 
 }  // namespace mxlab::gemm

@@ -12,6 +12,7 @@
 #include "mxlab/core/error.hpp"
 #include "mxlab/core/exact_sum.hpp"
 #include "mxlab/core/progress.hpp"
+#include "mxlab/core/table.hpp"
 #include "mxlab/formats/cast.hpp"
 #include "mxlab/formats/format.hpp"
 #include "mxlab/gemm/model.hpp"
@@ -170,5 +171,16 @@ struct GemmReport {
 /// every model, and compares them. Errors name the request's part (shape, format, model); a cancelled request
 /// gives the error "cancelled".
 Result<GemmReport> run(const GemmRequest& request);
+
+/// Accumulation models separated by ';' ("tensorcore-trunc14;exact"), each a preset or key=value settings.
+Result<std::vector<Model>> parse_models(std::string_view text);
+
+/// The columns of report_table (its header, no rows).
+Table report_header();
+
+/// The report as `mxlab gemm` and the Python package give it: the exact product of the quantized operands against
+/// fp32, then each model against exact and against fp32 (model, reference, formats, shape, the ErrorSummary's
+/// counts and errors, the model's definition).
+Table report_table(const GemmRequest& request, const GemmReport& report);
 
 }  // namespace mxlab::gemm
