@@ -55,7 +55,7 @@ QGroupBox* BlockView::buildForm() {
   size_->setRange(4, 22);
   size_->setValue(12);
   size_->setPrefix("2^");
-  size_->setToolTip(tr("Elements of a generated input (the whole tensor is quantized: a tensor scale needs every element)"));
+  size_->setToolTip(tr("Elements of a generated input (a format with a tensor scale quantizes all of them; others the block alone)"));
   seed_ = new QSpinBox(form);
   seed_->setRange(0, 1 << 30);
   seed_->setValue(1);
@@ -75,7 +75,8 @@ QGroupBox* BlockView::buildForm() {
   f->addRow(tr("block"), block_);
   auto* go = new QPushButton(tr("Show"), form);
   f->addRow(go);
-  addHelp(f, tr("The scalar reference quantizes the whole tensor (the definition of every format's values) "
+  addHelp(f, tr("The scalar reference (the definition of every format's values) quantizes the block, or the whole "
+                "tensor where a tensor scale (NVFP4), N:M sparsity or stochastic rounding needs it, "
                 "and shows one block: its shared scale, each element's code, value and exact error. Rows "
                 "in blue underflowed (a nonzero input became 0); rows in red saturated (the cast "
                 "overflowed and was clamped)."));
@@ -204,7 +205,7 @@ void BlockView::recompute() {
   cancel_ = std::make_shared<std::atomic<bool>>(false);
   auto cancel = cancel_;
   const std::int64_t block = block_->value();
-  progress_->setRange(0, 0);  // busy: the reference quantizes the tensor in one pass
+  progress_->setRange(0, 0);  // busy: the reference quantizes the block (or the tensor) in one pass
   progress_->setVisible(true);
   stop_->setVisible(true);
   status_->setText(tr("quantizing ..."));

@@ -18,6 +18,7 @@
 #include "mxlab/formats/parse.hpp"
 #include "mxlab/io/mapped.hpp"
 #include "mxlab/io/npy.hpp"
+#include "mxlab/ops/inspect.hpp"
 #include "mxlab/ops/ops.hpp"
 #include "mxlab/ops/packed_file.hpp"
 #include "mxlab/ops/requests.hpp"
@@ -575,6 +576,61 @@ TEST_CASE("ops: quantization along rows and down columns in one pass equals the 
         }
       }
   }
+}
+
+/// The same double, or both NaN.
+bool same_double(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b) || (std::isnan(a) && std::isnan(b)); }
+
+TEST_CASE("ops: block_detail equals the whole tensor's reference quantization, block by block", "[ops]") {
+  // 1-D blocks (cut at the row's end), 2-D tiles cut at both edges, subtiles, a per-tensor scale, 3-D tensors: the
+  // block alone; NVFP4's tensor scale and stochastic rounding: the whole tensor. Inputs with NaN, infinities,
+  // signed zeros and subnormals.
+  BlockFormat stochastic = parse("mxfp4");
+  stochastic.options.element.rounding = Rounding::Stochastic;
+  stochastic.options.seed = 3;
+  const std::vector<BlockFormat> formats = {parse("mxfp8_e4m3"), parse("mxfp4"),           parse("mxint8"),
+                                            parse("nvfp4"),      parse("e4m3:float32"),    parse("mxfp8_e4m3@16x16"),
+                                            parse("e4m3:e8m0_t16s4_t16s4"), parse("mxsf"), stochastic};
+  const std::vector<std::vector<std::int64_t>> shapes = {{5, 70}, {3, 9, 40}, {40, 50}};
+  for (const auto& f : formats)
+    for (const auto& shape : shapes) {
+      std::int64_t n = 1;
+      for (const auto e : shape) n *= e;
+      const auto xf = corner_input(17, static_cast<std::size_t>(n), false);
+      auto tensor = Tensor::from_f32(shape, xf);
+      REQUIRE(tensor.ok());
+      const std::vector<double> x(xf.begin(), xf.end());
+      auto q = quantize(f, x, shape);
+      REQUIRE(q.ok());
+      const std::vector<std::int64_t> of = BlockIndexer(shape, f.layout).block_of_all();
+      const std::int64_t blocks = BlockIndexer(shape, f.layout).block_count();
+      for (const std::int64_t b : {std::int64_t{0}, blocks / 2, blocks - 1}) {
+        INFO("format " << f.name << " rounding " << to_string(f.options.element.rounding) << " shape rank "
+                       << shape.size() << " of " << n << " block " << b << " of " << blocks);
+        auto d = ops::block_detail(f, ops::TensorSource::of(*tensor), b);
+        REQUIRE(d.ok());
+        const auto bi = static_cast<std::size_t>(b);
+        CHECK(d->blocks == blocks);
+        CHECK(d->scale_code == q->scale_codes[bi]);
+        CHECK(same_double(d->scale, q->scale_values[bi]));
+        CHECK(same_double(d->amax, q->block_amax[bi]));
+        CHECK(d->tensor_scale_code == q->tensor_scale_code);
+        CHECK(same_double(d->tensor_scale, q->tensor_scale));
+        if (q->shared_exponents[bi] != QuantizedTensor::kNoExponent) CHECK(d->shared_exponent == q->shared_exponents[bi]);
+        std::vector<std::int64_t> want;
+        for (std::size_t i = 0; i < of.size(); ++i)
+          if (of[i] == b) want.push_back(static_cast<std::int64_t>(i));
+        REQUIRE(d->elements.size() == want.size());
+        std::size_t mismatches = 0;
+        for (std::size_t k = 0; k < want.size(); ++k) {
+          const ops::BlockElement& e = d->elements[k];
+          const auto i = static_cast<std::size_t>(want[k]);
+          mismatches += e.index != want[k] || e.code != q->codes[i] || !same_double(e.q, q->values[i]) ||
+                        e.saturated != ((q->flags[i] & QuantizedTensor::kOverflow) != 0) || !same_double(e.x, x[i]);
+        }
+        CHECK(mismatches == 0);
+      }
+    }
 }
 
 TEST_CASE("ops: quantizers give the same values both ways only when positionless with one format and options",

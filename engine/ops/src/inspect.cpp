@@ -86,16 +86,25 @@ Result<BlockDetail> block_detail(const BlockFormat& f, const TensorSource& input
                       f.name + " (0 to " + std::to_string(d.blocks - 1) + ")");
   d.block = block;
   if (run.reporter.cancelled()) return make_error(kCancelled);
-  std::vector<double> x(input.size());
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = input.value(i);
+  // A block's values depend on its own elements only, unless a tensor-level quantity (NVFP4's tensor scale), N:M
+  // groups or stochastic rounding's per-element random words (drawn by the element's index in the tensor) enter:
+  // then the whole tensor is quantized; otherwise the block alone, as a tensor of its own extent (its one block).
+  const bool alone = !f.layout.tensor_scale && f.layout.sparse_m == 0 &&
+                     f.options.element.rounding != Rounding::Stochastic &&
+                     f.options.scale.rounding != Rounding::Stochastic;
+  std::vector<std::int64_t> shape = input.shape(), index;
+  std::int64_t at = block;
+  if (alone) index = indexer.elements_of(block, &shape), at = 0;
+  std::vector<double> x(alone ? index.size() : input.size());
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = input.value(alone ? static_cast<std::size_t>(index[i]) : i);
   run.reporter.report(0, 1, f.name);
   if (run.reporter.cancelled()) return make_error(kCancelled);
-  auto q = quantize(f, x, input.shape());
+  auto q = quantize(f, x, shape);
   if (!q) return q.error();
   if (run.reporter.cancelled()) return make_error(kCancelled);  // stopped while quantizing: the result is dropped
   run.reporter.report(1, 1, f.name);
   d.engine = "reference";
-  const auto b = static_cast<std::size_t>(block);
+  const auto b = static_cast<std::size_t>(at);
   d.has_scale = b < q->scale_codes.size();
   if (d.has_scale) {
     d.scale_code = q->scale_codes[b];
@@ -108,11 +117,11 @@ Result<BlockDetail> block_detail(const BlockFormat& f, const TensorSource& input
   d.has_tensor_scale = q->has_tensor_scale;
   d.tensor_scale_code = q->tensor_scale_code;
   d.tensor_scale = q->tensor_scale;
-  const std::vector<std::int64_t> of = indexer.block_of_all();
+  const std::vector<std::int64_t> of = alone ? std::vector<std::int64_t>(x.size(), 0) : indexer.block_of_all();
   for (std::size_t i = 0; i < of.size(); ++i) {
-    if (of[i] != block) continue;
+    if (of[i] != at) continue;
     BlockElement e;
-    e.index = static_cast<std::int64_t>(i);
+    e.index = alone ? index[i] : static_cast<std::int64_t>(i);
     e.x = x[i];
     e.q = q->values[i];
     e.code = q->codes[i];

@@ -65,6 +65,34 @@ std::vector<std::int64_t> BlockIndexer::block_of_all() const {
   return out;
 }
 
+std::vector<std::int64_t> BlockIndexer::elements_of(std::int64_t b, std::vector<std::int64_t>* extent) const {
+  const std::size_t n = shape_.size();
+  std::vector<std::int64_t> origin(n, 0), ext(n, 1), stride(n, 1);
+  for (std::size_t a = n; a-- > 0;) {
+    const std::int64_t g = std::max<std::int64_t>(grid_[a], 1);
+    origin[a] = (b % g) * tile_[a];
+    b /= g;
+    ext[a] = std::max<std::int64_t>(std::min(tile_[a], shape_[a] - origin[a]), 0);
+    if (a + 1 < n) stride[a] = stride[a + 1] * shape_[a + 1];
+  }
+  std::int64_t count = 1;
+  for (const auto e : ext) count *= e;
+  std::vector<std::int64_t> out;
+  out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(count, 0)));
+  std::vector<std::int64_t> off(n, 0);
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::int64_t at = 0;
+    for (std::size_t a = 0; a < n; ++a) at += (origin[a] + off[a]) * stride[a];
+    out.push_back(at);
+    for (std::size_t a = n; a-- > 0;) {
+      if (++off[a] < ext[a]) break;
+      off[a] = 0;
+    }
+  }
+  if (extent != nullptr) *extent = ext;
+  return out;
+}
+
 void apply_nm_sparsity(std::span<double> x, std::int64_t last, int n_keep, int m) {
   if (m <= 0 || last <= 0) return;
   const std::int64_t rows = static_cast<std::int64_t>(x.size()) / last;

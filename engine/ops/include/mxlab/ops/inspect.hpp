@@ -76,10 +76,13 @@ struct BlockDetail {
   std::string engine;            ///< what computed it
 };
 
-/// Quantizes the whole tensor (its tensor-level quantities, such as NVFP4's tensor scale, need every element)
-/// with the scalar reference, the definition of every format's values, and returns block `block`. Cancelled
-/// through run.reporter before the quantization, or after it (the quantization itself runs to its end, under a
-/// second for 2^22 elements); an error names the block index when it is out of range.
+/// Block `block` of the tensor under f, from the scalar reference, the definition of every format's values: the
+/// block's elements alone, quantized as a tensor of the block's extent, where its values depend on them only (an
+/// element read of a 100-million-element tensor is a block's, not the tensor's); the whole tensor where a
+/// tensor-level quantity (NVFP4's tensor scale), N:M sparsity or stochastic rounding (random words drawn by each
+/// element's index in the tensor) enters. Cancelled through run.reporter before the quantization, or after it (the
+/// quantization itself runs to its end, under a second for 2^22 elements); an error names the block index when it
+/// is out of range.
 Result<BlockDetail> block_detail(const BlockFormat& f, const TensorSource& input, std::int64_t block, const Run& run = {});
 
 }  // namespace mxlab::ops

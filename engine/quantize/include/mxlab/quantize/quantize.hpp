@@ -27,6 +27,9 @@ class BlockIndexer {
   std::int64_t block_count() const { return blocks_; }
   /// Block of every element, in row-major element order.
   std::vector<std::int64_t> block_of_all() const;
+  /// The row-major indices of block b's elements, in their row-major order, and the block's extent along each
+  /// axis (a tile, cut at the tensor's edges) in *extent.
+  std::vector<std::int64_t> elements_of(std::int64_t b, std::vector<std::int64_t>* extent) const;
   /// Indexer of the subtiles (tiles replaced by their subtiles), or the same blocks without subtiles.
   static BlockIndexer subtiles(const std::vector<std::int64_t>& shape, const ScaleLayout& layout);
 
