@@ -237,9 +237,6 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
   std::size_t starts[kFastGroup], lens[kFastGroup];
   HWY_ALIGN std::int32_t xis[kFastGroup];
   HWY_ALIGN float inverses[kFastGroup], scales[kFastGroup];
-  // Whole-vector fake values of blocks of up to kRunVectors vectors: each vector's inverse scale and scale.
-  constexpr std::size_t kRunVectors = 4;
-  float run_inverse[kFastGroup * kRunVectors], run_scale[kFastGroup * kRunVectors];
   const std::size_t prefetch = call.prefetch;
   static_assert(kFastGroup % kMaxLanes == 0);
   BlockCursor cursor(call.row, call.block, call.blocks_per_row, call.b0);
@@ -290,37 +287,6 @@ HWY_NOINLINE void fast_floor_loop(const BlockParams& p, const BlockCall& call, c
       if (call.amax != nullptr) {
         hn::Store(hn::BitCast(df, amax), df, amax_out);
         std::memcpy(call.amax + c0, amax_out, nb * sizeof(float));
-      }
-    }
-    if constexpr (kWholeVectors && kOut == BlockOut::Fake) {
-      if (block <= kRunVectors * lanes) {
-        // The group's blocks lie one after another in whole vectors: one run over their vectors, each with its
-        // block's inverse scale and scale, without per-block bookkeeping; a special block's vectors (scale 1)
-        // are then written again by one_block.
-        const auto n = static_cast<std::size_t>(g1 - g0);
-        const std::size_t first = starts[0];
-        std::size_t vectors = 0;
-        for (std::size_t i = 0; i < n; ++i)
-          for (std::size_t k = 0; k < lens[i]; k += lanes, ++vectors) {
-            run_inverse[vectors] = inverses[i];
-            run_scale[vectors] = scales[i];
-          }
-        const std::uint8_t* xb = in + first * kInBytes;
-        float* dst = call.fake + first;
-        const auto value_of = [&](std::size_t v) {
-          return fast_rne_fake<kKind>(fv, load_input<kIn>(xb, v * lanes), hn::Set(df, run_inverse[v]),
-                                      hn::Set(df, run_scale[v]));
-        };
-        if (call.stream) {
-          for (std::size_t v = 0; v < vectors; ++v) store_values(call, value_of(v), dst + v * lanes);
-        } else {
-          for (std::size_t v = 0; v < vectors; ++v) hn::StoreU(value_of(v), df, dst + v * lanes);
-        }
-        for (std::size_t i = 0; i < n; ++i)
-          if (xis[i] == kSpecialBlock)
-            one_block<Rne, kOut>(p, call, c, fv, true, sink, in_buf, g0 + static_cast<std::int64_t>(i),
-                                 static_cast<std::int64_t>(starts[i]), lens[i]);
-        continue;
       }
     }
     for (std::int64_t b = g0; b < g1; ++b) {
