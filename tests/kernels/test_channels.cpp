@@ -50,6 +50,22 @@ float column_sum(std::int64_t rows, bool grouped, Term&& t) {
   return acc;
 }
 
+/// fn(row, pixel, tap) for every output row of s in order and each of its taps (ky, kx) in order that lies inside
+/// the image: the plain loops the window kernels are checked against, written out apart from window_taps.
+template <class Fn>
+void plain_taps(const WindowShape& s, Fn&& fn) {
+  const std::int64_t pad = s.k / 2, oh = s.out_height(), ow = s.out_width();
+  for (std::int64_t b = 0; b < s.batch; ++b)
+    for (std::int64_t oy = 0; oy < oh; ++oy)
+      for (std::int64_t ox = 0; ox < ow; ++ox)
+        for (std::int64_t ky = 0; ky < s.k; ++ky)
+          for (std::int64_t kx = 0; kx < s.k; ++kx) {
+            const std::int64_t sy = oy * s.stride + ky - pad, sx = ox * s.stride + kx - pad;
+            if (sy < 0 || sy >= s.height || sx < 0 || sx >= s.width) continue;
+            fn((b * oh + oy) * ow + ox, (b * s.height + sy) * s.width + sx, ky * s.k + kx);
+          }
+}
+
 /// The trainer's splits of [0, cols): the whole range, and strips of 16 in two parts.
 std::vector<std::pair<std::int64_t, std::int64_t>> splits(std::int64_t cols) {
   std::vector<std::pair<std::int64_t, std::int64_t>> s{{0, cols}};
@@ -177,22 +193,15 @@ TEST_CASE("the depthwise convolution's passes are the plain loops bit for bit", 
         const std::vector<float> x = values(rng, in_n, true), wt = values(rng, w_n, false), g = values(rng, out_n, true);
         // The plain loops: every output row's taps in order (ky, kx), the products rounded, then the sums.
         std::vector<float> want_y(out_n, 0.0F), want_dx(in_n, 0.0F), want_dwt(w_n, 0.0F);
-        for (std::int64_t b = 0; b < 2; ++b)
-          for (std::int64_t oy = 0; oy < oh; ++oy)
-            for (std::int64_t ox = 0; ox < ow; ++ox)
-              for (std::int64_t ky = 0; ky < k; ++ky)
-                for (std::int64_t kx = 0; kx < k; ++kx) {
-                  const std::int64_t sy = oy * stride + ky - pad, sx = ox * stride + kx - pad;
-                  if (sy < 0 || sy >= 7 || sx < 0 || sx >= 6) continue;
-                  const std::int64_t row = (b * oh + oy) * ow + ox, pixel = (b * 7 + sy) * 6 + sx, tap = ky * k + kx;
-                  for (std::int64_t j = 0; j < c; ++j) {
-                    const auto yi = static_cast<std::size_t>(row * c + j), xi = static_cast<std::size_t>(pixel * c + j),
-                               wi = static_cast<std::size_t>(tap * c + j);
-                    want_y[yi] += x[xi] * wt[wi];
-                    want_dx[xi] += g[yi] * wt[wi];
-                    want_dwt[wi] += g[yi] * x[xi];
-                  }
-                }
+        plain_taps(s, [&](std::int64_t row, std::int64_t pixel, std::int64_t tap) {
+          for (std::int64_t j = 0; j < c; ++j) {
+            const auto yi = static_cast<std::size_t>(row * c + j), xi = static_cast<std::size_t>(pixel * c + j),
+                       wi = static_cast<std::size_t>(tap * c + j);
+            want_y[yi] += x[xi] * wt[wi];
+            want_dx[xi] += g[yi] * wt[wi];
+            want_dwt[wi] += g[yi] * x[xi];
+          }
+        });
         {
           // The scalar definitions (the trainer's double path) are the plain loops too.
           std::vector<float> y(out_n, 777.0F), dx(in_n, 0.0F), dwt(w_n, 0.0F);
@@ -224,6 +233,41 @@ TEST_CASE("the depthwise convolution's passes are the plain loops bit for bit", 
               CHECK((j >= c0 && j < c1 ? same_bits(dwt[i], want_dwt[i]) : dwt[i] == 0.0F));
             }
           }
+        }
+      }
+}
+
+TEST_CASE("col2im gathers each input pixel's column values in window_taps' order, bit for bit", "[kernels]") {
+  std::mt19937_64 rng(29);
+  for (const std::int64_t k : {1, 3, 5})
+    for (const std::int64_t stride : {1, 2})
+      for (const std::int64_t channels : {1, 5, 16, 17, 40, 96}) {
+        const WindowShape s{2, 7, 6, channels, k, stride};
+        const std::int64_t oh = s.out_height(), ow = s.out_width(), c = channels, width = k * k * c;
+        const auto in_n = static_cast<std::size_t>(2 * 7 * 6 * c);
+        const std::vector<float> cols = values(rng, static_cast<std::size_t>(2 * oh * ow * width), true);
+        // The plain loop: zeros, then every output row's taps in order (ky, kx) added to their pixels.
+        std::vector<float> want(in_n, 0.0F);
+        plain_taps(s, [&](std::int64_t row, std::int64_t pixel, std::int64_t tap) {
+          for (std::int64_t j = 0; j < c; ++j)
+            want[static_cast<std::size_t>(pixel * c + j)] += cols[static_cast<std::size_t>(row * width + tap * c + j)];
+        });
+        INFO("k " << k << ", stride " << stride << ", channels " << c);
+        {
+          std::vector<float> dx(in_n, 777.0F);  // the definition writes every value
+          col2im_scalar(cols.data(), s, dx.data());
+          for (std::size_t i = 0; i < in_n; ++i) CHECK(same_bits(dx[i], want[i]));
+        }
+        for (const SimdTarget& target : simd_targets()) {
+          const ScopedSimdTarget forced(target);
+          REQUIRE(forced.forced());
+          INFO("target " << target.name);
+          std::vector<float> dx(in_n, 777.0F);  // every value written, pixels no window reads (k 1, stride 2) too
+          for (const auto& [b0, b1] : {std::pair<std::int64_t, std::int64_t>{0, 1}, {1, 2}})
+            col2im(cols.data(), s, b0, b1, dx.data());
+          std::size_t mismatches = 0;
+          for (std::size_t i = 0; i < in_n; ++i) mismatches += !same_bits(dx[i], want[i]);
+          CHECK(mismatches == 0);
         }
       }
 }

@@ -214,11 +214,12 @@ void depthwise_forward_impl(const float* x, const float* wt, const WindowShape& 
   for_each_output_row(images(s, b0, b1), [&](std::int64_t row, const TapList& t) { tap_sums(xs, wt, t, c, ys + row * c); });
 }
 
-/// dx for the images [b0, b1) gathered per input pixel: its terms g[row] wt[tap] in the order of the output rows
-/// (the order in which depthwise_backward_scalar adds them), summed from zero in registers.
-void depthwise_input_gradient_impl(const float* g, const float* wt, const WindowShape& s, std::int64_t b0,
-                                   std::int64_t b1, float* dx) {
-  const std::int64_t c = s.channels, pad = s.k / 2, oh = s.out_height(), ow = s.out_width();
+/// fn(pixel, terms) for every input pixel of the images [b0, b1) in order (its row in the images, from b0's), with
+/// the (output row, tap) pairs whose window reads it in the order of the output rows: window_taps' order, in
+/// which the scalar definitions add a pixel's terms (one per output row).
+template <class Fn>
+HWY_INLINE void for_each_input_pixel(const WindowShape& s, std::int64_t b0, std::int64_t b1, Fn&& fn) {
+  const std::int64_t pad = s.k / 2, oh = s.out_height(), ow = s.out_width();
   // The output rows oy (or columns) whose window covers input row py: ky = py + pad - oy stride in [0, k).
   const auto first_out = [&](std::int64_t p) {
     const std::int64_t lo = p + pad - (s.k - 1);
@@ -234,8 +235,61 @@ void depthwise_input_gradient_impl(const float* g, const float* wt, const Window
             const std::int64_t ky = py + pad - oy * s.stride, kx = px + pad - ox * s.stride;
             terms.add((b * oh + oy) * ow + ox, ky * s.k + kx);
           }
-        tap_sums(g, wt, terms, c, dx + ((b * s.height + py) * s.width + px) * c);
+        fn((b * s.height + py) * s.width + px, terms);
       }
+}
+
+/// dx for the images [b0, b1) gathered per input pixel: its terms g[row] wt[tap] in the order of the output rows
+/// (the order in which depthwise_backward_scalar adds them), summed from zero in registers.
+void depthwise_input_gradient_impl(const float* g, const float* wt, const WindowShape& s, std::int64_t b0,
+                                   std::int64_t b1, float* dx) {
+  const std::int64_t c = s.channels;
+  for_each_input_pixel(s, b0, b1, [&](std::int64_t pixel, const TapList& terms) { tap_sums(g, wt, terms, c, dx + pixel * c); });
+}
+
+/// col2im_scalar's dx for the images [b0, b1), gathered per input pixel: its columns' values in the order of the
+/// output rows, summed from zero in registers and written once (no zeroing, no sums kept in memory). Every image
+/// has the same terms at the same offsets from its columns: they are listed once, for the first image.
+void col2im_impl(const float* cols, const WindowShape& s, std::int64_t b0, std::int64_t b1, float* dx) {
+  const DF d;
+  const auto n = static_cast<std::int64_t>(hn::Lanes(d));
+  const std::int64_t c = s.channels, width = s.k * s.k * c, whole = c / n * n, pixels = s.height * s.width;
+  const std::int64_t image_cols = s.out_height() * s.out_width() * width;
+  std::vector<std::int64_t> offsets, first(static_cast<std::size_t>(pixels) + 1, 0);
+  offsets.reserve(static_cast<std::size_t>(pixels * s.k * s.k));
+  for_each_input_pixel(s, 0, 1, [&](std::int64_t pixel, const TapList& t) {
+    for (std::int64_t q = 0; q < t.count; ++q)
+      offsets.push_back(t.at[static_cast<std::size_t>(q)] * width + t.tap[static_cast<std::size_t>(q)] * c);
+    first[static_cast<std::size_t>(pixel) + 1] = static_cast<std::int64_t>(offsets.size());
+  });
+  for (std::int64_t b = b0; b < b1; ++b) {
+    const float* image = cols + b * image_cols;
+    for (std::int64_t p = 0; p < pixels; ++p) {
+      const std::int64_t* o = offsets.data() + first[static_cast<std::size_t>(p)];
+      const std::int64_t count = first[static_cast<std::size_t>(p) + 1] - first[static_cast<std::size_t>(p)];
+      float* out = dx + (b * pixels + p) * c;
+      std::int64_t j = 0;
+      for (; j + 2 * n <= whole; j += 2 * n) {
+        VF s0 = hn::Zero(d), s1 = hn::Zero(d);
+        for (std::int64_t q = 0; q < count; ++q) {
+          const float* from = image + o[q] + j;
+          s0 = hn::Add(s0, hn::LoadU(d, from));
+          s1 = hn::Add(s1, hn::LoadU(d, from + n));
+        }
+        hn::StoreU(s0, d, out + j), hn::StoreU(s1, d, out + j + n);
+      }
+      for (; j < whole; j += n) {
+        VF s0 = hn::Zero(d);
+        for (std::int64_t q = 0; q < count; ++q) s0 = hn::Add(s0, hn::LoadU(d, image + o[q] + j));
+        hn::StoreU(s0, d, out + j);
+      }
+      for (; j < c; ++j) {
+        float v = 0.0F;
+        for (std::int64_t q = 0; q < count; ++q) v += image[o[q] + j];
+        out[j] = v;
+      }
+    }
+  }
 }
 
 /// dwt's channels [j, j + kV lanes) for a 3 x 3 window: per image, the 9 x kV sums in registers from dwt's values
@@ -314,6 +368,7 @@ HWY_EXPORT(batchnorm_normalize_impl);
 HWY_EXPORT(batchnorm_gradient_impl);
 HWY_EXPORT(depthwise_forward_impl);
 HWY_EXPORT(depthwise_input_gradient_impl);
+HWY_EXPORT(col2im_impl);
 HWY_EXPORT(depthwise_weight_gradient_impl);
 
 }  // namespace kernel_detail
@@ -346,6 +401,10 @@ void depthwise_forward(const float* x, const float* wt, const WindowShape& s, st
 void depthwise_input_gradient(const float* g, const float* wt, const WindowShape& s, std::int64_t b0, std::int64_t b1,
                               float* dx) {
   HWY_DYNAMIC_DISPATCH(kernel_detail::depthwise_input_gradient_impl)(g, wt, s, b0, b1, dx);
+}
+
+void col2im(const float* cols, const WindowShape& s, std::int64_t b0, std::int64_t b1, float* dx) {
+  HWY_DYNAMIC_DISPATCH(kernel_detail::col2im_impl)(cols, s, b0, b1, dx);
 }
 
 void depthwise_weight_gradient(const float* g, const float* x, const WindowShape& s, std::int64_t c0, std::int64_t c1,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <vector>
 
 #include "mxlab/core/ceil_div.hpp"
 #include "mxlab/core/threads.hpp"
@@ -83,6 +84,33 @@ void sgemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, con
   });
   GemmTally& tally = gemm_tally();
   tally.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  tally.flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+}
+
+void sgemm_rows(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, const float* b,
+                std::int64_t ldb, std::int64_t rows,
+                const std::function<void(std::int64_t, std::int64_t, const float*)>& take, unsigned threads) {
+  if (m <= 0 || n <= 0) return;
+  rows = std::max<std::int64_t>(rows, 1);
+  const std::int64_t blocks = ceil_div(m, rows);
+  const auto parts = static_cast<unsigned>(std::clamp<std::int64_t>(resolve_threads(threads), 1, blocks));
+  std::vector<double> seconds(parts, 0.0);
+  run_parts(parts, [&](unsigned t) {
+    thread_local std::vector<float> block;
+    block.resize(static_cast<std::size_t>(rows * n));
+    for (std::int64_t i = blocks * t / parts; i < blocks * (t + 1) / parts; ++i) {
+      const std::int64_t r0 = i * rows, r1 = std::min(m, r0 + rows);
+      GemmTally& own = gemm_tally();
+      const double before = own.seconds, flops = own.flops;
+      sgemm(false, false, r1 - r0, n, k, a + r0 * lda, lda, b, ldb, block.data(), n, 1);
+      seconds[t] += own.seconds - before;
+      own.seconds = before, own.flops = flops;  // counted once, on the calling thread, below
+      take(r0, r1, block.data());
+    }
+  });
+  // The products' time as the busiest thread spent it, without the blocks' consumers.
+  GemmTally& tally = gemm_tally();
+  tally.seconds += *std::max_element(seconds.begin(), seconds.end());
   tally.flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
 }
 

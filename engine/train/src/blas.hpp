@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace mxlab::train::detail {
 
@@ -22,6 +23,14 @@ GemmPieces gemm_pieces(std::int64_t m, std::int64_t n, std::int64_t k);
 /// count; it depends on the SGEMM kernel OpenBLAS picks for the CPU.
 void sgemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
            const float* b, std::int64_t ldb, float* c, std::int64_t ldc, unsigned threads);
+
+/// C = A B as sgemm(false, false, m, n, k, a, lda, b, ldb, ...) computes it, by blocks of `rows` rows of C: each
+/// block an SGEMM of its own into a per-thread buffer, handed to take(r0, r1, values) (rows [r0, r1) of C, n
+/// values a row) while in the caches, and not kept. C's values do not depend on how its rows are split: every
+/// value is one SGEMM's sum over the whole of k. `threads` threads take the blocks (take runs on any of them).
+void sgemm_rows(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, const float* b,
+                std::int64_t ldb, std::int64_t rows,
+                const std::function<void(std::int64_t, std::int64_t, const float*)>& take, unsigned threads);
 
 /// The seconds spent in sgemm calls made from this thread, and their floating-point operations (2 m n k each):
 /// how `mxlab bench` measures the trainer's own products within its steps.

@@ -11,6 +11,7 @@
 #include <limits>
 #include <stdexcept>
 #include <deque>
+#include <functional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -189,8 +190,17 @@ struct QGemm {
     return y;
   }
 
-  /// dx = dY Wt (if dx), dwt = dY^T X (if dwt); x and wt are forward's inputs.
-  void backward(const Mat<T>& dy, const Mat<T>& x, const Mat<T>& wt, Mat<T>* dx, Mat<T>* dwt, QuantContext& ctx) {
+  /// Rows of dX handed over a block at a time (sgemm_rows) instead of written to dx: `rows` rows a block.
+  struct DxRows {
+    std::int64_t rows = 0;
+    std::function<void(std::int64_t, std::int64_t, const float*)> take;
+  };
+
+  /// dx = dY Wt (if dx), dwt = dY^T X (if dwt); x and wt are forward's inputs. With dx_rows, dX goes to
+  /// dx_rows->take by blocks of rows, unless the product runs under an accumulation model; true when it did.
+  bool backward(const Mat<T>& dy, const Mat<T>& x, const Mat<T>& wt, Mat<T>* dx, Mat<T>* dwt, QuantContext& ctx,
+                const DxRows* dx_rows = nullptr) {
+    bool by_rows = false;
     const ops::FakeQuantizer* fg = f(Role::G);
     const ops::FakeQuantizer* fa = f(Role::ABp);
     // dY along N is needed for dX, or as the 2-D tiles dW reuses; the first layer (no dX) under 1-D blocks
@@ -206,19 +216,28 @@ struct QGemm {
         if (same_w && ctx.collect) add_counts(ctx.at(key(w_bp_role)), span_of(wt), span_of(bw));
       }
       const Mat<T>& qw = saved_w || same_w ? bw : quantized_columns(wt, f(w_bp_role), bwc, ctx, key(w_bp_role));
-      if (!accumulated(*dx, qg, fg, false, qw, f(saved_w ? w_role : w_bp_role), true, ctx, name + " backward dX"))
-        product(*dx, qg, false, qw, false, ctx);
+      if (!accumulated(*dx, qg, fg, false, qw, f(saved_w ? w_role : w_bp_role), true, ctx, name + " backward dX")) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (dx_rows != nullptr) {
+            sgemm_rows(qg.rows(), qw.cols(), qg.cols(), qg.data(), qg.cols(), qw.data(), qw.cols(), dx_rows->rows,
+                       dx_rows->take, ctx.threads);
+            by_rows = true;
+          }
+        }
+        if (!by_rows) product(*dx, qg, false, qw, false, ctx);
+      }
     }
     if (dwt != nullptr) {
       if (fg == nullptr && fa == nullptr) {
         if (!accumulated(*dwt, dy, fg, true, x, fa, true, ctx, name + " backward dW")) product(*dwt, dy, true, x, false, ctx);
-        return;
+        return by_rows;
       }
       const Mat<T>& qgc = g_2d ? qg : g_both ? (gc_in_g ? bg : bgc) : quantized_columns(dy, fg, bgc, ctx, key(Role::G));
       const Mat<T>& qxc = saved_x ? bx : have_xc ? (xc_in_x ? bx : bxc) : quantized_columns(x, fa, bxc, ctx, key(Role::ABp));
       if (!accumulated(*dwt, qgc, fg, true, qxc, saved_x ? f(Role::A) : fa, true, ctx, name + " backward dW"))
         product(*dwt, qgc, true, qxc, false, ctx);
     }
+    return by_rows;
   }
 };
 
@@ -254,11 +273,17 @@ struct Linear {
     return y;
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx, bool need_dx = true) {
-    Mat<T> dx, dw;
-    gemm.backward(dy, x_saved, w.value, need_dx ? &dx : nullptr, &dw, ctx);
+    Mat<T> dx;
+    backward(dy, ctx, need_dx ? &dx : nullptr);
+    return dx;
+  }
+  /// dX into *dx (none: not wanted), or by blocks of rows to dx_rows (QGemm::backward; true when it did).
+  bool backward(const Mat<T>& dy, QuantContext& ctx, Mat<T>* dx, const typename QGemm<T>::DxRows* dx_rows = nullptr) {
+    Mat<T> dw;
+    const bool by_rows = gemm.backward(dy, x_saved, w.value, dx, &dw, ctx, dx_rows);
     w.grad += dw;
     if (has_bias) b.grad += dy.colwise().sum();
-    return dx;
+    return by_rows;
   }
   /// The weight, and the bias if it has one.
   void collect(std::vector<Param<T>*>& p) {
@@ -421,6 +446,15 @@ struct Conv2d {
   }
   /// The adjoint of im2col: each tap's columns added back to its input pixel (in for_each_tap's order).
   Mat<T> col2im(const Mat<T>& cols, const Dims& d, unsigned threads) const {
+    if constexpr (std::is_same_v<T, float>) {  // the same sums gathered per input pixel (mxlab::col2im)
+      Mat<T> x(d.batch * d.height * d.width, d.channels);
+      const WindowShape shape{d.batch, d.height, d.width, d.channels, k, stride};
+      const auto parts = static_cast<unsigned>(std::clamp<std::int64_t>(resolve_threads(threads), 1, std::max<std::int64_t>(d.batch, 1)));
+      run_parts(parts, [&](unsigned t) {
+        mxlab::col2im(cols.data(), shape, d.batch * t / parts, d.batch * (t + 1) / parts, x.data());
+      });
+      return x;
+    }
     Mat<T> x = Mat<T>::Zero(d.batch * d.height * d.width, d.channels);
     const std::int64_t c = d.channels, width = k * k * c;
     const Dims o = out_dims(d);
@@ -442,9 +476,28 @@ struct Conv2d {
     return pointwise() ? lin.forward(x, ctx) : lin.forward(im2col(x, d, ctx.threads), ctx);
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx, bool need_dx = true) {
-    Mat<T> dcols = lin.backward(dy, ctx, need_dx);
-    if (!need_dx) return Mat<T>();
-    return pointwise() ? dcols : col2im(dcols, in, ctx.threads);
+    if (!need_dx || pointwise()) return lin.backward(dy, ctx, need_dx);
+    Mat<T> dcols;
+    if constexpr (std::is_same_v<T, float>) {
+      // The columns' gradient by blocks of whole images (about 512 KiB of columns), each added back to its pixels
+      // while in the caches (mxlab::col2im of the block): the same values as col2im of the whole, which is never
+      // written out.
+      const Dims o = out_dims(in);
+      const std::int64_t pixels = in.height * in.width;
+      Mat<T> x(in.batch * pixels, in.channels);
+      const std::int64_t image_rows = o.height * o.width;
+      const std::int64_t images =
+          std::max<std::int64_t>(1, (std::int64_t{1} << 17) / std::max<std::int64_t>(1, image_rows * k * k * in.channels));
+      const typename QGemm<T>::DxRows rows{images * image_rows, [&](std::int64_t r0, std::int64_t r1, const float* block) {
+        const std::int64_t b0 = r0 / image_rows, n = (r1 - r0) / image_rows;
+        mxlab::col2im(block, WindowShape{n, in.height, in.width, in.channels, k, stride}, 0, n,
+                      x.data() + b0 * pixels * in.channels);
+      }};
+      if (lin.backward(dy, ctx, &dcols, &rows)) return x;
+    } else {
+      lin.backward(dy, ctx, &dcols);
+    }
+    return col2im(dcols, in, ctx.threads);
   }
 };
 

@@ -194,6 +194,22 @@ void depthwise_backward_scalar(const T* g, const T* x, const T* wt, const Window
   });
 }
 
+/// The adjoint of a convolution's columns (the trainer's Conv2d::col2im): cols holds, for each output row of s, its
+/// window's k * k * c values in (ky, kx, c) order (im2col_row's layout); dx (input pixels x c) = 0 plus, for each
+/// (row, pixel, tap) of window_taps in its order, cols[row][tap * c + j] added to dx[pixel][j], each sum rounded.
+/// dx need not start at zero: every value is written.
+template <typename T>
+void col2im_scalar(const T* cols, const WindowShape& s, T* dx) {
+  const std::int64_t c = s.channels, width = s.k * s.k * c;
+  for (std::int64_t i = 0; i < s.batch * s.height * s.width * c; ++i) dx[i] = T(0);
+  window_taps(s, [&](std::int64_t row, std::int64_t pixel, std::int64_t tap) {
+    for (std::int64_t j = 0; j < c; ++j) dx[pixel * c + j] += cols[row * width + tap * c + j];
+  });
+}
+/// col2im_scalar's dx for the images [b0, b1) (cols and dx of the whole batch), bit for bit: each input pixel's
+/// values gathered in window_taps' order and written once.
+void col2im(const float* cols, const WindowShape& s, std::int64_t b0, std::int64_t b1, float* dx);
+
 /// depthwise_forward_scalar's y for the images [b0, b1), every channel.
 void depthwise_forward(const float* x, const float* wt, const WindowShape& s, std::int64_t b0, std::int64_t b1,
                        float* y);
