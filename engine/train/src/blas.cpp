@@ -21,6 +21,9 @@ namespace {
 constexpr double kPieceFlops = 4e6;
 constexpr std::int64_t kMinPieceSide = 64;
 constexpr std::int64_t kMaxPieces = 8;
+// Beyond two pieces, a piece keeps at least 256 rows or columns: the operand it packs again then costs a small
+// part of its work (the weight gradient's dY, packed once per piece of the columns, was a third of the packing).
+constexpr std::int64_t kPackedPieceSide = 256;
 constexpr std::int64_t kPieceAlign = 16;  // piece edges on multiples of the widest SGEMM register tile
 
 /// OpenBLAS runs each call on one thread: its threaded driver blocks k differently from its single-threaded one
@@ -39,7 +42,8 @@ GemmPieces gemm_pieces(std::int64_t m, std::int64_t n, std::int64_t k) {
   const std::int64_t side = p.by_rows ? m : n;
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const auto by_flops = static_cast<std::int64_t>(flops / kPieceFlops);
-  const std::int64_t most = std::min({kMaxPieces, by_flops, side / kMinPieceSide});
+  const std::int64_t most =
+      std::min({kMaxPieces, by_flops, std::max(std::min<std::int64_t>(2, side / kMinPieceSide), side / kPackedPieceSide)});
   while (p.count * 2 <= most) p.count *= 2;  // a power of two: 1, 2, 4 or 8 threads share the pieces evenly
   p.step = ceil_div(ceil_div(side, p.count), kPieceAlign) * kPieceAlign;
   p.count = ceil_div(side, p.step);
