@@ -83,6 +83,35 @@ double underflow_of(const std::vector<OperandMetric>& ops, const std::string& la
   return -1;
 }
 
+
+/// The small models of the bit-identity checks: 4 steps of 8 examples, no final evaluation.
+TrainOptions small_run(const char* model) {
+  TrainOptions o;
+  o.model.kind = model;
+  o.model.hidden = {32};
+  o.model.conv1 = 4, o.model.conv2 = 8, o.model.fc = 16;
+  o.model.width = 2;
+  o.model.d_model = 16, o.model.layers = 1, o.model.heads = 2, o.model.context = 16;
+  o.steps = 4;
+  o.batch = 8;
+  o.final_eval = false;
+  return o;
+}
+
+/// Trains o on d twice, with first(o) and then second(o) applied, and checks the two runs' losses, step by step,
+/// bit for bit.
+template <class First, class Second>
+void check_same_losses(const TrainData& d, TrainOptions o, First&& first, Second&& second) {
+  first(o);
+  auto a = run_training(d, o);
+  second(o);
+  auto b = run_training(d, o);
+  REQUIRE(a);
+  REQUIRE(b);
+  REQUIRE(a->losses.size() == b->losses.size());
+  for (std::size_t i = 0; i < a->losses.size(); ++i) CHECK(a->losses[i] == b->losses[i]);
+}
+
 }  // namespace
 
 TEST_CASE("every layer's backward matches central differences in double", "[train]") {
@@ -404,27 +433,12 @@ TEST_CASE("the same seed gives bit-identical losses on 1 and 2 threads", "[train
   const TrainData img = synthetic_images(8, 30);
   const TrainData txt = synthetic_text(9);
   for (const char* model : {"mlp", "cnn", "transformer", "mobilenet", "vit", "mixer"}) {
-    TrainOptions o;
-    o.model.kind = model;
-    o.model.hidden = {32};
-    o.model.conv1 = 4, o.model.conv2 = 8, o.model.fc = 16;
-    o.model.width = 2;
-    o.model.d_model = 16, o.model.layers = 1, o.model.heads = 2, o.model.context = 16;
-    o.steps = 4;
-    o.batch = 8;
-    o.final_eval = false;
+    TrainOptions o = small_run(model);
     const TrainData& d = std::string(model) == "transformer" ? txt : img;
     for (const char* recipe : {"fp8_delayed", "mxfp8"}) {  // mxfp8 last: the checks below run under it
       o.recipe = *recipe_preset(recipe);
-      o.threads = 1;
-      auto one = run_training(d, o);
-      o.threads = 2;
-      auto two = run_training(d, o);
-      REQUIRE(one);
-      REQUIRE(two);
       INFO(model << " " << recipe);
-      REQUIRE(one->losses.size() == two->losses.size());
-      for (std::size_t i = 0; i < one->losses.size(); ++i) CHECK(one->losses[i] == two->losses[i]);
+      check_same_losses(d, o, [](TrainOptions& t) { t.threads = 1; }, [](TrainOptions& t) { t.threads = 2; });
     }
     o.threads = 1;
     auto one = run_training(d, o);
@@ -446,6 +460,20 @@ TEST_CASE("the same seed gives bit-identical losses on 1 and 2 threads", "[train
     REQUIRE(other);
     CHECK(other->losses[0] != one->losses[0]);
   }
+}
+
+TEST_CASE("element casts and per-tensor scales of a convolution's pixels give its quantized columns, bit for bit",
+          "[train]") {
+  // A step that collects metrics quantizes the whole columns; the others quantize the pixels and copy them
+  // (Conv2d::forward, QGemm::x_from_copies). Metrics every step against none: the same losses.
+  const TrainData img = synthetic_images(8, 30);
+  for (const char* model : {"cnn", "resnet"})
+    for (const char* recipe : {"fp8_current", "fp16", "bf16"}) {
+      TrainOptions o = small_run(model);
+      o.recipe = *recipe_preset(recipe);
+      INFO(model << " " << recipe);
+      check_same_losses(img, o, [](TrainOptions& t) { t.metrics_every = 1; }, [](TrainOptions& t) { t.metrics_every = 0; });
+    }
 }
 
 TEST_CASE("a character transformer learns a repeating text", "[train][slow]") {

@@ -6,6 +6,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -173,7 +174,33 @@ struct QGemm {
     return is_2d(f(fwd)) && f(bwd) != nullptr && f(bwd)->format().name == f(fwd)->format().name;
   }
 
-  Mat<T> forward(const Mat<T>& x, const Mat<T>& wt, QuantContext& ctx) {
+  /// Whether X's quantization can be made from values X copies (a convolution's pixels, then im2col): role A's
+  /// format gives every value the same quantization wherever it lies (ops::FakeQuantizer::positionless; a
+  /// per-tensor scale needs the copies to hold every value, the caller's part) and zeros +0; while training, the
+  /// same quantization serves dW (roles A and ABp give the same values); no delayed scaling; no metrics this pass.
+  bool x_from_copies(const QuantContext& ctx) {
+    const ops::FakeQuantizer* fa = f(Role::A);
+    const ops::FakeQuantizer* fab = f(Role::ABp);
+    if constexpr (!std::is_same_v<T, float>) return false;
+    if (ctx.collect || fa == nullptr || !fa->positionless() || ctx.delayed_state(key(Role::A)) != nullptr) return false;
+    if (ctx.training && (fab == nullptr || is_2d(fab) || ctx.delayed_state(key(Role::ABp)) != nullptr || !fa->same_values(*fab)))
+      return false;
+    if (zeros_checked_ != fa) {  // a zero must stay +0 (the columns' padding)
+      zeros_checked_ = fa;
+      std::vector<float> zeros(16, 0.0F), out(16, 1.0F);
+      ops::Run one;
+      one.threads = 1;
+      zeros_stay_ = static_cast<bool>(fa->run(zeros, {1, 16}, out, one)) &&
+                    std::all_of(out.begin(), out.end(), [](float v) { return std::bit_cast<std::uint32_t>(v) == 0; });
+    }
+    return zeros_stay_;
+  }
+  const ops::FakeQuantizer* zeros_checked_ = nullptr;
+  bool zeros_stay_ = false;
+
+  /// Y = q_a(X) q_w(Wt)^T. With x_rows_ready, bx already holds q_a(X), serving dW too while training
+  /// (x_from_copies), and x is not read.
+  Mat<T> forward(const Mat<T>& x, const Mat<T>& wt, QuantContext& ctx, bool x_rows_ready = false) {
     const ops::FakeQuantizer* fa = f(Role::A);
     const ops::FakeQuantizer* fab = f(Role::ABp);
     saved_x = ctx.training && reuse(Role::A, Role::ABp);
@@ -182,10 +209,11 @@ struct QGemm {
              ctx.delayed_state(key(w_role)) == nullptr && ctx.delayed_state(key(w_bp_role)) == nullptr;
     // While training, X down its columns (dW's operand) in the same pass over X as along its rows.
     have_xc = ctx.training && fa != nullptr && fab != nullptr && !is_2d(fa) && !is_2d(fab);
-    if (have_xc) xc_in_x = quantized_both(x, *fa, bx, *fab, bxc, ctx, key(Role::A), key(Role::ABp));
-    const Mat<T>& qx = have_xc ? bx : quantized(x, fa, bx, ctx, key(Role::A));
+    if (x_rows_ready) xc_in_x = true;
+    else if (have_xc) xc_in_x = quantized_both(x, *fa, bx, *fab, bxc, ctx, key(Role::A), key(Role::ABp));
+    const Mat<T>& qx = have_xc || x_rows_ready ? bx : quantized(x, fa, bx, ctx, key(Role::A));
     const Mat<T>& qw = quantized(wt, f(w_role), bw, ctx, key(w_role));
-    Mat<T> y(x.rows(), wt.rows());
+    Mat<T> y(qx.rows(), wt.rows());
     if (!accumulated(y, qx, fa, false, qw, f(w_role), false, ctx, name + " forward")) product(y, qx, false, qw, true, ctx);
     return y;
   }
@@ -267,8 +295,8 @@ struct Linear {
     x_saved = std::move(x);
     return output(x_saved, ctx);
   }
-  Mat<T> output(const Mat<T>& x, QuantContext& ctx) {
-    Mat<T> y = gemm.forward(x, w.value, ctx);
+  Mat<T> output(const Mat<T>& x, QuantContext& ctx, bool x_rows_ready = false) {
+    Mat<T> y = gemm.forward(x, w.value, ctx, x_rows_ready);
     if (has_bias) y.rowwise() += b.value.row(0);
     return y;
   }
@@ -401,6 +429,7 @@ struct Conv2d {
   Linear<T> lin;
   std::int64_t k, stride;
   Dims in;
+  Mat<T> quantized_pixels;  ///< forward's input quantized, when its columns are made from it (x_from_copies)
   Conv2d(const std::string& name, std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel,
          const LayerFormats* formats, std::int64_t stride_ = 1, bool bias = true)
       : lin(name, kernel * kernel * in_channels, out_channels, formats, bias), k(kernel), stride(stride_) {}
@@ -408,9 +437,14 @@ struct Conv2d {
   Dims out_dims(const Dims& d) const { return window_out(d, k, stride, lin.w.value.rows()); }
   /// The columns: each output position's row holds its window's pixels in (ky, kx, c) order, zeros outside.
   Mat<T> im2col(const Mat<T>& x, const Dims& d, unsigned threads) const {
+    Mat<T> cols;
+    im2col_into(x, d, threads, cols);
+    return cols;
+  }
+  void im2col_into(const Mat<T>& x, const Dims& d, unsigned threads, Mat<T>& cols) const {
     const Dims o = out_dims(d);
     const std::int64_t c = d.channels, pad = k / 2, width = k * k * c;
-    Mat<T> cols(o.batch * o.height * o.width, width);
+    cols.resize(o.batch * o.height * o.width, width);
     if constexpr (std::is_same_v<T, float>) {  // the SIMD kernel of the loop below, an output row at a time
       for_images(d.batch, threads, [&](std::int64_t b) {
         const T* image = x.data() + b * d.height * d.width * c;
@@ -418,7 +452,7 @@ struct Conv2d {
           mxlab::im2col_row(image, d.height, d.width, c, k, stride, pad, y, o.width,
                             cols.data() + (b * o.height + y) * o.width * width);
       });
-      return cols;
+      return;
     }
     for_images(d.batch, threads, [&](std::int64_t b) {
       for (std::int64_t y = 0; y < o.height; ++y)
@@ -442,7 +476,6 @@ struct Conv2d {
           }
         }
     });
-    return cols;
   }
   /// The adjoint of im2col: each tap's columns added back to its input pixel (in for_each_tap's order).
   Mat<T> col2im(const Mat<T>& cols, const Dims& d, unsigned threads) const {
@@ -471,9 +504,31 @@ struct Conv2d {
     return x;
   }
   bool pointwise() const { return k == 1 && stride == 1; }
+  /// Whether every input pixel lies in some window (the columns hold every value of the image, and zeros).
+  bool covers(const Dims& d) const {
+    const Dims o = out_dims(d);
+    const std::int64_t pad = k / 2;
+    return k >= stride && (o.height - 1) * stride + k - 1 - pad >= d.height - 1 &&
+           (o.width - 1) * stride + k - 1 - pad >= d.width - 1;
+  }
   Mat<T> forward(const Mat<T>& x, const Dims& d, QuantContext& ctx) {
     in = d;
-    return pointwise() ? lin.forward(x, ctx) : lin.forward(im2col(x, d, ctx.threads), ctx);
+    if (pointwise()) return lin.forward(x, ctx);
+    if constexpr (std::is_same_v<T, float>) {
+      // An element cast or a per-tensor scale quantizes each pixel's value the same in every window (the
+      // per-tensor amax is the image's when the windows cover it): the pixels quantized once and then copied
+      // give the quantized columns, a k * k-th of the values to quantize; the plain columns are not made
+      // (QGemm::x_from_copies: they serve only the metrics, and dW uses the same quantization).
+      if (covers(d) && lin.gemm.x_from_copies(ctx)) {
+        QuantContext values;
+        values.threads = ctx.threads;
+        quantized(x, lin.gemm.f(Role::A), quantized_pixels, values, lin.gemm.key(Role::A));
+        im2col_into(quantized_pixels, d, ctx.threads, lin.gemm.bx);
+        if (ctx.training) lin.x_saved.resize(0, 0);
+        return lin.output(Mat<T>(), ctx, true);
+      }
+    }
+    return lin.forward(im2col(x, d, ctx.threads), ctx);
   }
   Mat<T> backward(const Mat<T>& dy, QuantContext& ctx, bool need_dx = true) {
     if (!need_dx || pointwise()) return lin.backward(dy, ctx, need_dx);
