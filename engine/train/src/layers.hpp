@@ -391,13 +391,6 @@ struct Dims {
   std::int64_t batch = 0, height = 0, width = 0, channels = 0;
 };
 
-/// Calls fn(row, pixel, tap) for every (output position, kernel tap) of a k x k window with the given stride and
-/// zero padding k / 2 that lies inside the image d, in window_taps' order (channels.hpp).
-template <class Fn>
-void for_each_tap(const Dims& d, std::int64_t k, std::int64_t stride, Fn&& fn) {
-  window_taps(WindowShape{d.batch, d.height, d.width, d.channels, k, stride}, std::forward<Fn>(fn));
-}
-
 /// The output dimensions of a k x k window with the stride and zero padding k / 2 over d, with `channels`.
 inline Dims window_out(const Dims& d, std::int64_t k, std::int64_t stride, std::int64_t channels) {
   const std::int64_t pad = k / 2;
@@ -477,31 +470,21 @@ struct Conv2d {
         }
     });
   }
-  /// The adjoint of im2col: each tap's columns added back to its input pixel (in for_each_tap's order).
+  /// The adjoint of im2col: each tap's columns added back to its input pixel (col2im_scalar, in window_taps' order).
   Mat<T> col2im(const Mat<T>& cols, const Dims& d, unsigned threads) const {
-    if constexpr (std::is_same_v<T, float>) {  // the same sums gathered per input pixel (mxlab::col2im)
-      Mat<T> x(d.batch * d.height * d.width, d.channels);
-      const WindowShape shape{d.batch, d.height, d.width, d.channels, k, stride};
-      const auto parts = static_cast<unsigned>(std::clamp<std::int64_t>(resolve_threads(threads), 1, std::max<std::int64_t>(d.batch, 1)));
-      run_parts(parts, [&](unsigned t) {
-        mxlab::col2im(cols.data(), shape, d.batch * t / parts, d.batch * (t + 1) / parts, x.data());
-      });
-      return x;
-    }
-    Mat<T> x = Mat<T>::Zero(d.batch * d.height * d.width, d.channels);
-    const std::int64_t c = d.channels, width = k * k * c;
+    Mat<T> x(d.batch * d.height * d.width, d.channels);  // every value written
     const Dims o = out_dims(d);
-    const Dims one{1, d.height, d.width, c};
-    for_images(d.batch, threads, [&](std::int64_t b) {
-      T* image = x.data() + b * d.height * d.width * c;
-      const T* rows = cols.data() + b * o.height * o.width * width;
-      for_each_tap(one, k, stride, [&](std::int64_t row, std::int64_t pixel, std::int64_t tap) {
-        T* to = image + pixel * c;
-        const T* from = rows + row * width + tap * c;
-        for (std::int64_t j = 0; j < c; ++j) to[j] += from[j];
-      });
-    });
+    const std::int64_t image_cols = o.height * o.width * k * k * d.channels;
+    for_images(d.batch, threads, [&](std::int64_t b) { col2im_images(cols.data() + b * image_cols, b, 1, d, x); });
     return x;
+  }
+  /// col2im of the images [b0, b0 + n), whose columns start at `cols`, into their rows of x: mxlab::col2im in
+  /// float, its definition col2im_scalar in double.
+  void col2im_images(const T* cols, std::int64_t b0, std::int64_t n, const Dims& d, Mat<T>& x) const {
+    const WindowShape shape{n, d.height, d.width, d.channels, k, stride};
+    T* to = x.data() + b0 * d.height * d.width * d.channels;
+    if constexpr (std::is_same_v<T, float>) mxlab::col2im(cols, shape, 0, n, to);
+    else col2im_scalar(cols, shape, to);
   }
   bool pointwise() const { return k == 1 && stride == 1; }
   /// Whether every input pixel lies in some window (the columns hold every value of the image, and zeros).
@@ -538,15 +521,12 @@ struct Conv2d {
       // while in the caches (mxlab::col2im of the block): the same values as col2im of the whole, which is never
       // written out.
       const Dims o = out_dims(in);
-      const std::int64_t pixels = in.height * in.width;
-      Mat<T> x(in.batch * pixels, in.channels);
+      Mat<T> x(in.batch * in.height * in.width, in.channels);
       const std::int64_t image_rows = o.height * o.width;
       const std::int64_t images =
           std::max<std::int64_t>(1, (std::int64_t{1} << 17) / std::max<std::int64_t>(1, image_rows * k * k * in.channels));
       const typename QGemm<T>::DxRows rows{images * image_rows, [&](std::int64_t r0, std::int64_t r1, const float* block) {
-        const std::int64_t b0 = r0 / image_rows, n = (r1 - r0) / image_rows;
-        mxlab::col2im(block, WindowShape{n, in.height, in.width, in.channels, k, stride}, 0, n,
-                      x.data() + b0 * pixels * in.channels);
+        col2im_images(block, r0 / image_rows, (r1 - r0) / image_rows, in, x);
       }};
       if (lin.backward(dy, ctx, &dcols, &rows)) return x;
     } else {
