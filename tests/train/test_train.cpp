@@ -462,13 +462,13 @@ TEST_CASE("the same seed gives bit-identical losses on 1 and 2 threads", "[train
   }
 }
 
-TEST_CASE("element casts and per-tensor scales of a convolution's pixels give its quantized columns, bit for bit",
+TEST_CASE("element casts and per-tensor scales (current or delayed) of a convolution's pixels give its quantized columns, bit for bit",
           "[train]") {
   // A step that collects metrics quantizes the whole columns; the others quantize the pixels and copy them
   // (Conv2d::forward, QGemm::x_from_copies). Metrics every step against none: the same losses.
   const TrainData img = synthetic_images(8, 30);
   for (const char* model : {"cnn", "resnet"})
-    for (const char* recipe : {"fp8_current", "fp16", "bf16"}) {
+    for (const char* recipe : {"fp8_current", "fp8_delayed", "fp16", "bf16"}) {
       TrainOptions o = small_run(model);
       o.recipe = *recipe_preset(recipe);
       INFO(model << " " << recipe);

@@ -176,15 +176,21 @@ struct QGemm {
 
   /// Whether X's quantization can be made from values X copies (a convolution's pixels, then im2col): role A's
   /// format gives every value the same quantization wherever it lies (ops::FakeQuantizer::positionless; a
-  /// per-tensor scale needs the copies to hold every value, the caller's part) and zeros +0; while training, the
-  /// same quantization serves dW (roles A and ABp give the same values); no delayed scaling; no metrics this pass.
+  /// per-tensor scale, current or delayed, needs the copies to hold every value, the caller's part) and zeros +0;
+  /// while training, one quantization serves dW (roles A and ABp give the same values: same_values, or one cast
+  /// under delayed scaling, whose amax both states record); no metrics this pass (they count the copies).
   bool x_from_copies(const QuantContext& ctx) {
     const ops::FakeQuantizer* fa = f(Role::A);
     const ops::FakeQuantizer* fab = f(Role::ABp);
     if constexpr (!std::is_same_v<T, float>) return false;
-    if (ctx.collect || fa == nullptr || !fa->positionless() || ctx.delayed_state(key(Role::A)) != nullptr) return false;
-    if (ctx.training && (fab == nullptr || is_2d(fab) || ctx.delayed_state(key(Role::ABp)) != nullptr || !fa->same_values(*fab)))
-      return false;
+    if (ctx.collect || fa == nullptr || !fa->positionless()) return false;
+    const bool delayed = ctx.delayed_state(key(Role::A)) != nullptr;
+    if (ctx.training) {
+      if (fab == nullptr || is_2d(fab)) return false;
+      if (delayed ? !one_delayed_cast(*fa, *fab, ctx, key(Role::A), key(Role::ABp))
+                  : ctx.delayed_state(key(Role::ABp)) != nullptr || !fa->same_values(*fab))
+        return false;
+    }
     if (zeros_checked_ != fa) {  // a zero must stay +0 (the columns' padding)
       zeros_checked_ = fa;
       std::vector<float> zeros(16, 0.0F), out(16, 1.0F);
@@ -503,9 +509,14 @@ struct Conv2d {
       // give the quantized columns, a k * k-th of the values to quantize; the plain columns are not made
       // (QGemm::x_from_copies: they serve only the metrics, and dW uses the same quantization).
       if (covers(d) && lin.gemm.x_from_copies(ctx)) {
-        QuantContext values;
-        values.threads = ctx.threads;
-        quantized(x, lin.gemm.f(Role::A), quantized_pixels, values, lin.gemm.key(Role::A));
+        QGemm<T>& g = lin.gemm;
+        // While training, one quantization for roles A and ABp (quantize_once_both, or delayed_cast_both recording
+        // the pixels' amax, the columns', in both states).
+        Mat<T> unused;  // quantized_both's buffer down the columns, not written when one quantization serves both
+        if (!ctx.training) quantized(x, g.f(Role::A), quantized_pixels, ctx, g.key(Role::A));
+        else if (!quantized_both(x, *g.f(Role::A), quantized_pixels, *g.f(Role::ABp), unused, ctx, g.key(Role::A),
+                                 g.key(Role::ABp)))
+          throw std::logic_error(g.name + ": x_from_copies without one quantization for both roles");
         im2col_into(quantized_pixels, d, ctx.threads, lin.gemm.bx);
         if (ctx.training) lin.x_saved.resize(0, 0);
         return lin.output(Mat<T>(), ctx, true);

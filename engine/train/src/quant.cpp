@@ -125,18 +125,25 @@ void add_counts(OperandStats& s, std::span<const float> x, std::span<const float
   s.sse += e.sse;
 }
 
-bool delayed_cast_both(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q, std::span<const float> x,
-                       std::int64_t rows, std::int64_t cols, std::span<float> out, QuantContext& ctx,
-                       const std::string& rows_key, const std::string& columns_key) {
-  AmaxHistory* rows_state = ctx.delayed_state(rows_key);
-  AmaxHistory* columns_state = ctx.delayed_state(columns_key);
+bool one_delayed_cast(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q, const QuantContext& ctx,
+                      const std::string& rows_key, const std::string& columns_key) {
+  const AmaxHistory* rows_state = ctx.delayed_state(rows_key);
+  const AmaxHistory* columns_state = ctx.delayed_state(columns_key);
   if (rows_state == nullptr || columns_state == nullptr) return false;
   const BlockFormat& f = rows_q.format();
   const BlockFormat& g = columns_q.format();
-  if (f.name != g.name || f.options.element.overflow != g.options.element.overflow || f.layout.scale ||
-      f.layout.sparse_m != 0 || f.options.element.rounding == Rounding::Stochastic ||
-      rows_state->scale() != columns_state->scale())
-    return false;
+  return f.name == g.name && f.options.element.overflow == g.options.element.overflow && !f.layout.scale &&
+         f.layout.sparse_m == 0 && f.options.element.rounding != Rounding::Stochastic &&
+         rows_state->scale() == columns_state->scale();
+}
+
+bool delayed_cast_both(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q, std::span<const float> x,
+                       std::int64_t rows, std::int64_t cols, std::span<float> out, QuantContext& ctx,
+                       const std::string& rows_key, const std::string& columns_key) {
+  if (!one_delayed_cast(rows_q, columns_q, ctx, rows_key, columns_key)) return false;
+  AmaxHistory* rows_state = ctx.delayed_state(rows_key);
+  AmaxHistory* columns_state = ctx.delayed_state(columns_key);
+  const BlockFormat& f = rows_q.format();
   ops::Run run;
   run.threads = ctx.threads;
   float amax = 0;

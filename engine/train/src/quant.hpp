@@ -94,6 +94,12 @@ void quantize_rows_and_columns(const ops::FakeQuantizer& rows_q, const ops::Fake
                                std::span<float> out_columns, QuantContext& ctx, const std::string& rows_key,
                                const std::string& columns_key);
 
+/// Whether one cast under delayed scaling gives x's values for both its uses (delayed_cast_both's condition):
+/// both keys have a delayed scaling state, with the same scale, and the quantizers the same element format
+/// without block scales, N:M sparsity or stochastic rounding.
+bool one_delayed_cast(const ops::FakeQuantizer& rows_q, const ops::FakeQuantizer& columns_q, const QuantContext& ctx,
+                      const std::string& rows_key, const std::string& columns_key);
+
 /// x cast once under delayed scaling for both its uses, along its rows (rows_key) and down its columns
 /// (columns_key), into out, when one cast gives both: the same element format without block scales, N:M sparsity
 /// or stochastic rounding (an elementwise cast, whose values do not depend on the direction) and the same scale in
