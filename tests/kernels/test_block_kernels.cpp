@@ -500,10 +500,13 @@ TEST_CASE("block kernels: blocks down columns are the transposed tensor's blocks
   const auto check = [](const BlockFormat& f, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
     INFO(describe(f) << ", " << rows << " x " << cols);
     std::vector<float> xt = make_input(seed, cols, rows);  // x^T: cols x rows
-    // All-zero blocks down the first column (+0) and, where there is one, the third (zeros of both signs).
+    // All-zero blocks down the first column (+0) and, where there is one, the third (zeros of both signs); the
+    // fourth a billionth of its values (a float block scale under a tensor scale rounds to zero there: zeros of
+    // the elements' signs).
     for (std::int64_t i = 0; i < rows; ++i) {
       xt[static_cast<std::size_t>(i)] = 0.0F;
       if (cols > 2) xt[static_cast<std::size_t>(2 * rows + i)] = i % 3 == 0 ? -0.0F : 0.0F;
+      if (cols > 3) xt[static_cast<std::size_t>(3 * rows + i)] *= 1e-9F;
     }
     std::vector<float> x(xt.size());
     for (std::int64_t i = 0; i < rows; ++i)
@@ -543,7 +546,21 @@ TEST_CASE("block kernels: blocks down columns are the transposed tensor's blocks
         CHECK(BlockKernel::make(f)->columns_native() == (rule == ScaleRule::Floor && rounding == Rounding::NearestEven));
         check(f, 100, 17, ++seed);
       }
-  for (const char* name : {"nvfp4", "e4m3:e8m0_t32s4", "e4m3:e8m0_t0", "int8:e8m0_t32"}) {
+  // Float block scales on their own column kernel (fast_float_columns): NVFP4's tensor scale, one-level scales,
+  // zero blocks under rule one; rule 4over6 on the transposed copy.
+  for (const char* name : {"nvfp4", "e2m1:e4m3_t16", "e4m3:ue4m3_float32_t32", "e3m2:e4m3_float32_t16"})
+    for (const bool rule_one : {false, true}) {
+      BlockFormat f = parse(name);
+      if (rule_one) f.options.zero_block = ZeroBlock::One;
+      CHECK(BlockKernel::make(f)->columns_native());
+      for (const std::int64_t rows : {100, 32, 7})
+        for (const std::int64_t cols : {100, 30, 17, 9, 8, 5, 1}) check(f, rows, cols, ++seed);
+    }
+  BlockFormat four_over_six = parse("nvfp4");
+  four_over_six.options.rule = ScaleRule::FourOverSix;
+  CHECK_FALSE(BlockKernel::make(four_over_six)->columns_native());
+  check(four_over_six, 100, 17, ++seed);
+  for (const char* name : {"e4m3:e8m0_t32s4", "e4m3:e8m0_t0", "int8:e8m0_t32"}) {
     const BlockFormat f = parse(name);
     check(f, 100, 17, ++seed);
     check(f, 40, 9, ++seed);

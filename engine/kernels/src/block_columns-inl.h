@@ -48,7 +48,8 @@ HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc
   const bool fast_env = default_fp_environment();
   const auto cols = static_cast<std::size_t>(cc.cols);
   // Fewer columns than lanes: one partial vector of columns (masked lanes, or a zero-padded copy).
-  const bool partial = cols < lanes;
+  ColumnVector vec(cols);
+  const bool partial = vec.partial();
   const std::size_t last = partial ? 0 : cols - lanes;  // first column of a row's last vector
   const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
   // Per column (padded to whole vectors): the panel's amax bits, then its inverse scale and scale.
@@ -57,7 +58,6 @@ HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc
   std::vector<float> inverse_c(padded), scale_c(padded);
   std::vector<std::size_t> special;  // columns whose block goes through one_block
   HWY_ALIGN std::uint8_t in_buf[kMaxLanes * 4];
-  HWY_ALIGN float part_buf[kMaxLanes] = {};
   HWY_ALIGN std::int32_t marks_buf[kMaxLanes];
   std::vector<float> column(static_cast<std::size_t>(cc.block)), column_out(column.size());
   // The gathered column block as a tensor of one row, for one_block.
@@ -67,30 +67,10 @@ HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc
   row_call.out = BlockOut::Fake;
   row_call.fake = column_out.data();
   CodeSink sink(p, row_call);
-  // The vector of columns at src (the first cols lanes of it when partial, the others zero) and its store.
-  const auto load = [&](const float* src) {
-    if (!partial) return hn::LoadU(df, src);
-    if constexpr (kMaskedTail) {
-      return hn::MaskedLoad(hn::FirstN(df, cols), df, src);
-    } else {
-      std::memcpy(part_buf, src, cols * sizeof(float));
-      return hn::Load(df, part_buf);
-    }
-  };
-  const auto store = [&](VF v, float* dst) {
-    if (!partial) return hn::StoreU(v, df, dst);
-    if constexpr (kMaskedTail) {
-      hn::BlendedStore(v, hn::FirstN(df, cols), df, dst);
-    } else {
-      hn::Store(v, df, part_buf);
-      std::memcpy(dst, part_buf, cols * sizeof(float));
-    }
-  };
   for (std::int64_t panel = cc.p0; panel < cc.p1; ++panel) {
-    const std::int64_t r0 = panel * cc.block;
-    const auto len = static_cast<std::size_t>(std::min(cc.block, cc.rows - r0));
-    const float* xp = cc.x + static_cast<std::size_t>(r0) * cols;
-    float* op = cc.out + static_cast<std::size_t>(r0) * cols;
+    const std::size_t len = cc.panel_rows(panel);
+    const float* xp = cc.panel_in(panel);
+    float* op = cc.panel_out(panel);
     special.clear();
     // Each column's scale from its amax (columns [j0, j1)), a vector of columns at a time (floor_marks; lanes
     // past j1 fill the padding or are written again with the same values).
@@ -116,8 +96,8 @@ HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc
     };
     // The element step of the vector of columns at j in row r.
     const auto elements = [&](std::size_t r, std::size_t j) {
-      const VU u = hn::BitCast(du, load(xp + r * cols + j));
-      store(fast_rne_fake<kKind>(fv, u, hn::LoadU(df, inverse_c.data() + j), hn::LoadU(df, scale_c.data() + j)),
+      const VU u = hn::BitCast(du, vec.load(xp + r * cols + j));
+      vec.store(fast_rne_fake<kKind>(fv, u, hn::LoadU(df, inverse_c.data() + j), hn::LoadU(df, scale_c.data() + j)),
             op + r * cols + j);
     };
     if (cols <= kNarrowVectors * lanes) {
@@ -126,7 +106,7 @@ HWY_NOINLINE void fast_floor_columns(const BlockParams& p, const ColumnsCall& cc
         const std::size_t j = std::min(j0, last);
         VU vmax = hn::Zero(du);
         for (std::size_t r = 0; r < len; ++r)
-          vmax = hn::Max(vmax, hn::And(hn::BitCast(du, load(xp + r * cols + j)), abs_mask));
+          vmax = hn::Max(vmax, hn::And(hn::BitCast(du, vec.load(xp + r * cols + j)), abs_mask));
         hn::StoreU(vmax, du, amax.data() + j);
         scales(j0, std::min(j0 + lanes, cols));
         for (std::size_t r = 0; r < len; ++r) elements(r, j);

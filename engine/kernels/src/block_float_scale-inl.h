@@ -194,6 +194,23 @@ HWY_NOINLINE inline void zero_scale_elements(const BlockParams& p, const BlockCa
   HWY_ALIGN std::uint32_t codes[kMaxLanes];
   const InputKind in_kind = call.input;
   const std::size_t in_bytes = in_kind == InputKind::F32 ? 4 : 2;
+  if (in_kind == InputKind::F32 && call.out == BlockOut::Fake && call.metrics == nullptr) {
+    // Fake values of finite float32 inputs without metrics: the inputs' sign bits (zeros of their signs).
+    bool finite = true;
+    for (std::size_t k = 0; k < len; ++k) {
+      std::uint32_t u;
+      std::memcpy(&u, xb + 4 * k, 4);
+      finite = finite && (u & 0x7FFFFFFFU) < 0x7F800000U;
+    }
+    if (finite) {
+      for (std::size_t k = 0; k < len; ++k) {
+        std::uint32_t u;
+        std::memcpy(&u, xb + 4 * k, 4);
+        call.fake[start + k] = std::bit_cast<float>(u & 0x80000000U);
+      }
+      return;
+    }
+  }
   for (std::size_t k = 0; k < len; k += lanes) {
     const std::size_t count = std::min(lanes, len - k);
     std::memset(in_buf, 0, sizeof(in_buf));
@@ -337,6 +354,11 @@ HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, c
   HWY_ALIGN double scale_d[BlockGroup::kSize + kMaxLanes] = {};
   HWY_ALIGN float inverse_f[BlockGroup::kSize + kMaxLanes];
   bool fast[BlockGroup::kSize];
+  // Fake values of a finite block whose scale is zero: zeros of the elements' signs (zero_scale_elements),
+  // written here a vector at a time (all-zero blocks: a gradient's zeros after ReLU or max pooling).
+  bool zero_scale[BlockGroup::kSize];
+  const bool zero_rule_one = p.options->zero_block == ZeroBlock::One;
+  const VU sign_mask = hn::Set(du, 0x80000000U);
   for (std::int64_t g0 = call.b0; g0 < call.b1; g0 += static_cast<std::int64_t>(BlockGroup::kSize)) {
     group.first = g0;
     group.count = static_cast<std::size_t>(std::min<std::int64_t>(BlockGroup::kSize, call.b1 - g0));
@@ -370,6 +392,8 @@ HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, c
       scale_d[i] = s;
       fast[i] = group.stats[i].finite && group.amax[i] != 0 && s > 0x1p-100 && s < 0x1p100 && d > 0x1p-120 &&
                 d < 0x1p120;
+      // float_block's rules past the vector cast, for a finite block: rule one gives a zero block scale one.
+      zero_scale[i] = kOut == BlockOut::Fake && group.stats[i].finite && s == 0 && !(group.amax[i] == 0 && zero_rule_one);
       if (!fast[i]) scale_d[i] = 1;  // a harmless divisor: float_block handles the block
     }
     for (std::size_t i = 0; i < group.count; i += l64) {
@@ -377,6 +401,13 @@ HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, c
       hn::Store(hn::DemoteTo(dfh, inv), dfh, inverse_f + i);
     }
     for (std::size_t i = 0; i < group.count; ++i) {
+      if (zero_scale[i]) {
+        float* out = call.fake + group.starts[i];
+        const std::uint8_t* xb = in + group.starts[i] * kInBytes;
+        for (std::size_t k = 0; k < block; k += lanes)
+          store_values(call, hn::BitCast(df, hn::And(load_input<kIn>(xb, k), sign_mask)), out + k);
+        continue;
+      }
       if (!fast[i]) {
         float_block(p, call, v, sink, group, i, sse_diff);
         continue;

@@ -25,6 +25,40 @@ namespace mxlab::kernel_detail::HWY_NAMESPACE::block {
 /// Codes buffered before they are bit-packed.
 constexpr std::size_t kChunk = 4096;
 
+/// A row's vector of columns in the column kernels (a lane per column): whole vectors, or, for a matrix of fewer
+/// columns than lanes, one partial vector of its `cols` columns (the other lanes zero): masked loads and stores
+/// under AVX-512, a zero-padded buffer elsewhere.
+class ColumnVector {
+ public:
+  explicit ColumnVector(std::size_t cols) : cols_(cols), partial_(cols < hn::Lanes(DF())) {}
+  bool partial() const { return partial_; }
+  VF load(const float* src) {
+    const DF df;
+    if (!partial_) return hn::LoadU(df, src);
+    if constexpr (kMaskedTail) {
+      return hn::MaskedLoad(hn::FirstN(df, cols_), df, src);
+    } else {
+      std::memcpy(buf_, src, cols_ * sizeof(float));
+      return hn::Load(df, buf_);
+    }
+  }
+  void store(VF v, float* dst) {
+    const DF df;
+    if (!partial_) return hn::StoreU(v, df, dst);
+    if constexpr (kMaskedTail) {
+      hn::BlendedStore(v, hn::FirstN(df, cols_), df, dst);
+    } else {
+      hn::Store(v, df, buf_);
+      std::memcpy(dst, buf_, cols_ * sizeof(float));
+    }
+  }
+
+ private:
+  std::size_t cols_;
+  bool partial_;
+  HWY_ALIGN float buf_[kMaxLanes] = {};
+};
+
 /// load_input for an input kind known at run time (one predictable branch per vector).
 template <class D = DU>
 HWY_INLINE hn::Vec<D> load_any(InputKind kind, const void* in, std::size_t i, D d = D()) {

@@ -520,9 +520,20 @@ std::optional<Error> matrix_call_error(std::size_t x_size, std::int64_t rows, st
 
 bool BlockKernel::columns_native() const {
   const BlockParams& p = *params_;
-  return !p.float_scales && !p.planned && !p.two_level && !p.codebook && p.subtile == 0 && !p.stochastic &&
+  if (p.float_scales) return float_columns_native();
+  return !p.planned && !p.two_level && !p.codebook && p.subtile == 0 && !p.stochastic &&
          p.cast.rounding == Rounding::NearestEven && p.fast.on && p.rule == ScaleRule::Floor &&
          format_.layout.sparse_m == 0 && !negative_zero_values(format_) && !needs_tensor_facts();
+}
+
+bool BlockKernel::float_columns_native() const {
+  // fast_float_call's conditions that do not depend on the call (the tensor scale is checked per call).
+  const BlockParams& p = *params_;
+  return p.float_scales && p.fast.on && p.fast.kind == kernel_detail::BlockParams::FastKind::Float && p.fast32 &&
+         !p.four_over_six && !p.nvfp4_peer && !p.float_peer && !p.codebook && !p.planned && p.subtile == 0 &&
+         !p.stochastic && p.cast.rounding == Rounding::NearestEven &&
+         (p.zero_sign == ZeroSign::Keep || !p.has_negative_zero) && format_.layout.sparse_m == 0 &&
+         !negative_zero_values(format_) && p.specials != SpecialsPolicy::TensorNan;
 }
 
 Result<std::size_t> BlockKernel::fake_quantize_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols,
@@ -533,7 +544,23 @@ Result<std::size_t> BlockKernel::fake_quantize_columns(std::span<const float> x,
     return make_error("fake quantization down columns covers the whole matrix (no block range)");
   if (n == 0) return std::size_t{0};
   const std::int64_t k = block_size(rows);
-  if (columns_native()) {
+  // Float block scales: the tensor scale first (the whole tensor's amax, whatever its layout).
+  double g = 1.0;
+  bool native = columns_native();
+  if (native && params_->two_level) {
+    BlockTensorFacts facts;
+    if (br.facts != nullptr) {
+      facts = *br.facts;
+    } else {
+      auto f = tensor_facts(BlockInput(x), {rows, cols}, br);
+      if (!f) return f.error();
+      facts = *f;
+    }
+    g = facts.scale.value;
+    // fast_float_call: decode * s * g rounded once, with g a float32.
+    native = (params_->fast32_short_scales || g == 1.0) && static_cast<double>(static_cast<float>(g)) == g;
+  }
+  if (native) {
     const std::int64_t panels = ceil_div(rows, k);
     const unsigned threads =
         std::min<unsigned>(kernel_detail::useful_threads(n, br.threads), static_cast<unsigned>(panels));
@@ -546,7 +573,9 @@ Result<std::size_t> BlockKernel::fake_quantize_columns(std::span<const float> x,
       call.block = k;
       call.p0 = panels * t / threads;
       call.p1 = panels * (t + 1) / threads;
-      kernel_detail::columns_dispatch(*params_, call);
+      call.g = g;
+      if (params_->float_scales) kernel_detail::float_columns_dispatch(*params_, call);
+      else kernel_detail::columns_dispatch(*params_, call);
     });
     return n;
   }

@@ -407,6 +407,11 @@ struct ColumnsCall {
   float* out = nullptr;
   std::int64_t rows = 0, cols = 0, block = 0;
   std::int64_t p0 = 0, p1 = 0;
+  double g = 1.0;  ///< the tensor scale of two-level formats (float block scales)
+  /// Panel i's rows (the last panel possibly shorter), its first input and its first output.
+  std::size_t panel_rows(std::int64_t i) const { return static_cast<std::size_t>(std::min(block, rows - i * block)); }
+  const float* panel_in(std::int64_t i) const { return x + static_cast<std::size_t>(i * block * cols); }
+  float* panel_out(std::int64_t i) const { return out + static_cast<std::size_t>(i * block * cols); }
 };
 
 struct DequantCall {
@@ -450,6 +455,8 @@ void float_scale_dispatch(const BlockParams& p, const BlockCall& call);
 void dequant_dispatch(const BlockParams& p, const DequantCall& call);
 /// Blocks down columns (power-of-two scales, rule floor, nearest-even fast path: BlockKernel::columns_native).
 void columns_dispatch(const BlockParams& p, const ColumnsCall& call);
+/// Blocks down columns under float block scales (rule amax, the nearest-even fast path of fast_float_loop).
+void float_columns_dispatch(const BlockParams& p, const ColumnsCall& call);
 
 /// The kernel of p's path.
 inline void block_dispatch(const BlockParams& p, const BlockCall& call) {

@@ -471,6 +471,22 @@ Result<std::size_t> FakeQuantizer::run_rows_and_columns(std::span<const float> x
   return x.size();
 }
 
+namespace {
+
+/// Copies a tile row of len floats: the common widths as fixed-size copies the compiler inlines (a library call
+/// per 8-float row cost more than the copy).
+void copy_tile_row(const float* from, std::size_t len, float* to) {
+  switch (len) {
+    case 4: std::memcpy(to, from, 4 * sizeof(float)); return;
+    case 8: std::memcpy(to, from, 8 * sizeof(float)); return;
+    case 16: std::memcpy(to, from, 16 * sizeof(float)); return;
+    case 32: std::memcpy(to, from, 32 * sizeof(float)); return;
+    default: std::copy_n(from, len, to);
+  }
+}
+
+}  // namespace
+
 Result<std::size_t> FakeQuantizer::run_gathered(std::span<const float> x, const std::vector<std::int64_t>& shape,
                                                 std::span<float> out, const Run& run, QuantizeResult* result) const {
   const BlockKernel& kernel = *rows_;
@@ -481,15 +497,15 @@ Result<std::size_t> FakeQuantizer::run_gathered(std::span<const float> x, const 
   std::vector<detail::TileClass> classes{{1, static_cast<std::int64_t>(x.size())}};
   thread_local std::vector<float> gathered, gathered_values;
   if (tiles) {
-    gathered.resize(x.size());
-    gathered_values.resize(x.size());
+    // Grown only: a resize down and up again would fill the values past the smaller size each call.
+    if (gathered.size() < x.size()) gathered.resize(x.size()), gathered_values.resize(x.size());
     std::size_t at = 0;
     classes = detail::for_each_tile_row(shape, format_.layout, [&](std::size_t first, std::size_t len) {
-      std::copy_n(x.data() + first, len, gathered.data() + at);
+      copy_tile_row(x.data() + first, len, gathered.data() + at);
       at += len;
     });
-    in = gathered;
-    values = gathered_values;
+    in = std::span<const float>(gathered).first(x.size());
+    values = std::span<float>(gathered_values).first(x.size());
   }
   BlockRun br{detail::resolve_threads(run.threads)};
   BlockTensorFacts facts;
@@ -513,7 +529,7 @@ Result<std::size_t> FakeQuantizer::run_gathered(std::span<const float> x, const 
   if (tiles) {
     std::size_t at = 0;
     detail::for_each_tile_row(shape, format_.layout, [&](std::size_t first_out, std::size_t len) {
-      std::copy_n(gathered_values.data() + at, len, out.data() + first_out);
+      copy_tile_row(gathered_values.data() + at, len, out.data() + first_out);
       at += len;
     });
   }

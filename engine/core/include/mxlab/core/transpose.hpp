@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 namespace mxlab {
 
@@ -41,10 +41,11 @@ void transpose(const T* src, std::int64_t rows, std::int64_t cols, std::int64_t 
 template <typename T, typename F>
 auto along_columns_by_transposing(const T* x, std::int64_t rows, std::int64_t cols, T* out, F&& along_rows) {
   const auto n = static_cast<std::size_t>(rows * cols);
-  std::vector<T> xt(n), yt(n);
-  transpose(x, rows, cols, cols, xt.data(), rows);
-  auto r = along_rows(static_cast<const T*>(xt.data()), yt.data());
-  if (r) transpose(yt.data(), cols, rows, rows, out, cols);
+  // Not value-initialised: the transpose writes every value of xt, and along_rows every value of yt.
+  const std::unique_ptr<T[]> xt(new T[n]), yt(new T[n]);
+  transpose(x, rows, cols, cols, xt.get(), rows);
+  auto r = along_rows(static_cast<const T*>(xt.get()), yt.get());
+  if (r) transpose(yt.get(), cols, rows, rows, out, cols);
   return r;
 }
 

@@ -163,9 +163,15 @@ class BlockKernel {
   Result<std::size_t> fake_quantize_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols,
                                             std::span<float> out, const BlockRun& run = {}) const;
   /// Whether fake_quantize_columns runs down the columns itself (power-of-two scales under rule floor with the
-  /// nearest-even fast path of the exact rules, no subtiles, N:M sparsity, stochastic rounding or -0 rule; and
-  /// at least as many columns as the SIMD target has float32 lanes) rather than on a transposed copy.
+  /// nearest-even fast path of the exact rules, no subtiles, N:M sparsity, stochastic rounding or -0 rule; or
+  /// float block scales under rule amax on their nearest-even fast path, float_columns_native) rather than on a
+  /// transposed copy.
   bool columns_native() const;
+  /// Float block scales down columns: rule amax on a float element grid with the float32 fast path, nearest-even,
+  /// no peer arithmetic, rule 4over6, subtiles, N:M sparsity, -0 rule or tensor-nan policy. A two-level format
+  /// whose tensor scale is not a float32 (or, with long scale significands, not 1) still takes the transposed
+  /// copy.
+  bool float_columns_native() const;
   /// Packed element codes and scale codes (as mxlab::pack of mxlab::quantize); optionally the metrics.
   Result<BlockPacked> quantize_packed(BlockInput x, const std::vector<std::int64_t>& shape,
                                       const BlockRun& run = {}, BlockMetrics* metrics = nullptr) const;
