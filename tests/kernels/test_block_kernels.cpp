@@ -382,6 +382,18 @@ TEST_CASE("block kernels: float block scales and NVFP4's two levels", "[kernels]
       check_format(f, make_float_scale_input(33, shape[0], shape[1], true, max_elem, max_scale, *base.layout.scale),
                    shape);
     }
+    // Rows shorter than a block (a first convolution's 9 taps): one block a row, its last vector partial; an
+    // all-zero row and a row a billionth of the others (a zero block scale: zeros of the elements' signs).
+    for (const std::int64_t cols : {9, 5, 15, 1}) {
+      auto x = make_float_scale_input(40 + static_cast<std::uint64_t>(cols), 40, cols, false, max_elem, max_scale,
+                                      *base.layout.scale);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        x[static_cast<std::size_t>(3 * cols + j)] = j % 2 == 0 ? -0.0F : 0.0F;
+        x[static_cast<std::size_t>(5 * cols + j)] *= 1e-9F;
+      }
+      INFO(name << ", rows of " << cols);
+      check_format(base, x, {40, cols});
+    }
   }
   // Ragged rows (odd lengths: packed nibbles through the bit writer) and an all-zero tensor (g = 1).
   check_format(parse("nvfp4"), make_input(34, 6, 45), {6, 45});

@@ -313,15 +313,17 @@ HWY_INLINE void float_block(const BlockParams& p, const BlockCall& call, const F
 
 /// Whether the float-scale tight loop (fast_float_loop) covers the call: rule amax on a float element grid under
 /// nearest-even (BlockParams::FastRne of FastKind::Float, and fast32), no peer arithmetic or zero-sign rule, codes or values out
-/// without metrics or tensor-wide statistics, rows of whole blocks of whole vectors, decode * s * g rounded
-/// once (short scale significands, or g = 1, with g a float32).
+/// without metrics or tensor-wide statistics, rows of whole blocks of whole vectors (or, for fake values, rows
+/// shorter than a block: one block each, a first convolution's taps), decode * s * g rounded once (short scale
+/// significands, or g = 1, with g a float32).
 HWY_INLINE bool fast_float_call(const BlockParams& p, const BlockCall& call) {
   const std::size_t lanes = hn::Lanes(DU());
   return p.fast.on && p.fast.kind == FastKind::Float && p.fast32 && !p.four_over_six && !p.nvfp4_peer && !p.float_peer && !p.codebook &&
          (p.zero_sign == ZeroSign::Keep || !p.has_negative_zero) && call.out != BlockOut::None &&
          call.metrics == nullptr && call.tensor_amax == nullptr && call.tensor_nan == nullptr &&
          call.tensor_inf == nullptr && !(p.specials == SpecialsPolicy::TensorNan && call.any_nan) &&
-         static_cast<std::size_t>(call.block) % lanes == 0 && call.row % call.block == 0 &&
+         ((static_cast<std::size_t>(call.block) % lanes == 0 && call.row % call.block == 0) ||
+          (call.row < call.block && call.out == BlockOut::Fake)) &&
          (p.fast32_short_scales || call.g == 1.0) && static_cast<double>(static_cast<float>(call.g)) == call.g;
 }
 
@@ -340,7 +342,20 @@ HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, c
   const std::size_t lanes = hn::Lanes(du);
   constexpr std::size_t kInBytes = kIn == InputKind::F32 ? 4 : 2;
   const FastVectors fv(p.fast);
-  const auto block = static_cast<std::size_t>(call.block);
+  // Blocks lie one after another: whole blocks of whole vectors, or rows shorter than a block (one block a row,
+  // its last vector partial: masked under AVX-512, a zero-padded buffer elsewhere).
+  const auto block = static_cast<std::size_t>(std::min(call.block, call.row));
+  const std::size_t full = block - block % lanes;
+  HWY_ALIGN std::uint8_t tail_buf[kMaxLanes * 4] = {};
+  HWY_ALIGN float tail_out[kMaxLanes];
+  const auto tail = [&](const std::uint8_t* xb) {
+    if constexpr (kMaskedTail) {
+      return load_input_n<kIn>(xb, full, block - full);
+    } else {
+      std::memcpy(tail_buf, xb + full * kInBytes, (block - full) * kInBytes);
+      return load_input<kIn>(tail_buf, 0);
+    }
+  };
   const auto* in = static_cast<const std::uint8_t*>(call.x);
   const VU abs_mask = hn::Set(du, 0x7FFFFFFFU);
   const VF g_v = hn::Set(df, static_cast<float>(call.g));
@@ -369,7 +384,8 @@ HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, c
         for (std::size_t k = 0; k < block * kInBytes; k += 64) hwy::Prefetch(xb + k + call.prefetch);
       }
       VU vmax = hn::Zero(du);
-      for (std::size_t k = 0; k < block; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
+      for (std::size_t k = 0; k < full; k += lanes) vmax = hn::Max(vmax, hn::And(load_input<kIn>(xb, k), abs_mask));
+      if (full != block) vmax = hn::Max(vmax, hn::And(tail(xb), abs_mask));
       BlockStats st;
       st.amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
       if (st.amax_bits >= 0x7F800000U) st = block_stats(kIn, xb, xb, block, block);
@@ -401,11 +417,15 @@ HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, c
       hn::Store(hn::DemoteTo(dfh, inv), dfh, inverse_f + i);
     }
     for (std::size_t i = 0; i < group.count; ++i) {
-      if (zero_scale[i]) {
+      if (zero_scale[i] && full == block) {
         float* out = call.fake + group.starts[i];
         const std::uint8_t* xb = in + group.starts[i] * kInBytes;
         for (std::size_t k = 0; k < block; k += lanes)
           store_values(call, hn::BitCast(df, hn::And(load_input<kIn>(xb, k), sign_mask)), out + k);
+        continue;
+      }
+      if (zero_scale[i]) {
+        zero_scale_elements(p, call, sink, in + group.starts[i] * kInBytes, block, group.starts[i]);
         continue;
       }
       if (!fast[i]) {
@@ -419,7 +439,21 @@ HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, c
       const std::uint8_t* xb = in + start * kInBytes;
       const VF inverse = hn::Set(df, inverse_f[i]);
       const VF s_v = hn::Set(df, static_cast<float>(s));
-      for (std::size_t k = 0; k < block; k += lanes) {
+      if constexpr (kOut == BlockOut::Fake) {
+        if (full != block) {  // the row's one block of fewer than a vector's lanes past its whole vectors
+          const VU u = tail(xb);
+          const std::size_t count = block - full;
+          const VF q = hn::Mul(hn::BitCast(df, hn::And(u, abs_mask)), inverse);
+          if (!hn::AllFalse(du, near_boundary32(v.c32, q, u))) {
+            float_scale_elements<AnyRounding>(p, call, v.c64, v.c32, sink, xb + full * kInBytes, count, start + full, s);
+          } else {
+            const VF value = fast_rne_fake(fv, u, inverse, s_v);
+            hn::Store(unit_g ? value : hn::Mul(value, g_v), df, tail_out);
+            std::memcpy(call.fake + start + full, tail_out, count * sizeof(float));
+          }
+        }
+      }
+      for (std::size_t k = 0; k < full; k += lanes) {
         const VU u = load_input<kIn>(xb, k);
         const VF q = hn::Mul(hn::BitCast(df, hn::And(u, abs_mask)), inverse);
         if (!hn::AllFalse(du, near_boundary32(v.c32, q, u))) {
