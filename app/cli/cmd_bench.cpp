@@ -504,7 +504,8 @@ Result<train::Recipe> bench_recipe(const std::string& label) {
 /// step time measured in the same run and on as many threads, and the FP32 step's own GEMMs (OpenBLAS SGEMM) in
 /// GFLOP/s beside the nominal peak of the cores; the FP32 GEMM at 128^3 and 512^3. Each row is measured `repeats`
 /// times (the recipes and thread counts alternating, so a change of machine load hits them alike): the median and
-/// spread. Without --quick the ResNet, MobileNetV2 and vision transformer add their FP32 and MXFP8 steps.
+/// spread. Without --quick the CNN adds the format comparison's recipes and NVFP4, and the ResNet, MobileNetV2 and
+/// vision transformer their FP32 and MXFP8 steps.
 std::optional<Error> training_rows(bool quick, int repeats, unsigned threads, Table& t) {
   std::vector<unsigned> thread_counts = {1};
   if (threads > 1) thread_counts.push_back(threads);
@@ -517,7 +518,11 @@ std::optional<Error> training_rows(bool quick, int repeats, unsigned threads, Ta
   // key accumulate, docs/training.md), computed by gemm's SIMD kernel instead of the float32 GEMM.
   const std::vector<std::string> recipes = {"fp32", "mxfp8", "fp8_current", "fp8_delayed",
                                             "mxfp8 accumulate=tensorcore-trunc14"};
-  std::vector<Model> models = {{"mlp", 128, quick ? 10 : 30, recipes}, {"cnn", 64, quick ? 10 : 30, recipes}};
+  // The CNN also steps under the format comparison's recipes (docs/training.md) and NVFP4, without --quick.
+  std::vector<std::string> cnn_recipes = recipes;
+  if (!quick)
+    for (const char* r : {"mxint8", "boost_e2m5", "mxsf", "mxfp8_e4m3 all=mxfp8_e4m3@8x8", "nvfp4"}) cnn_recipes.emplace_back(r);
+  std::vector<Model> models = {{"mlp", 128, quick ? 10 : 30, recipes}, {"cnn", 64, quick ? 10 : 30, cnn_recipes}};
   if (!quick)
     for (const char* kind : {"resnet", "mobilenet", "vit"}) models.push_back({kind, 64, 3, {"fp32", "mxfp8"}});
   for (const Model& model : models) {
