@@ -436,9 +436,15 @@ TEST_CASE("ops: per-tensor scales and 2-D tiles run on the block kernel over gat
       {"e2m1:e4m3_float32_t16_t16", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
       {"e4m3:e8m0_t0_t8", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
       {"mxfp8_e4m3@32x32", SpecialsPolicy::BlockNan, Rounding::Stochastic, false},
+      // The paper's tiles on the tile kernel (BlockKernel::fake_quantize_tiles, without metrics: ops::fake_quantize
+      // in check_fake_quantizer), each grid's fast path.
+      {"mxfp8_e4m3@8x8", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"mxint8@8x8", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
+      {"mxsf@8x8", SpecialsPolicy::BlockNan, Rounding::NearestEven, true},
   };
-  // Partial tiles in both directions, leading matrices, a 1-D tensor, whole tiles only, a single element.
-  const std::vector<std::vector<std::int64_t>> shapes = {{70, 45}, {3, 40, 33}, {1000}, {64, 64}, {1, 1}};
+  // Partial tiles in both directions, leading matrices, a 1-D tensor, whole tiles only, a single element, fewer
+  // columns than a vector's lanes.
+  const std::vector<std::vector<std::int64_t>> shapes = {{70, 45}, {3, 40, 33}, {1000}, {64, 64}, {1, 1}, {21, 7}};
   for (const auto& target : simd_targets()) {
     const ScopedSimdTarget forced(target);
     for (const FormatCase& c : cases) {

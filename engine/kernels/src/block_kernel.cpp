@@ -536,6 +536,46 @@ bool BlockKernel::float_columns_native() const {
          !negative_zero_values(format_) && p.specials != SpecialsPolicy::TensorNan;
 }
 
+namespace {
+
+/// The column kernels over panels of `block` rows of a rows x cols matrix (tile_width > 1: bands of 2-D tiles),
+/// the panels split over the threads: float block scales (tensor scale g) or power-of-two scales.
+void run_panels(const kernel_detail::BlockParams& p, std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                std::int64_t block, std::int64_t tile_width, double g, std::span<float> out, unsigned threads_asked) {
+  const std::int64_t panels = ceil_div(rows, block);
+  const unsigned threads =
+      std::min<unsigned>(kernel_detail::useful_threads(x.size(), threads_asked), static_cast<unsigned>(panels));
+  kernel_detail::run_parts(threads, [&](unsigned t) {
+    kernel_detail::ColumnsCall call;
+    call.x = x.data();
+    call.out = out.data();
+    call.rows = rows;
+    call.cols = cols;
+    call.block = block;
+    call.tile_width = tile_width;
+    call.g = g;
+    call.p0 = panels * t / threads;
+    call.p1 = panels * (t + 1) / threads;
+    if (p.float_scales) kernel_detail::float_columns_dispatch(p, call);
+    else kernel_detail::columns_dispatch(p, call);
+  });
+}
+
+}  // namespace
+
+bool BlockKernel::tiles_native() const { return columns_native() && !params_->float_scales; }
+
+Result<std::size_t> BlockKernel::fake_quantize_tiles(std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                                                     std::int64_t tile_rows, std::int64_t tile_cols,
+                                                     std::span<float> out, const BlockRun& br) const {
+  if (auto e = matrix_call_error(x.size(), rows, cols, out.size())) return *e;
+  if (!tiles_native()) return make_error("fake quantization in 2-D tiles: format '" + format_.name + "' has no tile kernel");
+  if (tile_rows <= 0 || tile_cols <= 0) return make_error("fake quantization in 2-D tiles: tiles of no rows or columns");
+  if (x.empty()) return std::size_t{0};
+  run_panels(*params_, x, rows, cols, tile_rows, tile_cols, 1.0, out, br.threads);
+  return x.size();
+}
+
 Result<std::size_t> BlockKernel::fake_quantize_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols,
                                                        std::span<float> out, const BlockRun& br) const {
   if (auto e = matrix_call_error(x.size(), rows, cols, out.size())) return *e;
@@ -561,22 +601,7 @@ Result<std::size_t> BlockKernel::fake_quantize_columns(std::span<const float> x,
     native = (params_->fast32_short_scales || g == 1.0) && static_cast<double>(static_cast<float>(g)) == g;
   }
   if (native) {
-    const std::int64_t panels = ceil_div(rows, k);
-    const unsigned threads =
-        std::min<unsigned>(kernel_detail::useful_threads(n, br.threads), static_cast<unsigned>(panels));
-    kernel_detail::run_parts(threads, [&](unsigned t) {
-      kernel_detail::ColumnsCall call;
-      call.x = x.data();
-      call.out = out.data();
-      call.rows = rows;
-      call.cols = cols;
-      call.block = k;
-      call.p0 = panels * t / threads;
-      call.p1 = panels * (t + 1) / threads;
-      call.g = g;
-      if (params_->float_scales) kernel_detail::float_columns_dispatch(*params_, call);
-      else kernel_detail::columns_dispatch(*params_, call);
-    });
+    run_panels(*params_, x, rows, cols, k, 1, g, out, br.threads);
     return n;
   }
   // Every other format: the transposed copy, quantized along its rows and transposed back.

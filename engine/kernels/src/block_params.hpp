@@ -408,6 +408,8 @@ struct ColumnsCall {
   std::int64_t rows = 0, cols = 0, block = 0;
   std::int64_t p0 = 0, p1 = 0;
   double g = 1.0;  ///< the tensor scale of two-level formats (float block scales)
+  /// 2-D tiles: a block is `block` rows of tile_width neighbouring columns (the last tile of a row narrower).
+  std::int64_t tile_width = 1;
   /// Panel i's rows (the last panel possibly shorter), its first input and its first output.
   std::size_t panel_rows(std::int64_t i) const { return static_cast<std::size_t>(std::min(block, rows - i * block)); }
   const float* panel_in(std::int64_t i) const { return x + static_cast<std::size_t>(i * block * cols); }

@@ -1,5 +1,4 @@
-// The block kernel of power-of-two scales under the exact rules (block_pow2-inl.h), and its blocks down
-// columns (block_columns-inl.h).
+// The block kernel of power-of-two scales under the exact rules (block_pow2-inl.h).
 // Highway dynamic dispatch: foreach_target.h re-includes this file once per target; the dispatcher picks
 // the best one the CPU supports at run time (the targets are listed in engine/kernels/CMakeLists.txt).
 #undef HWY_TARGET_INCLUDE
@@ -8,7 +7,6 @@
 
 #include <hwy/highway.h>
 
-#include "block_columns-inl.h"
 #include "block_pow2-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -21,10 +19,6 @@ void pow2_kernel_impl(const BlockParams& p, const BlockCall& call) {
   return block::block_for_output<AnyRounding>(p, call);
 }
 
-void columns_kernel_impl(const BlockParams& p, const ColumnsCall& call) {
-  block::with_fast_kind(p.fast.kind, [&](auto kind) { block::fast_floor_columns<decltype(kind)::value>(p, call); });
-}
-
 }  // namespace mxlab::kernel_detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -33,12 +27,7 @@ namespace mxlab::kernel_detail {
 
 HWY_EXPORT(pow2_kernel_impl);
 
-HWY_EXPORT(columns_kernel_impl);
-
 void pow2_dispatch(const BlockParams& p, const BlockCall& call) { HWY_DYNAMIC_DISPATCH(pow2_kernel_impl)(p, call); }
-void columns_dispatch(const BlockParams& p, const ColumnsCall& call) {
-  HWY_DYNAMIC_DISPATCH(columns_kernel_impl)(p, call);
-}
 
 }  // namespace mxlab::kernel_detail
 #endif  // HWY_ONCE

@@ -339,8 +339,14 @@ Result<std::size_t> FakeQuantizer::run_values(std::span<const float> x, const st
     return make_error("fake quantization: output holds " + std::to_string(out.size()) + " values for " +
                       std::to_string(x.size()) + " inputs");
   if (cast_) return run_elements(x, out, run, result);
-  if (rows_ && !x.empty() && element_count(shape) == static_cast<std::int64_t>(x.size()))
+  if (rows_ && !x.empty() && element_count(shape) == static_cast<std::int64_t>(x.size())) {
+    // A matrix in 2-D tiles without metrics: the tile kernel, a band of tile rows at a time, in place.
+    if (result == nullptr && shape.size() == 2 && format_.layout.geometry().two_d() && rows_->tiles_native()) {
+      const auto [th, tw] = format_.layout.geometry().tile_shape(shape[0], shape[1]);
+      return rows_->fake_quantize_tiles(x, shape[0], shape[1], th, tw, out, BlockRun{detail::resolve_threads(run.threads)});
+    }
     return run_gathered(x, shape, out, run, result);
+  }
   if (kernel_) {
     const BlockKernel& kernel = *kernel_;
     BlockMetrics m;

@@ -162,6 +162,16 @@ class BlockKernel {
   /// of block rows; block ranges (BlockRun::first_block, end_block) do not apply.
   Result<std::size_t> fake_quantize_columns(std::span<const float> x, std::int64_t rows, std::int64_t cols,
                                             std::span<float> out, const BlockRun& run = {}) const;
+  /// Fake quantization of a rows x cols row-major float32 matrix in 2-D tiles of tile_rows x tile_cols (the last
+  /// tile row and column partial), each tile one block of this kernel's format: out = the format's values of each
+  /// tile's elements quantized as one block (as the tile's rows gathered one after the other), bit for bit. Only
+  /// where columns_native() without float block scales (the power-of-two column kernel, a band of tile_rows rows
+  /// at a time); threads split the bands.
+  Result<std::size_t> fake_quantize_tiles(std::span<const float> x, std::int64_t rows, std::int64_t cols,
+                                          std::int64_t tile_rows, std::int64_t tile_cols, std::span<float> out,
+                                          const BlockRun& run = {}) const;
+  /// Whether fake_quantize_tiles takes this kernel's format (columns_native() with power-of-two scales).
+  bool tiles_native() const;
   /// Whether fake_quantize_columns runs down the columns itself (power-of-two scales under rule floor with the
   /// nearest-even fast path of the exact rules, no subtiles, N:M sparsity, stochastic rounding or -0 rule; or
   /// float block scales under rule amax on their nearest-even fast path, float_columns_native) rather than on a
