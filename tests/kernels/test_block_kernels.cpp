@@ -383,7 +383,8 @@ TEST_CASE("block kernels: float block scales and NVFP4's two levels", "[kernels]
                    shape);
     }
     // Rows shorter than a block (a first convolution's 9 taps): one block a row, its last vector partial; an
-    // all-zero row and a row a billionth of the others (a zero block scale: zeros of the elements' signs).
+    // all-zero row and a row a billionth of the others (a zero block scale: zeros of the elements' signs), NaN and
+    // Inf.
     for (const std::int64_t cols : {9, 5, 15, 1}) {
       auto x = make_float_scale_input(40 + static_cast<std::uint64_t>(cols), 40, cols, false, max_elem, max_scale,
                                       *base.layout.scale);
@@ -391,6 +392,11 @@ TEST_CASE("block kernels: float block scales and NVFP4's two levels", "[kernels]
         x[static_cast<std::size_t>(3 * cols + j)] = j % 2 == 0 ? -0.0F : 0.0F;
         x[static_cast<std::size_t>(5 * cols + j)] *= 1e-9F;
       }
+      // Inf in a row, a row all Inf and NaN in the last row (the block statistics of a partial vector, which must
+      // not read past the tensor's end).
+      x[static_cast<std::size_t>(9 * cols)] = -std::numeric_limits<float>::infinity();
+      for (std::int64_t j = 0; j < cols; ++j) x[static_cast<std::size_t>(11 * cols + j)] = std::numeric_limits<float>::infinity();
+      x[x.size() - 1] = std::numeric_limits<float>::quiet_NaN();
       INFO(name << ", rows of " << cols);
       check_format(base, x, {40, cols});
     }

@@ -388,7 +388,12 @@ HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, c
       if (full != block) vmax = hn::Max(vmax, hn::And(tail(xb), abs_mask));
       BlockStats st;
       st.amax_bits = hn::GetLane(hn::MaxOfLanes(du, vmax));
-      if (st.amax_bits >= 0x7F800000U) st = block_stats(kIn, xb, xb, block, block);
+      if (st.amax_bits >= 0x7F800000U) {
+        // block_stats reads a partial last vector from a zero-padded copy.
+        HWY_ALIGN std::uint8_t stats_buf[kMaxLanes * 4] = {};
+        std::memcpy(stats_buf, xb + full * kInBytes, (block - full) * kInBytes);
+        st = block_stats(kIn, xb, stats_buf, block, full);
+      }
       group.stats[i] = st;
       group.starts[i] = start;
       group.lens[i] = block;
