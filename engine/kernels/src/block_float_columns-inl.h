@@ -50,7 +50,6 @@ HWY_NOINLINE inline void fast_float_columns(const BlockParams& p, const ColumnsC
   const VU sign_mask = hn::Set(du, 0x80000000U);
   const bool unit_g = cc.g == 1.0;
   const VF g_v = hn::Set(df, static_cast<float>(cc.g));
-  const bool zero_rule_one = p.options->zero_block == ZeroBlock::One;
   const std::size_t padded = (cols + lanes - 1) / lanes * lanes;
   std::vector<std::uint32_t> amax(padded), zero_c(padded);
   std::vector<float> inverse_c(padded), scale_c(padded);
@@ -84,15 +83,10 @@ HWY_NOINLINE inline void fast_float_columns(const BlockParams& p, const ColumnsC
       }
       group_scale_codes(p, scale_call, v.s64, group);
       for (std::size_t i = 0; i < group.count; ++i) {
-        auto code = static_cast<std::uint32_t>(group.codes[i]);
-        if (p.min_block_scale > 0 && p.scale_of(code) < p.min_block_scale) code = p.min_block_scale_code;
-        const double s = p.scale_of(code), d = s * cc.g;
-        const bool finite = amax[j0 + i] < 0x7F800000U;
-        const bool fast = finite && group.amax[i] != 0 && s > 0x1p-100 && s < 0x1p100 && d > 0x1p-120 && d < 0x1p120;
-        const bool zero = finite && s == 0 && !(group.amax[i] == 0 && zero_rule_one);
-        zero_c[j0 + i] = zero ? ~0U : 0U;
-        redo[j0 + i] = fast || zero ? 0 : 1;
-        scale_d[i] = fast ? s : 1.0;
+        const FastFloatBlock b = fast_float_block(p, group.codes[i], group.amax[i], amax[j0 + i] < 0x7F800000U, cc.g);
+        zero_c[j0 + i] = b.zero ? ~0U : 0U;
+        redo[j0 + i] = b.fast || b.zero ? 0 : 1;
+        scale_d[i] = b.fast ? b.s : 1.0;
       }
       for (std::size_t i = 0; i < group.count; i += l64) {
         const VF64 inv = hn::Div(hn::Set(df64, 1.0), hn::Mul(hn::Load(df64, scale_d + i), hn::Set(df64, cc.g)));

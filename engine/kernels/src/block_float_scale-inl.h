@@ -311,6 +311,28 @@ HWY_INLINE void float_block(const BlockParams& p, const BlockCall& call, const F
   }
 }
 
+/// One block's scale in the float-scale tight loops past their group's vector cast (group_scale_codes):
+/// float_block's minimum block scale, then whether the block takes the nearest-even fast step (finite, a nonzero
+/// amax, s and s * g within the fast range) or is a finite block whose scale is zero (zeros of its elements'
+/// signs; rule one gives an all-zero block the scale one instead, which float_block applies).
+struct FastFloatBlock {
+  std::uint32_t code = 0;
+  double s = 0;
+  bool fast = false;
+  bool zero = false;
+};
+HWY_INLINE FastFloatBlock fast_float_block(const BlockParams& p, std::uint64_t group_code, double amax, bool finite,
+                                           double g) {
+  FastFloatBlock b;
+  b.code = static_cast<std::uint32_t>(group_code);
+  if (p.min_block_scale > 0 && p.scale_of(b.code) < p.min_block_scale) b.code = p.min_block_scale_code;
+  b.s = p.scale_of(b.code);
+  const double d = b.s * g;
+  b.fast = finite && amax != 0 && b.s > 0x1p-100 && b.s < 0x1p100 && d > 0x1p-120 && d < 0x1p120;
+  b.zero = finite && b.s == 0 && !(amax == 0 && p.options->zero_block == ZeroBlock::One);
+  return b;
+}
+
 /// Whether the float-scale tight loop (fast_float_loop) covers the call: rule amax on a float element grid under
 /// nearest-even (BlockParams::FastRne of FastKind::Float, and fast32), no peer arithmetic or zero-sign rule, codes or values out
 /// without metrics or tensor-wide statistics, rows of whole blocks of whole vectors (or, for fake values, rows
@@ -372,7 +394,6 @@ HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, c
   // Fake values of a finite block whose scale is zero: zeros of the elements' signs (zero_scale_elements),
   // written here a vector at a time (all-zero blocks: a gradient's zeros after ReLU or max pooling).
   bool zero_scale[BlockGroup::kSize];
-  const bool zero_rule_one = p.options->zero_block == ZeroBlock::One;
   const VU sign_mask = hn::Set(du, 0x80000000U);
   for (std::int64_t g0 = call.b0; g0 < call.b1; g0 += static_cast<std::int64_t>(BlockGroup::kSize)) {
     group.first = g0;
@@ -405,17 +426,11 @@ HWY_NOINLINE void fast_float_loop(const BlockParams& p, const BlockCall& call, c
     // The blocks' scales and the float32 multipliers fl32(1 / (s * g)) ahead of the element passes, so that no
     // block waits on its own division.
     for (std::size_t i = 0; i < group.count; ++i) {
-      auto code = static_cast<std::uint32_t>(group.codes[i]);
-      if (p.min_block_scale > 0 && p.scale_of(code) < p.min_block_scale) code = p.min_block_scale_code;
-      const double s = p.scale_of(code);
-      const double d = s * call.g;
-      group.codes[i] = code;
-      scale_d[i] = s;
-      fast[i] = group.stats[i].finite && group.amax[i] != 0 && s > 0x1p-100 && s < 0x1p100 && d > 0x1p-120 &&
-                d < 0x1p120;
-      // float_block's rules past the vector cast, for a finite block: rule one gives a zero block scale one.
-      zero_scale[i] = kOut == BlockOut::Fake && group.stats[i].finite && s == 0 && !(group.amax[i] == 0 && zero_rule_one);
-      if (!fast[i]) scale_d[i] = 1;  // a harmless divisor: float_block handles the block
+      const FastFloatBlock b = fast_float_block(p, group.codes[i], group.amax[i], group.stats[i].finite, call.g);
+      group.codes[i] = b.code;
+      fast[i] = b.fast;
+      zero_scale[i] = kOut == BlockOut::Fake && b.zero;
+      scale_d[i] = b.fast ? b.s : 1;  // a harmless divisor elsewhere: float_block handles the block
     }
     for (std::size_t i = 0; i < group.count; i += l64) {
       const VF64 inv = hn::Div(hn::Set(df64, 1.0), hn::Mul(hn::Load(df64, scale_d + i), g64));
